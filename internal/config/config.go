@@ -1,0 +1,411 @@
+// Package config is layer0's one configuration file: a typed struct decoded strictly from YAML
+// (unknown keys are errors), filled with documented defaults, and validated with every problem
+// reported at once with its path. A Config is never mutated after Load; reload builds a new one.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration. The zero value is not usable; use Default or Load.
+type Config struct {
+	// Server configures the listener and request limits.
+	Server Server `yaml:"server"`
+	// Engines are the named backends (each one replica). Default: one sim engine named "sim".
+	Engines map[string]Engine `yaml:"engines"`
+	// Models are the model ids clients may ask for, each served by a pool of engines.
+	// Default: model "sim" on engine "sim".
+	Models map[string]Model `yaml:"models"`
+	// Log configures the process log and the access log.
+	Log Log `yaml:"log"`
+}
+
+// Server configures the listener.
+type Server struct {
+	// Addr is the HOST:PORT to listen on. Default "127.0.0.1:8080"; the --addr flag overrides it.
+	Addr string `yaml:"addr"`
+	// MaxBodyBytes is the largest request body accepted, in bytes; larger gets 413.
+	// Default 33554432 (32 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout is how long in-flight requests may run after a stop signal. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Engine kinds.
+const (
+	KindSim       = "sim"
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+	KindLayer0    = "layer0"
+)
+
+// Engine is one backend replica.
+type Engine struct {
+	// Kind is sim, openai, anthropic or layer0. Required.
+	Kind string `yaml:"kind"`
+	// URL is the engine's base URL (for example http://10.0.0.5:8000). Required except for sim.
+	URL string `yaml:"url"`
+	// APIKeyEnv names the environment variable holding the engine's credential. Optional; the
+	// value is read at start and never printed or logged.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// MaxConcurrency caps requests in flight to this engine; 0 means no cap. Default 0.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// Timeouts bound the calls to the engine.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// Sim configures the embedded simulator (kind sim only).
+	Sim Sim `yaml:"sim"`
+}
+
+// Timeouts bound an engine call. Zero means no bound.
+type Timeouts struct {
+	// Connect bounds dialing. Default 5s.
+	Connect time.Duration `yaml:"connect"`
+	// FirstByte bounds the wait for the first response byte. Default 60s.
+	FirstByte time.Duration `yaml:"first_byte"`
+	// Idle bounds the gap between two streamed tokens. Default 60s.
+	Idle time.Duration `yaml:"idle"`
+	// Total bounds the whole call. Default 10m.
+	Total time.Duration `yaml:"total"`
+}
+
+// Sim configures the embedded simulated engine. Its zero delays make it as fast as possible
+// (the default, for tests and benchmarks); Preset "realistic" sets demo timings.
+type Sim struct {
+	// Preset fills unset timings: "fast" (all zero, the default) or "realistic"
+	// (ttft 150ms, prefill_per_token 50µs, inter_token_latency 20ms).
+	Preset string `yaml:"preset"`
+	// TTFT is the fixed delay before the first token. Default 0.
+	TTFT time.Duration `yaml:"ttft"`
+	// PrefillPerToken is added to TTFT for each prompt token not found in the KV cache. Default 0.
+	PrefillPerToken time.Duration `yaml:"prefill_per_token"`
+	// InterTokenLatency is the delay between output tokens. Default 0.
+	InterTokenLatency time.Duration `yaml:"inter_token_latency"`
+	// MaxConcurrency is how many sequences generate at once. Default 256.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxQueue is how many requests may wait for a slot; beyond it, 529 overloaded_error.
+	// Default 1024.
+	MaxQueue int `yaml:"max_queue"`
+	// KVCacheTokens is the prefix KV cache's capacity in tokens; 0 disables it. Default 262144.
+	KVCacheTokens int `yaml:"kv_cache_tokens"`
+	// BlockTokens is the KV cache block size in tokens. Default 16.
+	BlockTokens int `yaml:"block_tokens"`
+	// Mode is "lorem" (deterministic readable pseudo-text seeded by the prompt, the default) or
+	// "echo" (repeats the last user message).
+	Mode string `yaml:"mode"`
+	// ContextWindow is the model's context size in tokens. Default 200000.
+	ContextWindow int `yaml:"context_window"`
+	// Fail injects failures, for tests.
+	Fail SimFail `yaml:"fail"`
+}
+
+// SimFail injects failures into the simulator. The zero value injects none.
+type SimFail struct {
+	// Status, when non-zero, answers every request with this HTTP status (429, 500, 529, …)
+	// before any token.
+	Status int `yaml:"status"`
+	// Message is the error message for Status or AfterTokens. Default "simulated failure".
+	Message string `yaml:"message"`
+	// AfterTokens, when positive, fails inside the stream after this many output tokens.
+	AfterTokens int `yaml:"after_tokens"`
+	// Hang, when true, never produces a token (until the client gives up).
+	Hang bool `yaml:"hang"`
+}
+
+// Model is a model id clients may ask for.
+type Model struct {
+	// Engines is the pool of engine names that serve the model. Required.
+	Engines []string `yaml:"engines"`
+	// UpstreamModel is the model name sent to the engine. Default: the model id.
+	UpstreamModel string `yaml:"upstream_model"`
+	// DisplayName is shown in the models list. Default: the model id.
+	DisplayName string `yaml:"display_name"`
+	// ContextWindow is the input limit in tokens; longer inputs get 400. Default 200000.
+	ContextWindow int `yaml:"context_window"`
+	// Created is the model's creation time shown in the models list. Default 2025-01-01T00:00:00Z.
+	Created time.Time `yaml:"created"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Access enables the JSON access log, one record per request, on stderr. Default true.
+	Access *bool `yaml:"access"`
+}
+
+// Default returns the embedded default configuration: the sim engine as model "sim".
+func Default() *Config {
+	c := &Config{}
+	c.setDefaults()
+	return c
+}
+
+// Load reads, decodes, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes, defaults and validates a YAML document. Its error is an *Errors listing every
+// problem found.
+func Parse(b []byte) (*Config, error) {
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			errs := &Errors{}
+			for _, m := range te.Errors {
+				errs.add("", "%s", strings.TrimPrefix(m, "yaml: "))
+			}
+			return nil, errs
+		}
+		return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) setDefaults() {
+	s := &c.Server
+	if s.Addr == "" {
+		s.Addr = "127.0.0.1:8080"
+	}
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = 32 << 20
+	}
+	if s.ReadHeaderTimeout == 0 {
+		s.ReadHeaderTimeout = 10 * time.Second
+	}
+	if s.IdleTimeout == 0 {
+		s.IdleTimeout = 120 * time.Second
+	}
+	if s.ShutdownTimeout == 0 {
+		s.ShutdownTimeout = 30 * time.Second
+	}
+	if len(c.Engines) == 0 && len(c.Models) == 0 {
+		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
+		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
+	}
+	for name, e := range c.Engines {
+		e.setDefaults()
+		c.Engines[name] = e
+	}
+	for id, m := range c.Models {
+		if m.UpstreamModel == "" {
+			m.UpstreamModel = id
+		}
+		if m.DisplayName == "" {
+			m.DisplayName = id
+		}
+		if m.ContextWindow == 0 {
+			m.ContextWindow = 200000
+		}
+		if m.Created.IsZero() {
+			m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		c.Models[id] = m
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Access == nil {
+		t := true
+		c.Log.Access = &t
+	}
+}
+
+func (e *Engine) setDefaults() {
+	t := &e.Timeouts
+	if t.Connect == 0 {
+		t.Connect = 5 * time.Second
+	}
+	if t.FirstByte == 0 {
+		t.FirstByte = 60 * time.Second
+	}
+	if t.Idle == 0 {
+		t.Idle = 60 * time.Second
+	}
+	if t.Total == 0 {
+		t.Total = 10 * time.Minute
+	}
+	if e.Kind != KindSim {
+		return
+	}
+	s := &e.Sim
+	if s.Preset == "realistic" {
+		if s.TTFT == 0 {
+			s.TTFT = 150 * time.Millisecond
+		}
+		if s.PrefillPerToken == 0 {
+			s.PrefillPerToken = 50 * time.Microsecond
+		}
+		if s.InterTokenLatency == 0 {
+			s.InterTokenLatency = 20 * time.Millisecond
+		}
+	}
+	if s.MaxConcurrency == 0 {
+		s.MaxConcurrency = 256
+	}
+	if s.MaxQueue == 0 {
+		s.MaxQueue = 1024
+	}
+	if s.KVCacheTokens == 0 {
+		s.KVCacheTokens = 262144
+	}
+	if s.BlockTokens == 0 {
+		s.BlockTokens = 16
+	}
+	if s.Mode == "" {
+		s.Mode = "lorem"
+	}
+	if s.ContextWindow == 0 {
+		s.ContextWindow = 200000
+	}
+	if s.Fail.Message == "" {
+		s.Fail.Message = "simulated failure"
+	}
+}
+
+// Errors lists every problem found in a configuration, each prefixed with its path.
+type Errors struct {
+	List []string
+}
+
+func (e *Errors) add(path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	e.List = append(e.List, msg)
+}
+
+// Error implements error, one problem per line.
+func (e *Errors) Error() string {
+	return strings.Join(e.List, "\n")
+}
+
+// Validate checks the configuration and returns an *Errors with every problem, or nil.
+func (c *Config) Validate() error {
+	errs := &Errors{}
+	if c.Server.MaxBodyBytes < 0 {
+		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
+	}
+	for _, name := range sortedKeys(c.Engines) {
+		e := c.Engines[name]
+		p := "engines." + name
+		switch e.Kind {
+		case KindSim:
+			e.Sim.validate(p+".sim", errs)
+		case KindOpenAI, KindAnthropic, KindLayer0:
+			if e.URL == "" {
+				errs.add(p+".url", "required for kind %s", e.Kind)
+			} else if !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
+				errs.add(p+".url", "must start with http:// or https://, got %q", e.URL)
+			}
+		case "":
+			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
+		default:
+			errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
+		}
+		if e.MaxConcurrency < 0 {
+			errs.add(p+".max_concurrency", "must not be negative")
+		}
+	}
+	if len(c.Models) == 0 {
+		errs.add("models", "at least one model is required")
+	}
+	for _, id := range sortedKeys(c.Models) {
+		m := c.Models[id]
+		p := "models." + id
+		if len(m.Engines) == 0 {
+			errs.add(p+".engines", "at least one engine is required")
+		}
+		for i, en := range m.Engines {
+			if _, ok := c.Engines[en]; !ok {
+				errs.add(fmt.Sprintf("%s.engines[%d]", p, i), "unknown engine %q", en)
+			}
+		}
+		if m.ContextWindow < 0 {
+			errs.add(p+".context_window", "must be positive")
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if len(errs.List) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (s *Sim) validate(p string, errs *Errors) {
+	switch s.Preset {
+	case "", "fast", "realistic":
+	default:
+		errs.add(p+".preset", "unknown preset %q (want fast or realistic)", s.Preset)
+	}
+	switch s.Mode {
+	case "lorem", "echo":
+	default:
+		errs.add(p+".mode", "unknown mode %q (want lorem or echo)", s.Mode)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttft", s.TTFT}, {"prefill_per_token", s.PrefillPerToken}, {"inter_token_latency", s.InterTokenLatency}} {
+		if d.v < 0 {
+			errs.add(p+"."+d.name, "must not be negative")
+		}
+	}
+	if s.MaxConcurrency < 0 {
+		errs.add(p+".max_concurrency", "must be positive")
+	}
+	if s.MaxQueue < 0 {
+		errs.add(p+".max_queue", "must not be negative")
+	}
+	if s.KVCacheTokens < 0 {
+		errs.add(p+".kv_cache_tokens", "must not be negative")
+	}
+	if s.BlockTokens < 1 {
+		errs.add(p+".block_tokens", "must be positive")
+	}
+	if f := s.Fail.Status; f != 0 && (f < 400 || f > 599) {
+		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

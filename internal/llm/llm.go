@@ -1,0 +1,238 @@
+// Package llm is the canonical model every client format and every engine meet in: one Request
+// decoded from Anthropic JSON, OpenAI JSON or the binary protocol, and one stream of Events that
+// engines push into a Sink and encoders turn back into the client's format. N fronts and M engines
+// translate to and from this package, never to each other.
+package llm
+
+import (
+	"encoding/json"
+)
+
+// Role is the author of a message.
+type Role uint8
+
+// Roles of a conversation. The system prompt is not a role here: it lives in Request.System.
+const (
+	RoleUser Role = iota
+	RoleAssistant
+)
+
+// String returns the role as the Anthropic and OpenAI APIs spell it.
+func (r Role) String() string {
+	if r == RoleAssistant {
+		return "assistant"
+	}
+	return "user"
+}
+
+// BlockType says which fields of a Block are meaningful.
+type BlockType uint8
+
+// Content block types, as in the Anthropic Messages API.
+const (
+	BlockText BlockType = iota
+	BlockImage
+	BlockToolUse
+	BlockToolResult
+)
+
+// String returns the block type as the Anthropic API spells it.
+func (t BlockType) String() string {
+	switch t {
+	case BlockImage:
+		return "image"
+	case BlockToolUse:
+		return "tool_use"
+	case BlockToolResult:
+		return "tool_result"
+	}
+	return "text"
+}
+
+// Block is one piece of message content. Which fields are set depends on Type:
+//   - BlockText: Text.
+//   - BlockImage: MediaType and Data (base64), or URL.
+//   - BlockToolUse: ID, Name and Input (a JSON object).
+//   - BlockToolResult: ToolUseID, Content (text or image blocks) and IsError.
+type Block struct {
+	Type      BlockType
+	Text      string
+	MediaType string
+	Data      string
+	URL       string
+	ID        string
+	Name      string
+	Input     json.RawMessage
+	ToolUseID string
+	Content   []Block
+	IsError   bool
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    Role
+	Content []Block
+}
+
+// Tool is a function the model may call; InputSchema is a JSON Schema object.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// ToolChoiceType says how the model must use the tools.
+type ToolChoiceType uint8
+
+// Tool choice types, as in the Anthropic API. The zero value is ToolAuto.
+const (
+	ToolAuto ToolChoiceType = iota
+	ToolAny
+	ToolNamed
+	ToolNone
+)
+
+// ToolChoice constrains tool use. Name is set for ToolNamed.
+type ToolChoice struct {
+	Type                   ToolChoiceType
+	Name                   string
+	DisableParallelToolUse bool
+}
+
+// Format is the wire format a request arrived in or an engine speaks.
+type Format uint8
+
+// Wire formats.
+const (
+	FormatAnthropic Format = iota
+	FormatOpenAI
+	FormatBinary
+)
+
+// String names the format for logs and metrics.
+func (f Format) String() string {
+	switch f {
+	case FormatOpenAI:
+		return "openai"
+	case FormatBinary:
+		return "binary"
+	}
+	return "anthropic"
+}
+
+// Request is the canonical request. A zero pointer parameter means "not given".
+type Request struct {
+	Model         string
+	System        []Block // text blocks only
+	Messages      []Message
+	MaxTokens     int
+	Temperature   *float64
+	TopP          *float64
+	TopK          *int
+	StopSequences []string
+	Tools         []Tool
+	ToolChoice    ToolChoice
+	Stream        bool
+	UserID        string // metadata.user_id
+
+	// Format is the client's wire format; encoders and the pass-through path read it.
+	Format Format
+}
+
+// SystemText joins the system blocks' text with blank lines.
+func (r *Request) SystemText() string {
+	switch len(r.System) {
+	case 0:
+		return ""
+	case 1:
+		return r.System[0].Text
+	}
+	n := 0
+	for _, b := range r.System {
+		n += len(b.Text) + 2
+	}
+	buf := make([]byte, 0, n)
+	for i, b := range r.System {
+		if i > 0 {
+			buf = append(buf, '\n', '\n')
+		}
+		buf = append(buf, b.Text...)
+	}
+	return string(buf)
+}
+
+// StopReason says why generation ended.
+type StopReason uint8
+
+// Stop reasons, as in the Anthropic API.
+const (
+	StopEndTurn StopReason = iota
+	StopMaxTokens
+	StopSequence
+	StopToolUse
+)
+
+// String returns the Anthropic spelling.
+func (s StopReason) String() string {
+	switch s {
+	case StopMaxTokens:
+		return "max_tokens"
+	case StopSequence:
+		return "stop_sequence"
+	case StopToolUse:
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+// Usage counts tokens in the engine's (model's) tokenizer.
+type Usage struct {
+	InputTokens              int
+	OutputTokens             int
+	CacheCreationInputTokens int
+	CacheReadInputTokens     int
+}
+
+// EventKind says which fields of an Event are meaningful.
+type EventKind uint8
+
+// Event kinds, in the order an engine sends them:
+// Start, then for each content block BlockStart, TextDelta or ToolDelta…, BlockStop; then Stop.
+const (
+	// EventStart opens the message: ID, Model, Usage (input and cache counts).
+	EventStart EventKind = iota
+	// EventBlockStart opens content block Index of type Block (text or tool_use: ID, Name).
+	EventBlockStart
+	// EventTextDelta appends Text to block Index.
+	EventTextDelta
+	// EventToolDelta appends the JSON fragment Text to the input of tool_use block Index.
+	EventToolDelta
+	// EventBlockStop closes block Index.
+	EventBlockStop
+	// EventStop ends the message: Stop, StopSequence (when Stop is StopSequence) and the final,
+	// complete Usage (input, output and cache counts).
+	EventStop
+)
+
+// Event is one step of a response stream. Events are passed by pointer and must not be retained
+// by a Sink after Send returns: engines reuse them.
+type Event struct {
+	Kind         EventKind
+	Index        int
+	Block        BlockType
+	ID           string
+	Name         string
+	Model        string
+	Text         string
+	Stop         StopReason
+	StopSequence string
+	Usage        Usage
+}
+
+// Sink receives a response stream. Send may buffer; Flush tells the sink the engine has nothing
+// more ready right now and is about to wait, so everything buffered must reach the client. That is
+// how encoders coalesce ready tokens into one write without ever holding one back.
+type Sink interface {
+	Send(ev *Event) error
+	Flush() error
+}

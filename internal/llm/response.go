@@ -1,0 +1,55 @@
+package llm
+
+// Response is a complete, non-streamed answer, built by a Collector from the event stream.
+type Response struct {
+	ID           string
+	Model        string
+	Content      []Block
+	Stop         StopReason
+	StopSequence string
+	Usage        Usage
+}
+
+// Collector is a Sink that assembles the events into a Response. The zero value is ready to use.
+type Collector struct {
+	Response Response
+	args     [][]byte // tool input JSON per block index
+}
+
+// Send implements Sink.
+func (c *Collector) Send(ev *Event) error {
+	r := &c.Response
+	switch ev.Kind {
+	case EventStart:
+		r.ID, r.Model, r.Usage = ev.ID, ev.Model, ev.Usage
+	case EventBlockStart:
+		for len(r.Content) <= ev.Index {
+			r.Content = append(r.Content, Block{})
+			c.args = append(c.args, nil)
+		}
+		r.Content[ev.Index] = Block{Type: ev.Block, ID: ev.ID, Name: ev.Name}
+	case EventTextDelta:
+		if ev.Index < len(r.Content) {
+			r.Content[ev.Index].Text += ev.Text
+		}
+	case EventToolDelta:
+		if ev.Index < len(c.args) {
+			c.args[ev.Index] = append(c.args[ev.Index], ev.Text...)
+		}
+	case EventBlockStop:
+		if ev.Index < len(r.Content) && r.Content[ev.Index].Type == BlockToolUse {
+			in := c.args[ev.Index]
+			if len(in) == 0 {
+				in = []byte("{}")
+			}
+			r.Content[ev.Index].Input = in
+		}
+	case EventStop:
+		r.Stop, r.StopSequence = ev.Stop, ev.StopSequence
+		r.Usage = ev.Usage
+	}
+	return nil
+}
+
+// Flush implements Sink; a Collector has nothing to flush.
+func (c *Collector) Flush() error { return nil }
