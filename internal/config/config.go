@@ -170,24 +170,71 @@ func Load(path string) (*Config, error) {
 // problem found.
 func Parse(b []byte) (*Config, error) {
 	c := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if len(root.Content) > 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+			}
+			paths := map[int]string{}
+			nodePaths(root.Content[0], "", paths)
 			errs := &Errors{}
 			for _, m := range te.Errors {
-				errs.add("", "%s", strings.TrimPrefix(m, "yaml: "))
+				errs.List = append(errs.List, withPath(strings.TrimPrefix(m, "yaml: "), paths))
 			}
 			return nil, errs
 		}
-		return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// nodePaths records, for each line of the document, the dotted path of the last key or item on
+// it, so the YAML library's "line N: …" type errors can name the field.
+func nodePaths(n *yaml.Node, path string, out map[int]string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			out[k.Line] = p
+			nodePaths(v, p, out)
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if v.Kind == yaml.ScalarNode {
+				out[v.Line] = p
+			}
+			nodePaths(v, p, out)
+		}
+	}
+}
+
+// withPath rewrites "line N: msg" as "PATH (line N): msg" when the line's path is known.
+func withPath(msg string, paths map[int]string) string {
+	var line int
+	if _, err := fmt.Sscanf(msg, "line %d:", &line); err != nil {
+		return msg
+	}
+	p, ok := paths[line]
+	if !ok {
+		return msg
+	}
+	rest := strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+	return fmt.Sprintf("%s (line %d): %s", p, line, rest)
 }
 
 func (c *Config) setDefaults() {
