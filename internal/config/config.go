@@ -98,7 +98,7 @@ type Sim struct {
 	// MaxQueue is how many requests may wait for a slot; beyond it, 529 overloaded_error.
 	// Default 1024.
 	MaxQueue int `yaml:"max_queue"`
-	// KVCacheTokens is the prefix KV cache's capacity in tokens; 0 disables it. Default 262144.
+	// KVCacheTokens is the prefix KV cache's capacity in tokens. Default 262144.
 	KVCacheTokens int `yaml:"kv_cache_tokens"`
 	// BlockTokens is the KV cache block size in tokens. Default 16.
 	BlockTokens int `yaml:"block_tokens"`
@@ -122,6 +122,9 @@ type SimFail struct {
 	AfterTokens int `yaml:"after_tokens"`
 	// Hang, when true, never produces a token (until the client gives up).
 	Hang bool `yaml:"hang"`
+	// FirstRequests, when positive, limits Status, AfterTokens and Hang to the first this many
+	// requests the engine receives; later ones succeed. Default 0: every request fails.
+	FirstRequests int `yaml:"first_requests"`
 }
 
 // Model is a model id clients may ask for.
@@ -442,6 +445,9 @@ func (s *Sim) validate(p string, errs *Errors) {
 	}
 	if s.BlockTokens < 1 {
 		errs.add(p+".block_tokens", "must be positive")
+	}
+	if s.Fail.FirstRequests < 0 {
+		errs.add(p+".fail.first_requests", "must not be negative")
 	}
 	if f := s.Fail.Status; f != 0 && (f < 400 || f > 599) {
 		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
