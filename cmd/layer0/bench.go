@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/bench"
+)
+
+const benchUsage = `Usage:
+  layer0 bench [flags]                  load a server at a fixed rate (--rate) or with N connections (--conns)
+  layer0 bench upstream [--addr ...]    run the fast upstream that benchmarks put behind layer0
+
+Flags:
+`
+
+// runBench implements `layer0 bench` and `layer0 bench upstream`.
+func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "upstream" {
+		return runBenchUpstream(args[1:], stdout, stderr)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		cfg     bench.Config
+		headers benchHeaderFlag
+	)
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "server base URL, or a full URL with its path")
+	format := fs.String("format", "anthropic", "request format: anthropic, openai or binary")
+	fs.BoolVar(&cfg.Stream, "stream", false, "ask for streamed responses (SSE); binary always streams")
+	httpVersion := fs.String("http", "1.1", "HTTP version: 1.1, or 2 (h2 over TLS for https, h2c prior knowledge for http)")
+	fs.BoolVar(&cfg.NetHTTP, "nethttp", false, "use net/http's client for cleartext HTTP/1.1 instead of the built-in one")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS certificate verification")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second, latency measured from each request's scheduled time; 0 = closed loop")
+	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 10000, "open loop: most requests in flight (worker pool size)")
+	fs.IntVar(&cfg.Connections, "conns", 1, "closed loop: number of connections, each one request at a time")
+	fs.IntVar(&cfg.H2Conns, "h2-conns", 1, "HTTP/2: number of connections the requests share")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to send requests (default 10s when --requests is not set)")
+	fs.IntVar(&cfg.Requests, "requests", 0, "number of requests to send (0: bounded by --duration only)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "per-request timeout")
+	fs.DurationVar(&cfg.LateAfter, "late-after", time.Millisecond, "a request sent this far behind its schedule counts as late")
+	fs.StringVar(&cfg.Model, "model", "sim", "model to request")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", 100, "max_tokens to request")
+	fs.StringVar(&cfg.Prompt, "prompt", "", "user message (default: a short sentence)")
+	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("LAYER0_API_KEY"), "API key (default $LAYER0_API_KEY)")
+	fs.Var(&headers, "header", "extra request header NAME:VALUE (repeatable)")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if cfg.Format, err = bench.ParseFormat(*format); err != nil {
+		return err
+	}
+	switch *httpVersion {
+	case "1.1", "1":
+	case "2":
+		cfg.HTTP2 = true
+	default:
+		return fmt.Errorf("bench: --http %q: want 1.1 or 2", *httpVersion)
+	}
+	cfg.Header = http.Header(headers)
+	switch *progress {
+	case "on":
+		cfg.Progress = stderr
+	case "auto":
+		if benchIsTerminal(stderr) {
+			cfg.Progress = stderr
+		}
+	case "off":
+	default:
+		return fmt.Errorf("bench: --progress %q: want auto, on or off", *progress)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(stdout)
+}
+
+// runBenchUpstream implements `layer0 bench upstream`: it serves until interrupted.
+func runBenchUpstream(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench upstream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.UpstreamConfig
+	addr := fs.String("addr", "127.0.0.1:9000", "listen address HOST:PORT")
+	fs.IntVar(&cfg.Tokens, "tokens", 100, "tokens in every response")
+	fs.DurationVar(&cfg.TTFT, "ttft", 0, "delay before the first token")
+	fs.DurationVar(&cfg.ITL, "itl", 0, "delay between tokens")
+	fs.StringVar(&cfg.Model, "model", "bench-upstream", "model name in the responses")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench upstream: unexpected argument %q", fs.Arg(0))
+	}
+	up, err := bench.NewUpstream(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("bench upstream: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench upstream listening on %s (%d tokens, ttft %s, itl %s)\n", ln.Addr(), cfg.Tokens, cfg.TTFT, cfg.ITL)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- up.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	return errors.Join(err, up.Close())
+}
+
+// benchHeaderFlag collects repeated --header NAME:VALUE flags.
+type benchHeaderFlag http.Header
+
+// String implements flag.Value.
+func (h benchHeaderFlag) String() string {
+	var parts []string
+	for k, vs := range h {
+		for _, v := range vs {
+			parts = append(parts, k+": "+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Set implements flag.Value.
+func (h *benchHeaderFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" {
+		return fmt.Errorf("header %q: want NAME:VALUE", s)
+	}
+	if *h == nil {
+		*h = benchHeaderFlag{}
+	}
+	http.Header(*h).Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// benchIsTerminal reports whether w is a character device, such as a terminal.
+func benchIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,248 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is the result of a run. Durations are in nanoseconds in JSON.
+type Report struct {
+	// URL, Format, Stream, HTTP and Mode describe the run: Mode is "open" (Rate req/s) or
+	// "closed" (Connections workers).
+	URL         string  `json:"url"`
+	Format      string  `json:"format"`
+	Stream      bool    `json:"stream"`
+	HTTP        string  `json:"http"`
+	Client      string  `json:"client"`
+	Mode        string  `json:"mode"`
+	Rate        float64 `json:"rate,omitempty"`
+	Connections int     `json:"connections,omitempty"`
+
+	// Elapsed runs from the start to the last response's end.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Sent counts requests sent; OK those that got a complete 200 response in the format;
+	// Errors the others, by kind ("status_NNN", "transport", "timeout", "stream_error",
+	// "truncated", "protocol", "canceled"); ErrorSamples the first message seen per kind.
+	Sent         uint64            `json:"sent"`
+	OK           uint64            `json:"ok"`
+	Failed       uint64            `json:"failed"`
+	Errors       map[string]uint64 `json:"errors,omitempty"`
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	// Late counts requests sent more than LateAfter behind schedule (the generator or its worker
+	// pool could not keep up); Blocked those that found every open-loop worker busy.
+	Late      uint64        `json:"late"`
+	LateAfter time.Duration `json:"late_after_ns"`
+	Blocked   uint64        `json:"blocked"`
+
+	// Throughput is OK per second of Elapsed; TokensPerSec likewise for tokens.
+	Throughput   float64 `json:"throughput_rps"`
+	TokensPerSec float64 `json:"tokens_per_sec"`
+	// Tokens and Bytes are the output tokens and response body bytes of successful requests;
+	// BytesPerToken is their ratio.
+	Tokens        uint64  `json:"tokens"`
+	Bytes         uint64  `json:"bytes"`
+	BytesPerToken float64 `json:"bytes_per_token"`
+
+	// Latency is scheduled send → complete response; TTFT scheduled send → first token (streams);
+	// ITL the time between consecutive tokens; SendLag scheduled → actual send.
+	Latency Percentiles `json:"latency"`
+	TTFT    Percentiles `json:"ttft"`
+	ITL     Percentiles `json:"itl"`
+	SendLag Percentiles `json:"send_lag"`
+}
+
+// Percentiles summarises a histogram.
+type Percentiles struct {
+	Count uint64        `json:"count"`
+	Min   time.Duration `json:"min_ns"`
+	Mean  time.Duration `json:"mean_ns"`
+	P50   time.Duration `json:"p50_ns"`
+	P90   time.Duration `json:"p90_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+}
+
+// percentiles summarises h.
+func percentiles(h *Histogram) Percentiles {
+	return Percentiles{
+		Count: h.Count(), Min: h.Min(), Mean: h.Mean(),
+		P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
+		Max: h.Max(),
+	}
+}
+
+func (r *runner) report() *Report {
+	s := r.snapshot()
+	c := r.cfg
+	rep := &Report{
+		URL: c.URL, Format: c.Format.String(), Stream: c.Stream,
+		HTTP: "1.1", Client: "layer0", Mode: "closed", Connections: c.Connections,
+		Elapsed: s.lastEnd,
+		Sent:    r.started.Load(), OK: s.ok, Failed: s.failed(),
+		Late: s.late, LateAfter: c.LateAfter, Blocked: r.blocked.Load(),
+		Tokens: s.tokens, Bytes: s.bytes,
+		Latency: percentiles(&s.latency), TTFT: percentiles(&s.ttft), ITL: percentiles(&s.itl),
+		SendLag: percentiles(&s.lag),
+	}
+	if c.HTTP2 {
+		rep.HTTP = "2"
+	}
+	if c.HTTP2 || c.NetHTTP || strings.HasPrefix(c.URL, "https:") {
+		rep.Client = "net/http"
+	}
+	if c.Rate > 0 {
+		rep.Mode, rep.Rate, rep.Connections = "open", c.Rate, 0
+	}
+	if rep.Elapsed > 0 {
+		sec := rep.Elapsed.Seconds()
+		rep.Throughput = float64(s.ok) / sec
+		rep.TokensPerSec = float64(s.tokens) / sec
+	}
+	if s.tokens > 0 {
+		rep.BytesPerToken = float64(s.bytes) / float64(s.tokens)
+	}
+	if rep.Failed > 0 {
+		rep.Errors = map[string]uint64{}
+		for k, n := range s.kinds {
+			if n > 0 {
+				rep.Errors[ErrorKind(k).String()] = n
+			}
+		}
+		for st, n := range s.status {
+			rep.Errors[statusKey(st)] = n
+		}
+		rep.ErrorSamples = s.samples
+	}
+	return rep
+}
+
+// WriteText writes the report for a person to read.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	mode := fmt.Sprintf("closed loop, %d connections", r.Connections)
+	if r.Mode == "open" {
+		mode = fmt.Sprintf("open loop at %g req/s", r.Rate)
+	}
+	kind := "JSON"
+	switch {
+	case r.Format == "binary":
+		kind = "frames"
+	case r.Stream:
+		kind = "SSE"
+	}
+	fmt.Fprintf(&b, "target      %s (%s %s, HTTP/%s, %s client)\n", r.URL, r.Format, kind, r.HTTP, r.Client)
+	fmt.Fprintf(&b, "load        %s for %s\n", mode, fmtDur(r.Elapsed))
+	fmt.Fprintf(&b, "requests    %d sent, %d ok, %d failed; %d late (sent >%s behind schedule), %d found no idle worker\n",
+		r.Sent, r.OK, r.Failed, r.Late, fmtDur(r.LateAfter), r.Blocked)
+	fmt.Fprintf(&b, "throughput  %.1f req/s, %.0f tokens/s; %d tokens, %d bytes, %.1f bytes/token\n",
+		r.Throughput, r.TokensPerSec, r.Tokens, r.Bytes, r.BytesPerToken)
+	fmt.Fprintf(&b, "\n%-10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "count", "min", "mean", "p50", "p90", "p99", "p99.9", "max")
+	row := func(name string, p Percentiles) {
+		if p.Count == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "%-10s %9d %9s %9s %9s %9s %9s %9s %9s\n", name, p.Count,
+			fmtDur(p.Min), fmtDur(p.Mean), fmtDur(p.P50), fmtDur(p.P90), fmtDur(p.P99), fmtDur(p.P999), fmtDur(p.Max))
+	}
+	row("latency", r.Latency)
+	row("ttft", r.TTFT)
+	row("itl", r.ITL)
+	row("send lag", r.SendLag)
+	if len(r.Errors) > 0 {
+		b.WriteString("\nerrors\n")
+		keys := make([]string, 0, len(r.Errors))
+		for k := range r.Errors {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, c string) int {
+			return cmp.Or(cmp.Compare(r.Errors[c], r.Errors[a]), cmp.Compare(a, c))
+		})
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %-14s %d", k, r.Errors[k])
+			if s := r.ErrorSamples[k]; s != "" {
+				fmt.Fprintf(&b, "  (%s)", oneLine(s, 100))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// fmtDur prints a duration with three significant digits and a unit a person reads at a glance.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3gms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.3gs", d.Seconds())
+}
+
+// oneLine shortens s to at most n runes on one line.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// startProgress draws the progress bar until the returned function is called, which draws it a
+// last time and ends the line.
+func (r *runner) startProgress() (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go r.drawProgress(done, exited)
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// drawProgress is the progress bar's goroutine.
+func (r *runner) drawProgress(done <-chan struct{}, exited chan<- struct{}) {
+	defer close(exited)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			fmt.Fprintf(r.cfg.Progress, "\r%s\x1b[K\n", r.progressLine())
+			return
+		case <-t.C:
+			fmt.Fprintf(r.cfg.Progress, "\r%s\x1b[K", r.progressLine())
+		}
+	}
+}
+
+// progressLine renders one line: a bar of the run's bound, counts and the latency so far.
+func (r *runner) progressLine() string {
+	const width = 24
+	elapsed := r.since()
+	frac := 0.0
+	if r.cfg.Duration > 0 {
+		frac = float64(elapsed) / float64(r.cfg.Duration)
+	}
+	if r.cfg.Requests > 0 {
+		frac = max(frac, float64(r.finished.Load())/float64(r.cfg.Requests))
+	}
+	frac = min(max(frac, 0), 1)
+	fill := int(frac * width)
+	s := r.snapshot()
+	return fmt.Sprintf("[%s%s] %3.0f%% %6.1fs  sent %d  done %d  errors %d  late %d  p50 %s  p99 %s",
+		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, elapsed.Seconds(),
+		r.started.Load(), r.finished.Load(), r.errors.Load(), s.late,
+		fmtDur(s.latency.Quantile(0.5)), fmtDur(s.latency.Quantile(0.99)))
+}
