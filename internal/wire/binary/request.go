@@ -1,0 +1,796 @@
+package binary
+
+import (
+	"bytes"
+	ebin "encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Request layouts (docs/protocol.md has the tables and test vectors).
+//
+// Version 1, every integer big-endian:
+//
+//	"ANTH" | model_len u8 | model | count u8 | count × (role u8 | len u16 | content) | max_tokens u16
+//
+// Roles 0 user, 1 assistant, 2 system (appended to the system prompt). Counts and lengths may not
+// be zero except a system message's content; nothing may follow max_tokens.
+//
+// Version 2, str = uvarint length | UTF-8 bytes:
+//
+//	"ANTH" | 0x02 | model str | max_tokens uvarint | count uvarint | message… | param…
+//	message = role u8 (0 user, 1 assistant) | blocks uvarint | block…
+//	block   = 0 text: text str
+//	        | 1 image: source u8 (0 base64: media_type str | data str; 1 url: url str)
+//	        | 2 tool_use: id str | name str | input str (a JSON object)
+//	        | 3 tool_result: tool_use_id str | is_error u8 | blocks uvarint | text or image block…
+//	param   = tag u8 | length uvarint | value, until the end of the body; tags in paramTag's
+//	          list, each scalar at most once; unknown tags 0x40-0x7F are skipped, others refused.
+
+// paramTag identifies a version-2 request parameter.
+type paramTag uint8
+
+// Version-2 parameters, with their value layouts.
+const (
+	paramSystem       paramTag = 0x01 // UTF-8 text; repeatable, one system block each
+	paramTemperature  paramTag = 0x02 // float64 (8 bytes), finite and ≥ 0
+	paramTopP         paramTag = 0x03 // float64 (8 bytes), 0 to 1
+	paramTopK         paramTag = 0x04 // uvarint
+	paramStopSequence paramTag = 0x05 // UTF-8 text, not empty; repeatable
+	paramTool         paramTag = 0x06 // name str | description str | input_schema str (JSON object); repeatable
+	paramToolChoice   paramTag = 0x07 // type u8 (0 auto, 1 any, 2 tool, 3 none) | name str (type 2 only) | disable_parallel_tool_use u8
+	paramUserID       paramTag = 0x08 // UTF-8 text (metadata.user_id)
+	paramOutput       paramTag = 0x09 // u8: 0 token IDs (default), 1 text frames
+	// Tags from paramOptionalMin to paramOptionalMax are hints a server may ignore: one that does
+	// not know such a tag skips it. Any other unknown tag is an error.
+	paramOptionalMin paramTag = 0x40
+	paramOptionalMax paramTag = 0x7F
+)
+
+// Content block types of version-2 messages.
+const (
+	blockText       = 0
+	blockImage      = 1
+	blockToolUse    = 2
+	blockToolResult = 3
+)
+
+// DecodeRequest decodes a binary request body into a canonical request (Format binary, Stream
+// true), with the version negotiated from the headers (see NegotiateVersion) and the options
+// the body carries. Every error is a 400 *apierr.Error with Code INVALID_BINARY whose message
+// names the byte offset and the field ("binary: offset 5: model: length 40 exceeds the body
+// (12 bytes left)").
+//
+// The request's strings share one copy of the body; DecodeRequest does not keep body.
+func DecodeRequest(body []byte, h http.Header) (*llm.Request, Mode, error) {
+	v, err := NegotiateVersion(h)
+	if err != nil {
+		return nil, Mode{}, err
+	}
+	return DecodeRequestVersion(body, v)
+}
+
+// DecodeRequestVersion decodes a body of a known version (see DecodeRequest).
+func DecodeRequestVersion(body []byte, v Version) (*llm.Request, Mode, error) {
+	d := reqDecoder{b: body, s: string(body), idx: [3]int{-1, -1, -1}}
+	if len(body) < len(Magic) || string(body[:len(Magic)]) != Magic {
+		n := min(len(body), len(Magic))
+		return nil, Mode{}, d.fail(0, "magic", "got % x, want 41 4e 54 48 (\"ANTH\")", body[:n])
+	}
+	d.off = len(Magic)
+	req := &llm.Request{Format: llm.FormatBinary, Stream: true}
+	mode := Mode{Version: v}
+	var err error
+	switch v {
+	case V1:
+		err = d.v1(req)
+	case V2:
+		err = d.v2(req, &mode)
+	default:
+		err = d.fail(0, "version", "unsupported version %d", v)
+	}
+	if err != nil {
+		return nil, Mode{}, err
+	}
+	return req, mode, nil
+}
+
+// reqDecoder reads a request body. idx holds the indexes of the message, block and nested block
+// being read, substituted for the "[]" of a field name only when an error is reported, so the
+// success path builds no strings but the one copy of the body.
+type reqDecoder struct {
+	b   []byte
+	s   string // string(b): the request's strings are substrings of it
+	off int
+	end int // the end of the current param value (0: the body's end)
+	idx [3]int
+}
+
+func (d *reqDecoder) limit() int {
+	if d.end > 0 {
+		return d.end
+	}
+	return len(d.b)
+}
+
+func (d *reqDecoder) left() int { return d.limit() - d.off }
+
+func (d *reqDecoder) fail(off int, field, format string, args ...any) error {
+	name := field
+	for _, i := range d.idx {
+		if i < 0 || !strings.Contains(name, "[]") {
+			break
+		}
+		name = strings.Replace(name, "[]", fmt.Sprintf("[%d]", i), 1)
+	}
+	return &apierr.Error{Kind: apierr.InvalidRequest, Code: ErrorCode, Param: name,
+		Message: fmt.Sprintf("binary: offset %d: %s: ", off, name) + fmt.Sprintf(format, args...)}
+}
+
+func (d *reqDecoder) truncated(field string, need int) error {
+	if d.end > 0 && d.end < len(d.b) {
+		return d.fail(d.off, field, "truncated: needs %d bytes, the param value has %d left", need, d.left())
+	}
+	return d.fail(d.off, field, "truncated: needs %d bytes, the body has %d left", need, d.left())
+}
+
+func (d *reqDecoder) u8(field string) (int, error) {
+	if d.left() < 1 {
+		return 0, d.truncated(field, 1)
+	}
+	d.off++
+	return int(d.b[d.off-1]), nil
+}
+
+func (d *reqDecoder) u16(field string) (int, error) {
+	if d.left() < 2 {
+		return 0, d.truncated(field, 2)
+	}
+	d.off += 2
+	return int(ebin.BigEndian.Uint16(d.b[d.off-2:])), nil
+}
+
+// uvarint reads a minimal LEB128 unsigned integer no larger than max.
+func (d *reqDecoder) uvarint(field string, max uint64) (uint64, error) {
+	x, n := ebin.Uvarint(d.b[d.off:d.limit()])
+	switch {
+	case n == 0:
+		return 0, d.fail(d.off, field, "truncated varint: the body ends inside it")
+	case n < 0:
+		return 0, d.fail(d.off, field, "varint overflows 64 bits")
+	case n > 1 && d.b[d.off+n-1] == 0:
+		return 0, d.fail(d.off, field, "non-minimal varint encoding")
+	case x > max:
+		return 0, d.fail(d.off, field, "%d exceeds the limit of %d", x, max)
+	}
+	d.off += n
+	return x, nil
+}
+
+// text reads n bytes of UTF-8.
+func (d *reqDecoder) text(n int, field string) (string, error) {
+	if n > d.left() {
+		return "", d.fail(d.off, field, "length %d exceeds the body (%d bytes left)", n, d.left())
+	}
+	s := d.s[d.off : d.off+n]
+	if !utf8.ValidString(s) {
+		at := d.off
+		for i, r := range s {
+			if r == utf8.RuneError {
+				if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+					at += i
+					break
+				}
+			}
+		}
+		return "", d.fail(d.off, field, "invalid UTF-8 at offset %d", at)
+	}
+	d.off += n
+	return s, nil
+}
+
+// str reads a version-2 str: uvarint length, then UTF-8.
+func (d *reqDecoder) str(field string, maxLen int) (string, error) {
+	n, err := d.uvarint(field+" length", uint64(maxLen))
+	if err != nil {
+		return "", err
+	}
+	return d.text(int(n), field)
+}
+
+// json reads a version-2 str holding a JSON object.
+func (d *reqDecoder) jsonObject(field string) (json.RawMessage, error) {
+	at := d.off
+	s, err := d.str(field, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	if t := strings.TrimLeft(s, " \t\r\n"); t == "" || t[0] != '{' || !json.Valid([]byte(s)) {
+		return nil, d.fail(at, field, "not a JSON object")
+	}
+	return json.RawMessage(s), nil
+}
+
+func (d *reqDecoder) v1(req *llm.Request) error {
+	at := d.off
+	n, err := d.u8("model name length")
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return d.fail(at, "model name length", "must be at least 1")
+	}
+	if req.Model, err = d.text(n, "model name"); err != nil {
+		return err
+	}
+	countAt := d.off
+	count, err := d.u8("message count")
+	if err != nil {
+		return err
+	}
+	if count == 0 {
+		return d.fail(countAt, "message count", "zero messages: at least one is required")
+	}
+	req.Messages = make([]llm.Message, 0, count)
+	blocks := make([]llm.Block, count) // one text block per message, in one allocation
+	for i := range count {
+		d.idx[0] = i
+		at := d.off
+		role, err := d.u8("messages[].role")
+		if err != nil {
+			return err
+		}
+		if role > 2 {
+			return d.fail(at, "messages[].role", "role %d: want 0 (user), 1 (assistant) or 2 (system)", role)
+		}
+		n, err := d.u16("messages[].content length")
+		if err != nil {
+			return err
+		}
+		at = d.off
+		text, err := d.text(n, "messages[].content")
+		if err != nil {
+			return err
+		}
+		if role == 2 {
+			if text != "" {
+				req.System = append(req.System, llm.Block{Type: llm.BlockText, Text: text})
+			}
+			continue
+		}
+		if text == "" {
+			return d.fail(at, "messages[].content", "empty: user and assistant messages need text")
+		}
+		blocks[i] = llm.Block{Type: llm.BlockText, Text: text}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.Role(role), Content: blocks[i : i+1 : i+1]})
+	}
+	d.idx[0] = -1
+	at = d.off
+	mt, err := d.u16("max_tokens")
+	if err != nil {
+		return err
+	}
+	if mt == 0 {
+		return d.fail(at, "max_tokens", "must be at least 1")
+	}
+	req.MaxTokens = mt
+	if d.off != len(d.b) {
+		return d.fail(d.off, "end", "%d trailing bytes after max_tokens", len(d.b)-d.off)
+	}
+	if len(req.Messages) == 0 {
+		return d.fail(countAt, "message count", "only system messages: at least one user or assistant message is required")
+	}
+	return nil
+}
+
+func (d *reqDecoder) v2(req *llm.Request, mode *Mode) error {
+	at := d.off
+	ver, err := d.u8("version")
+	if err != nil {
+		return err
+	}
+	if ver != int(V2) {
+		return d.fail(at, "version", "the body says version %d, the request negotiated 2", ver)
+	}
+	at = d.off
+	if req.Model, err = d.str("model", MaxModelLen); err != nil {
+		return err
+	}
+	if req.Model == "" {
+		return d.fail(at, "model", "empty")
+	}
+	at = d.off
+	mt, err := d.uvarint("max_tokens", MaxTokensV2)
+	if err != nil {
+		return err
+	}
+	if mt == 0 {
+		return d.fail(at, "max_tokens", "must be at least 1")
+	}
+	req.MaxTokens = int(mt)
+	at = d.off
+	// Each message takes at least two bytes: the bound keeps a tiny body from allocating much.
+	count, err := d.uvarint("message count", uint64(d.left()/2))
+	if err != nil {
+		return err
+	}
+	if count == 0 {
+		return d.fail(at, "message count", "zero messages: at least one is required")
+	}
+	req.Messages = make([]llm.Message, count)
+	for i := range req.Messages {
+		d.idx[0] = i
+		if err := d.message(&req.Messages[i]); err != nil {
+			return err
+		}
+	}
+	d.idx[0] = -1
+	return d.params(req, mode)
+}
+
+func (d *reqDecoder) message(m *llm.Message) error {
+	at := d.off
+	role, err := d.u8("messages[].role")
+	if err != nil {
+		return err
+	}
+	switch role {
+	case 0, 1:
+		m.Role = llm.Role(role)
+	case 2:
+		return d.fail(at, "messages[].role", "role 2 (system) is version 1 only: version 2 sends the system prompt as param 0x01")
+	default:
+		return d.fail(at, "messages[].role", "role %d: want 0 (user) or 1 (assistant)", role)
+	}
+	at = d.off
+	n, err := d.uvarint("messages[].block count", uint64(d.left()/2))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return d.fail(at, "messages[].block count", "zero blocks: a message needs content")
+	}
+	m.Content = make([]llm.Block, n)
+	for j := range m.Content {
+		d.idx[1] = j
+		if err := d.block(&m.Content[j], "messages[].content[].", true); err != nil {
+			return err
+		}
+	}
+	d.idx[1] = -1
+	return nil
+}
+
+// block reads one content block; top is false inside a tool_result, where only text and
+// images may appear.
+func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
+	at := d.off
+	typ, err := d.u8(path + "type")
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case blockText:
+		b.Type = llm.BlockText
+		at := d.off
+		if b.Text, err = d.str(path+"text", math.MaxInt32); err != nil {
+			return err
+		}
+		if b.Text == "" {
+			return d.fail(at, path+"text", "empty")
+		}
+	case blockImage:
+		b.Type = llm.BlockImage
+		at := d.off
+		src, err := d.u8(path + "source")
+		if err != nil {
+			return err
+		}
+		switch src {
+		case 0:
+			if b.MediaType, err = d.str(path+"media_type", 255); err != nil {
+				return err
+			}
+			if b.Data, err = d.str(path+"data", math.MaxInt32); err != nil {
+				return err
+			}
+		case 1:
+			if b.URL, err = d.str(path+"url", math.MaxInt32); err != nil {
+				return err
+			}
+		default:
+			return d.fail(at, path+"source", "source %d: want 0 (base64) or 1 (url)", src)
+		}
+	case blockToolUse:
+		if !top {
+			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
+		}
+		b.Type = llm.BlockToolUse
+		if b.ID, err = d.str(path+"id", 255); err != nil {
+			return err
+		}
+		if b.Name, err = d.str(path+"name", 255); err != nil {
+			return err
+		}
+		if b.Input, err = d.jsonObject(path + "input"); err != nil {
+			return err
+		}
+	case blockToolResult:
+		if !top {
+			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
+		}
+		b.Type = llm.BlockToolResult
+		if b.ToolUseID, err = d.str(path+"tool_use_id", 255); err != nil {
+			return err
+		}
+		at := d.off
+		isErr, err := d.u8(path + "is_error")
+		if err != nil {
+			return err
+		}
+		if isErr > 1 {
+			return d.fail(at, path+"is_error", "%d: want 0 or 1", isErr)
+		}
+		b.IsError = isErr == 1
+		n, err := d.uvarint(path+"block count", uint64(d.left()/2))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			b.Content = make([]llm.Block, n)
+			for k := range b.Content {
+				d.idx[2] = k
+				if err := d.block(&b.Content[k], path+"content[].", false); err != nil {
+					return err
+				}
+			}
+			d.idx[2] = -1
+		}
+	default:
+		return d.fail(at, path+"type", "block type %d: want 0 (text), 1 (image), 2 (tool_use) or 3 (tool_result)", typ)
+	}
+	return nil
+}
+
+// params reads the version-2 parameters up to the end of the body.
+func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
+	var seen uint64
+	for d.off < len(d.b) {
+		tagAt := d.off
+		t, _ := d.u8("param tag")
+		tag := paramTag(t)
+		n, err := d.uvarint("param length", uint64(len(d.b)-d.off))
+		if err != nil {
+			return err
+		}
+		valAt := d.off
+		d.end = d.off + int(n)
+		name := tag.String()
+		if tag <= paramOutput && tag != paramSystem && tag != paramStopSequence && tag != paramTool {
+			if seen&(1<<tag) != 0 {
+				return d.fail(tagAt, name, "given twice")
+			}
+			seen |= 1 << tag
+		}
+		switch tag {
+		case paramSystem:
+			s, err := d.text(int(n), name)
+			if err != nil {
+				return err
+			}
+			req.System = append(req.System, llm.Block{Type: llm.BlockText, Text: s})
+		case paramTemperature, paramTopP:
+			if n != 8 {
+				return d.fail(valAt, name, "length %d, want 8 (float64)", n)
+			}
+			f := math.Float64frombits(ebin.BigEndian.Uint64(d.b[d.off:]))
+			d.off += 8
+			if math.IsNaN(f) || f < 0 || math.IsInf(f, 0) || (tag == paramTopP && f > 1) {
+				return d.fail(valAt, name, "%v out of range", f)
+			}
+			if tag == paramTemperature {
+				req.Temperature = &f
+			} else {
+				req.TopP = &f
+			}
+		case paramTopK:
+			k, err := d.uvarint(name, math.MaxInt32)
+			if err != nil {
+				return err
+			}
+			kk := int(k)
+			req.TopK = &kk
+		case paramStopSequence:
+			s, err := d.text(int(n), name)
+			if err != nil {
+				return err
+			}
+			if s == "" {
+				return d.fail(valAt, name, "empty")
+			}
+			req.StopSequences = append(req.StopSequences, s)
+		case paramTool:
+			d.idx[0] = len(req.Tools)
+			var tl llm.Tool
+			if tl.Name, err = d.str("tools[].name", 255); err != nil {
+				return err
+			}
+			if tl.Name == "" {
+				return d.fail(valAt, "tools[].name", "empty")
+			}
+			if tl.Description, err = d.str("tools[].description", math.MaxInt32); err != nil {
+				return err
+			}
+			if tl.InputSchema, err = d.jsonObject("tools[].input_schema"); err != nil {
+				return err
+			}
+			req.Tools = append(req.Tools, tl)
+			d.idx[0] = -1
+		case paramToolChoice:
+			at := d.off
+			ct, err := d.u8("tool_choice.type")
+			if err != nil {
+				return err
+			}
+			if ct > int(llm.ToolNone) {
+				return d.fail(at, "tool_choice.type", "%d: want 0 (auto), 1 (any), 2 (tool) or 3 (none)", ct)
+			}
+			req.ToolChoice.Type = llm.ToolChoiceType(ct)
+			if req.ToolChoice.Type == llm.ToolNamed {
+				at := d.off
+				if req.ToolChoice.Name, err = d.str("tool_choice.name", 255); err != nil {
+					return err
+				}
+				if req.ToolChoice.Name == "" {
+					return d.fail(at, "tool_choice.name", "empty")
+				}
+			}
+			at = d.off
+			dp, err := d.u8("tool_choice.disable_parallel_tool_use")
+			if err != nil {
+				return err
+			}
+			if dp > 1 {
+				return d.fail(at, "tool_choice.disable_parallel_tool_use", "%d: want 0 or 1", dp)
+			}
+			req.ToolChoice.DisableParallelToolUse = dp == 1
+		case paramUserID:
+			if req.UserID, err = d.text(int(n), name); err != nil {
+				return err
+			}
+		case paramOutput:
+			o, err := d.u8(name)
+			if err != nil {
+				return err
+			}
+			if o > 1 {
+				return d.fail(valAt, name, "%d: want 0 (token IDs) or 1 (text)", o)
+			}
+			mode.Text = o == 1
+		default:
+			if tag < paramOptionalMin || tag > paramOptionalMax {
+				return d.fail(tagAt, "param tag", "unknown tag 0x%02x (tags 0x40-0x7f are optional and skipped)", t)
+			}
+			d.off = d.end
+		}
+		if d.off != d.end {
+			return d.fail(d.off, name, "%d unread bytes at the end of the param value", d.end-d.off)
+		}
+		d.end = 0
+	}
+	if len(req.Tools) == 0 && req.ToolChoice.Type == llm.ToolNamed {
+		return d.fail(len(d.b), "tool_choice.name", "names tool %q but the request has no tools", req.ToolChoice.Name)
+	}
+	return nil
+}
+
+// String names the parameter as docs/protocol.md and the JSON API do.
+func (t paramTag) String() string {
+	switch t {
+	case paramSystem:
+		return "system"
+	case paramTemperature:
+		return "temperature"
+	case paramTopP:
+		return "top_p"
+	case paramTopK:
+		return "top_k"
+	case paramStopSequence:
+		return "stop_sequences"
+	case paramTool:
+		return "tools"
+	case paramToolChoice:
+		return "tool_choice"
+	case paramUserID:
+		return "metadata.user_id"
+	case paramOutput:
+		return "output"
+	}
+	return fmt.Sprintf("param 0x%02x", uint8(t))
+}
+
+// AppendRequest appends req encoded in mode's version to dst. For version 1 it refuses what
+// version 1 cannot carry (tools, sampling parameters, stop sequences, non-text blocks, more than
+// one block per message, or any field beyond its width) with an error naming it. System blocks
+// go first, as role-2 messages in version 1 and as system params in version 2.
+func AppendRequest(dst []byte, req *llm.Request, mode Mode) ([]byte, error) {
+	switch mode.Version {
+	case V1:
+		return appendV1(dst, req)
+	case V2:
+		return appendV2(dst, req, mode), nil
+	}
+	return dst, fmt.Errorf("binary: unsupported version %d", mode.Version)
+}
+
+func appendV1(dst []byte, req *llm.Request) ([]byte, error) {
+	v1err := func(format string, args ...any) ([]byte, error) {
+		return dst, fmt.Errorf("binary: version 1 cannot carry "+format+"; use version 2", args...)
+	}
+	switch {
+	case len(req.Model) == 0 || len(req.Model) > MaxModelLen:
+		return v1err("a model name of %d bytes (1 to %d)", len(req.Model), MaxModelLen)
+	case req.MaxTokens < 1 || req.MaxTokens > MaxTokensV1:
+		return v1err("max_tokens %d (1 to %d)", req.MaxTokens, MaxTokensV1)
+	case len(req.System)+len(req.Messages) > MaxMessagesV1:
+		return v1err("%d messages (system blocks included; at most %d)", len(req.System)+len(req.Messages), MaxMessagesV1)
+	case req.Temperature != nil:
+		return v1err("temperature")
+	case req.TopP != nil:
+		return v1err("top_p")
+	case req.TopK != nil:
+		return v1err("top_k")
+	case len(req.StopSequences) > 0:
+		return v1err("stop sequences")
+	case len(req.Tools) > 0 || req.ToolChoice != (llm.ToolChoice{}):
+		return v1err("tools")
+	case req.UserID != "":
+		return v1err("metadata.user_id")
+	}
+	out := append(dst, Magic...)
+	out = append(out, byte(len(req.Model)))
+	out = append(out, req.Model...)
+	out = append(out, byte(len(req.System)+len(req.Messages)))
+	for i, b := range req.System {
+		if b.Type != llm.BlockText || len(b.Text) > MaxContentV1 {
+			return v1err("system block %d (text of at most %d bytes)", i, MaxContentV1)
+		}
+		out = append(out, 2)
+		out = ebin.BigEndian.AppendUint16(out, uint16(len(b.Text)))
+		out = append(out, b.Text...)
+	}
+	for i, m := range req.Messages {
+		if len(m.Content) != 1 || m.Content[0].Type != llm.BlockText || len(m.Content[0].Text) > MaxContentV1 {
+			return v1err("message %d (one text block of at most %d bytes)", i, MaxContentV1)
+		}
+		out = append(out, byte(m.Role))
+		out = ebin.BigEndian.AppendUint16(out, uint16(len(m.Content[0].Text)))
+		out = append(out, m.Content[0].Text...)
+	}
+	return ebin.BigEndian.AppendUint16(out, uint16(req.MaxTokens)), nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = ebin.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendV2(b []byte, req *llm.Request, mode Mode) []byte {
+	b = append(b, Magic...)
+	b = append(b, byte(V2))
+	b = appendStr(b, req.Model)
+	b = ebin.AppendUvarint(b, uint64(req.MaxTokens))
+	b = ebin.AppendUvarint(b, uint64(len(req.Messages)))
+	for _, m := range req.Messages {
+		b = append(b, byte(m.Role))
+		b = ebin.AppendUvarint(b, uint64(len(m.Content)))
+		for i := range m.Content {
+			b = appendBlock(b, &m.Content[i])
+		}
+	}
+	param := func(b []byte, tag paramTag, val func([]byte) []byte) []byte {
+		// The value is appended after a one-byte length guess and moved if its length needs more.
+		b = append(b, byte(tag), 0)
+		start := len(b)
+		b = val(b)
+		n := len(b) - start
+		if n < 0x80 {
+			b[start-1] = byte(n)
+			return b
+		}
+		var lb [ebin.MaxVarintLen64]byte
+		l := ebin.PutUvarint(lb[:], uint64(n))
+		b = append(b, lb[:l-1]...) // grow by the extra length bytes
+		copy(b[start+l-1:], b[start:start+n])
+		copy(b[start-1:], lb[:l])
+		return b
+	}
+	for _, s := range req.System {
+		b = param(b, paramSystem, func(b []byte) []byte { return append(b, s.Text...) })
+	}
+	if req.Temperature != nil {
+		b = param(b, paramTemperature, func(b []byte) []byte {
+			return ebin.BigEndian.AppendUint64(b, math.Float64bits(*req.Temperature))
+		})
+	}
+	if req.TopP != nil {
+		b = param(b, paramTopP, func(b []byte) []byte { return ebin.BigEndian.AppendUint64(b, math.Float64bits(*req.TopP)) })
+	}
+	if req.TopK != nil {
+		b = param(b, paramTopK, func(b []byte) []byte { return ebin.AppendUvarint(b, uint64(*req.TopK)) })
+	}
+	for _, s := range req.StopSequences {
+		b = param(b, paramStopSequence, func(b []byte) []byte { return append(b, s...) })
+	}
+	for _, t := range req.Tools {
+		b = param(b, paramTool, func(b []byte) []byte {
+			b = appendStr(b, t.Name)
+			b = appendStr(b, t.Description)
+			return appendStr(b, string(t.InputSchema))
+		})
+	}
+	if tc := req.ToolChoice; tc != (llm.ToolChoice{}) {
+		b = param(b, paramToolChoice, func(b []byte) []byte {
+			b = append(b, byte(tc.Type))
+			if tc.Type == llm.ToolNamed {
+				b = appendStr(b, tc.Name)
+			}
+			if tc.DisableParallelToolUse {
+				return append(b, 1)
+			}
+			return append(b, 0)
+		})
+	}
+	if req.UserID != "" {
+		b = param(b, paramUserID, func(b []byte) []byte { return append(b, req.UserID...) })
+	}
+	if mode.Text {
+		b = param(b, paramOutput, func(b []byte) []byte { return append(b, 1) })
+	}
+	return b
+}
+
+func appendBlock(b []byte, bl *llm.Block) []byte {
+	switch bl.Type {
+	case llm.BlockImage:
+		b = append(b, blockImage)
+		if bl.URL != "" {
+			b = append(b, 1)
+			return appendStr(b, bl.URL)
+		}
+		b = append(b, 0)
+		b = appendStr(b, bl.MediaType)
+		return appendStr(b, bl.Data)
+	case llm.BlockToolUse:
+		b = append(b, blockToolUse)
+		b = appendStr(b, bl.ID)
+		b = appendStr(b, bl.Name)
+		in := bl.Input
+		if len(bytes.TrimSpace(in)) == 0 {
+			in = json.RawMessage("{}")
+		}
+		return appendStr(b, string(in))
+	case llm.BlockToolResult:
+		b = append(b, blockToolResult)
+		b = appendStr(b, bl.ToolUseID)
+		if bl.IsError {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = ebin.AppendUvarint(b, uint64(len(bl.Content)))
+		for i := range bl.Content {
+			b = appendBlock(b, &bl.Content[i])
+		}
+		return b
+	}
+	b = append(b, blockText)
+	return appendStr(b, bl.Text)
+}
