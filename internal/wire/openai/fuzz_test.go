@@ -1,0 +1,53 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+)
+
+// FuzzDecodeRequest checks that any body either decodes or fails with a 400 naming a reason,
+// and that a decoded request encodes to valid JSON that decodes again.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeRequest(body)
+		if err != nil {
+			var e *apierr.Error
+			if !errors.As(err, &e) || e.Kind != apierr.InvalidRequest || e.Message == "" {
+				t.Fatalf("got %v, want a 400 *apierr.Error with a message", err)
+			}
+			return
+		}
+		out := AppendRequest(nil, r)
+		if !json.Valid(out) {
+			t.Fatalf("AppendRequest wrote invalid JSON %q", out)
+		}
+		r2, err := DecodeRequest(out)
+		if err != nil {
+			t.Fatalf("re-decode of %q: %v", out, err)
+		}
+		if out2 := AppendRequest(nil, r2); !bytes.Equal(out, out2) {
+			t.Fatalf("encoding is not stable:\n%s\n%s", out, out2)
+		}
+	})
+}
+
+// FuzzReadStream checks that any engine stream either ends in a stop event with no error, or
+// in an error with no stop event, and never sends events out of order.
+func FuzzReadStream(f *testing.F) {
+	f.Add([]byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := newOrderSink()
+		err := ReadStream(bytes.NewReader(body), s)
+		if s.err != nil {
+			t.Fatalf("event order: %v", s.err)
+		}
+		if (err == nil) != s.stopped() {
+			t.Fatalf("got error %v with stopped=%v", err, s.stopped())
+		}
+	})
+}

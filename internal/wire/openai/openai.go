@@ -1,0 +1,169 @@
+// Package openai is the OpenAI Chat Completions wire format, both sides of it: the server side
+// decodes a client's POST /v1/chat/completions into an llm.Request and encodes llm events as a
+// JSON body or `data:` SSE chunks; the client side encodes an llm.Request for an OpenAI-compatible
+// engine (vLLM, SGLang, llama.cpp, Ollama, TGI, hosted) and turns its JSON or SSE answer back into
+// llm events. It is pure encoding with no policy; encoders append to caller-owned buffers and
+// allocate nothing per streamed token.
+//
+// Usage follows the canonical (Anthropic) meaning: llm.Usage.InputTokens excludes cached tokens,
+// while OpenAI's prompt_tokens includes them and reports prompt_tokens_details.cached_tokens.
+// Ids are translated by prefix so that either client sees its own kind and tool ids survive a
+// round trip across turns: msg_X ⇄ chatcmpl-X for messages, toolu_X → call_X for tool calls.
+package openai
+
+import (
+	"crypto/rand"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+)
+
+// ChatID returns id as an OpenAI chat completion id: an Anthropic msg_X becomes chatcmpl-X, a
+// chatcmpl- id is kept, anything else gets the chatcmpl- prefix. An empty id gets a fresh one.
+func ChatID(id string) string {
+	switch {
+	case id == "":
+		return NewID("chatcmpl-")
+	case strings.HasPrefix(id, "chatcmpl-"):
+		return id
+	case strings.HasPrefix(id, "msg_"):
+		return "chatcmpl-" + id[len("msg_"):]
+	}
+	return "chatcmpl-" + id
+}
+
+// CallID returns a tool-use id as an OpenAI tool call id: toolu_X becomes call_X; any other id
+// (call_X, vLLM's chatcmpl-tool-X) is kept, so a client that sends it back in the next turn
+// reaches the engine with an id that still pairs its tool call with its result.
+func CallID(id string) string {
+	if strings.HasPrefix(id, "toolu_") {
+		return "call_" + id[len("toolu_"):]
+	}
+	if id == "" {
+		return NewID("call_")
+	}
+	return id
+}
+
+const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// NewID returns prefix followed by 24 random alphanumeric characters.
+func NewID(prefix string) string {
+	var b [24]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	out := make([]byte, len(prefix)+len(b))
+	copy(out, prefix)
+	for i, c := range b {
+		out[len(prefix)+i] = idAlphabet[int(c)%len(idAlphabet)]
+	}
+	return string(out)
+}
+
+// Status is the HTTP status an OpenAI client gets for e: as e.Status(), except that Anthropic's
+// 529 overloaded becomes 503, which OpenAI clients know and retry.
+func Status(e *apierr.Error) int {
+	if e.Kind == apierr.Overloaded {
+		return 503
+	}
+	return e.Status()
+}
+
+// errorTypeCode returns the OpenAI error type and the default code for a kind, as the OpenAI API
+// spells them (for example 401 is type invalid_request_error, code invalid_api_key).
+func errorTypeCode(k apierr.Kind) (typ, code string) {
+	switch k {
+	case apierr.InvalidRequest:
+		return "invalid_request_error", ""
+	case apierr.Authentication:
+		return "invalid_request_error", "invalid_api_key"
+	case apierr.Permission:
+		return "permission_error", "permission_denied"
+	case apierr.NotFound:
+		return "invalid_request_error", "model_not_found"
+	case apierr.RequestTooLarge:
+		return "invalid_request_error", "request_too_large"
+	case apierr.RateLimit:
+		return "rate_limit_error", "rate_limit_exceeded"
+	case apierr.Timeout:
+		return "timeout_error", "timeout"
+	case apierr.Overloaded:
+		return "server_error", "overloaded"
+	case apierr.BadGateway:
+		return "server_error", "bad_gateway"
+	case apierr.Unavailable:
+		return "server_error", "service_unavailable"
+	}
+	return "server_error", ""
+}
+
+// AppendError appends the OpenAI error body for e:
+//
+//	{"error":{"message":"…","type":"invalid_request_error","param":"messages","code":"…"}}
+//
+// The code is e.Code in lower case when set, else the kind's usual OpenAI code (invalid_api_key,
+// model_not_found, rate_limit_exceeded, …), else null. The cause is never written.
+func AppendError(dst []byte, e *apierr.Error) []byte {
+	dst = append(dst, `{"error":`...)
+	dst = appendErrorObject(dst, e)
+	return append(dst, '}')
+}
+
+func appendErrorObject(dst []byte, e *apierr.Error) []byte {
+	typ, code := errorTypeCode(e.Kind)
+	if e.Code != "" {
+		code = strings.ToLower(e.Code)
+	}
+	dst = append(dst, `{"message":`...)
+	dst = appendString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, typ)
+	dst = append(dst, `,"param":`...)
+	if e.Param != "" {
+		dst = appendString(dst, e.Param)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"code":`...)
+	if code != "" {
+		dst = appendString(dst, code)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	return append(dst, '}')
+}
+
+// Model is one entry of the OpenAI models list.
+type Model struct {
+	ID      string
+	Created int64 // Unix seconds
+	OwnedBy string
+}
+
+// AppendModelList appends the OpenAI GET /v1/models body:
+//
+//	{"object":"list","data":[{"id":"…","object":"model","created":1735689600,"owned_by":"…"}]}
+func AppendModelList(dst []byte, models []Model) []byte {
+	dst = append(dst, `{"object":"list","data":[`...)
+	for i, m := range models {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendModel(dst, m)
+	}
+	return append(dst, "]}"...)
+}
+
+// AppendModel appends one model object, the body of GET /v1/models/{id}.
+func AppendModel(dst []byte, m Model) []byte {
+	owner := m.OwnedBy
+	if owner == "" {
+		owner = "layer0"
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, m.ID)
+	dst = append(dst, `,"object":"model","created":`...)
+	dst = appendInt(dst, m.Created)
+	dst = append(dst, `,"owned_by":`...)
+	dst = appendString(dst, owner)
+	return append(dst, '}')
+}

@@ -1,0 +1,404 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// MaxLine is the longest SSE line ReadStream accepts, in bytes.
+const MaxLine = 4 << 20
+
+// ErrTruncated is the cause of the error ReadStream returns when the engine's stream ends before
+// it said how the generation finished.
+var ErrTruncated = errors.New("openai: engine stream ended before finish_reason or [DONE]")
+
+// chunkJSON is one streamed chat.completion.chunk, or a completion (message instead of delta).
+type chunkJSON struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index        int          `json:"index"`
+		Delta        *deltaJSON   `json:"delta"`
+		Message      *deltaJSON   `json:"message"`
+		FinishReason *string      `json:"finish_reason"`
+		StopReason   stopReasonJS `json:"stop_reason"`
+	} `json:"choices"`
+	Usage *usageJSON `json:"usage"`
+	// Error shapes, as in errorJSON.
+	Error   json.RawMessage `json:"error"`
+	Object  string          `json:"object"`
+	Message string          `json:"message"`
+	Code    json.RawMessage `json:"code"`
+}
+
+type deltaJSON struct {
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	ToolCalls []chatToolCall `json:"tool_calls"`
+}
+
+// stopReasonJS is vLLM's stop_reason: the matched stop string, or a stop token id, or null.
+type stopReasonJS struct{ s string }
+
+func (s *stopReasonJS) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &s.s)
+	}
+	s.s = ""
+	return nil
+}
+
+// reader turns OpenAI chunks into llm events. It opens a text block when content arrives and a
+// tool_use block for each new tool call, closing the previous block, so the canonical order
+// (BlockStart, deltas, BlockStop) holds whatever the engine interleaves.
+type reader struct {
+	sink     llm.Sink
+	ev       llm.Event
+	started  bool
+	open     bool // a block is open at index next-1
+	openTool int  // OpenAI tool call index of the open block, -1 for text
+	next     int  // next block index
+	seen     map[int]bool
+	finished bool
+	stop     llm.StopReason
+	stopSeq  string
+	usage    llm.Usage
+	tools    int
+}
+
+func (rd *reader) send(ev *llm.Event) error { return rd.sink.Send(ev) }
+
+func (rd *reader) startMsg(id, model string) error {
+	if rd.started {
+		return nil
+	}
+	rd.started = true
+	rd.ev = llm.Event{Kind: llm.EventStart, ID: id, Model: model}
+	return rd.send(&rd.ev)
+}
+
+func (rd *reader) closeBlock() error {
+	if !rd.open {
+		return nil
+	}
+	rd.open = false
+	rd.ev = llm.Event{Kind: llm.EventBlockStop, Index: rd.next - 1}
+	return rd.send(&rd.ev)
+}
+
+func (rd *reader) text(s string) error {
+	if s == "" {
+		return nil
+	}
+	if !rd.open || rd.openTool != -1 {
+		if err := rd.closeBlock(); err != nil {
+			return err
+		}
+		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockText}
+		rd.next++
+		rd.open, rd.openTool = true, -1
+		if err := rd.send(&rd.ev); err != nil {
+			return err
+		}
+	}
+	rd.ev = llm.Event{Kind: llm.EventTextDelta, Index: rd.next - 1, Text: s}
+	return rd.send(&rd.ev)
+}
+
+func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
+	idx := pos
+	if tc.Index != nil {
+		idx = *tc.Index
+	}
+	if !rd.open || rd.openTool != idx {
+		if rd.seen[idx] {
+			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: tool call %d resumed after another began", idx), "engine sent interleaved tool calls")
+		}
+		if err := rd.closeBlock(); err != nil {
+			return err
+		}
+		if rd.seen == nil {
+			rd.seen = map[int]bool{}
+		}
+		rd.seen[idx] = true
+		id := tc.ID
+		if id == "" {
+			id = "call_" + strconv.Itoa(rd.tools)
+		}
+		rd.tools++
+		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: tc.Function.Name}
+		rd.next++
+		rd.open, rd.openTool = true, idx
+		if err := rd.send(&rd.ev); err != nil {
+			return err
+		}
+	}
+	if tc.Function.Arguments == "" {
+		return nil
+	}
+	rd.ev = llm.Event{Kind: llm.EventToolDelta, Index: rd.next - 1, Text: tc.Function.Arguments}
+	return rd.send(&rd.ev)
+}
+
+func (rd *reader) finish(reason, stopSeq string) error {
+	rd.finished = true
+	switch reason {
+	case "length":
+		rd.stop = llm.StopMaxTokens
+	case "tool_calls", "function_call":
+		rd.stop = llm.StopToolUse
+	default: // stop, content_filter, eos and anything new
+		rd.stop = llm.StopEndTurn
+		if stopSeq != "" {
+			rd.stop, rd.stopSeq = llm.StopSequence, stopSeq
+		}
+	}
+	return rd.closeBlock()
+}
+
+func (rd *reader) end() error {
+	if err := rd.closeBlock(); err != nil {
+		return err
+	}
+	rd.ev = llm.Event{Kind: llm.EventStop, Stop: rd.stop, StopSequence: rd.stopSeq, Usage: rd.usage}
+	return rd.send(&rd.ev)
+}
+
+// chunk applies one decoded chunk or completion.
+func (rd *reader) chunk(c *chunkJSON) error {
+	if err := chunkError(c); err != nil {
+		return err
+	}
+	if err := rd.startMsg(c.ID, c.Model); err != nil {
+		return err
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue
+		}
+		d := ch.Delta
+		if d == nil {
+			d = ch.Message
+		}
+		if d != nil {
+			if d.Content != nil {
+				if err := rd.text(*d.Content); err != nil {
+					return err
+				}
+			}
+			if d.Refusal != nil {
+				if err := rd.text(*d.Refusal); err != nil {
+					return err
+				}
+			}
+			for j := range d.ToolCalls {
+				if err := rd.toolCall(&d.ToolCalls[j], j); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			if err := rd.finish(*ch.FinishReason, ch.StopReason.s); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Usage != nil {
+		rd.usage = c.Usage.canonical()
+	}
+	return nil
+}
+
+// chunkError returns the error a chunk carries, if any.
+func chunkError(c *chunkJSON) error {
+	if isNull(c.Error) && c.Object != "error" {
+		return nil
+	}
+	var msg, typ, code string
+	status := 0
+	switch {
+	case len(c.Error) > 0 && c.Error[0] == '{':
+		var eo errorObject
+		_ = json.Unmarshal(c.Error, &eo)
+		msg, typ, code = eo.Message, eo.Type, rawString(eo.Code)
+	case len(c.Error) > 0 && c.Error[0] == '"':
+		_ = json.Unmarshal(c.Error, &msg)
+	default:
+		msg, code = c.Message, rawString(c.Code)
+	}
+	if n, err := strconv.Atoi(code); err == nil && n >= 400 && n <= 599 {
+		status = n
+	}
+	if status == 0 {
+		status = 502
+	}
+	e := engineError(status, msg, typ, code)
+	e.Cause = errors.New("openai: engine sent an error in its stream")
+	return e
+}
+
+// ReadStream reads an OpenAI SSE stream (data: chunks, data: [DONE]) from an engine and sends
+// the events to sink. It accepts vLLM's final usage-only chunk (choices empty), error chunks
+// ({"error":…} or vLLM's {"object":"error",…}) and llama.cpp's `error:` lines, which become an
+// *apierr.Error. It calls sink.Flush whenever it has no more input buffered, just before it
+// would wait for the network. A stream that ends without [DONE] is accepted only if a
+// finish_reason arrived; otherwise the error wraps ErrTruncated: never a silent truncation.
+func ReadStream(r io.Reader, sink llm.Sink) error {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 8<<10)
+	}
+	rd := &reader{sink: sink, openTool: -1}
+	var c chunkJSON
+	var long []byte
+	dirty := false // events sent since the last Flush
+	for {
+		line, err := readLine(br, &long)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		eof := err != nil
+		line = bytes.TrimRight(line, "\r\n")
+		var data []byte
+		switch {
+		case bytes.HasPrefix(line, []byte("data:")):
+			data = bytes.TrimPrefix(line[5:], []byte(" "))
+		case bytes.HasPrefix(line, []byte("error:")):
+			return lineError(bytes.TrimSpace(line[6:]))
+		default: // blank lines, comments (":"), event:, id:, retry:
+			if eof {
+				return rd.eof()
+			}
+			if dirty && br.Buffered() == 0 {
+				dirty = false
+				if err := sink.Flush(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+			if !rd.started {
+				return apierr.Wrap(apierr.BadGateway, ErrTruncated, "engine sent an empty stream")
+			}
+			if err := rd.end(); err != nil {
+				return err
+			}
+			return sink.Flush()
+		}
+		c = chunkJSON{}
+		if jerr := json.Unmarshal(data, &c); jerr != nil {
+			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: bad chunk: %w", jerr), "engine sent an invalid stream chunk")
+		}
+		if err := rd.chunk(&c); err != nil {
+			return err
+		}
+		if eof {
+			return rd.eof()
+		}
+		dirty = true
+		if br.Buffered() == 0 {
+			dirty = false
+			if err := sink.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+var errLineTooLong = apierr.Wrap(apierr.BadGateway, errors.New("openai: SSE line longer than MaxLine"), "engine sent an invalid stream")
+
+// readLine reads one line, joining the pieces of a line longer than the reader's buffer into
+// *long (reused) up to MaxLine.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	buf := append((*long)[:0], line...)
+	for {
+		line, err = br.ReadSlice('\n')
+		buf = append(buf, line...)
+		if len(buf) > MaxLine {
+			return nil, errLineTooLong
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			*long = buf
+			return buf, err
+		}
+	}
+}
+
+// lineError decodes llama.cpp's `error: {…}` line.
+func lineError(data []byte) error {
+	var c chunkJSON
+	if json.Unmarshal(data, &c) != nil || (isNull(c.Error) && c.Message == "") {
+		e := engineError(502, string(bytes.ToValidUTF8(data, nil)), "", "")
+		e.Cause = errors.New("openai: engine sent an error line in its stream")
+		return e
+	}
+	if isNull(c.Error) {
+		c.Object = "error"
+	}
+	return chunkError(&c)
+}
+
+// eof ends a stream that closed without [DONE].
+func (rd *reader) eof() error {
+	if !rd.finished {
+		return apierr.Wrap(apierr.BadGateway, ErrTruncated, "engine stream ended before the response was complete")
+	}
+	if err := rd.end(); err != nil {
+		return err
+	}
+	return rd.sink.Flush()
+}
+
+// ReadResponse reads a non-streamed chat.completion body from an engine and sends it to sink
+// as events, as if it had been streamed in one piece.
+func ReadResponse(body []byte, sink llm.Sink) error {
+	var c chunkJSON
+	if err := json.Unmarshal(body, &c); err != nil {
+		return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: bad response: %w", err), "engine sent an invalid response")
+	}
+	rd := &reader{sink: sink, openTool: -1}
+	if err := rd.chunk(&c); err != nil {
+		return err
+	}
+	if !rd.finished {
+		return apierr.Wrap(apierr.BadGateway, ErrTruncated, "engine response has no finish_reason")
+	}
+	if err := rd.end(); err != nil {
+		return err
+	}
+	return sink.Flush()
+}
+
+// ChunkUsage returns the usage carried by one data: payload of an OpenAI stream, if any, without
+// decoding the rest of the chunk. The pass-through path uses it to read usage on the way.
+func ChunkUsage(data []byte) (llm.Usage, bool) {
+	i := bytes.Index(data, []byte(`"usage":`))
+	if i < 0 {
+		return llm.Usage{}, false
+	}
+	rest := bytes.TrimLeft(data[i+len(`"usage":`):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != '{' {
+		return llm.Usage{}, false
+	}
+	var u struct {
+		Usage *usageJSON `json:"usage"`
+	}
+	if json.Unmarshal(data, &u) != nil || u.Usage == nil {
+		return llm.Usage{}, false
+	}
+	return u.Usage.canonical(), true
+}

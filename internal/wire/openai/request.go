@@ -1,0 +1,518 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Extras are the request fields that only the OpenAI encoders need, not the canonical request.
+type Extras struct {
+	// IncludeUsage is stream_options.include_usage: send a final usage-only chunk.
+	IncludeUsage bool
+}
+
+// chatRequest is the subset of the Chat Completions request layer0 understands. Fields with
+// several JSON shapes are kept raw and decoded by hand so that errors name the field. Unknown
+// fields (seed, logprobs, penalties, response_format, …) are accepted and ignored: the SDKs send
+// new ones faster than any gateway learns them, and docs/engines.md lists what is not kept.
+type chatRequest struct {
+	Model               *string          `json:"model"`
+	Messages            []chatMessage    `json:"messages"`
+	MaxTokens           *int             `json:"max_tokens"`
+	MaxCompletionTokens *int             `json:"max_completion_tokens"`
+	Temperature         *float64         `json:"temperature"`
+	TopP                *float64         `json:"top_p"`
+	TopK                *int             `json:"top_k"`
+	N                   *int             `json:"n"`
+	Stop                json.RawMessage  `json:"stop"`
+	Stream              *bool            `json:"stream"`
+	StreamOptions       *streamOptions   `json:"stream_options"`
+	Tools               []chatTool       `json:"tools"`
+	ToolChoice          json.RawMessage  `json:"tool_choice"`
+	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
+	User                *string          `json:"user"`
+	Functions           json.RawMessage  `json:"functions"`
+	FunctionCall        json.RawMessage  `json:"function_call"`
+	Metadata            *json.RawMessage `json:"metadata"`
+}
+
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []chatToolCall  `json:"tool_calls"`
+	ToolCallID *string         `json:"tool_call_id"`
+}
+
+type chatToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatTool struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+type contentPart struct {
+	Type     string  `json:"type"`
+	Text     *string `json:"text"`
+	Refusal  *string `json:"refusal"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+var jsonNull = []byte("null")
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, jsonNull)
+}
+
+// DecodeRequest decodes a Chat Completions request body. Its errors are *apierr.Error (400)
+// naming the offending field.
+func DecodeRequest(body []byte) (*llm.Request, error) {
+	r, _, err := DecodeRequestExtras(body)
+	return r, err
+}
+
+// DecodeRequestExtras is DecodeRequest that also returns the OpenAI-only fields.
+//
+// The mapping: system and developer messages join llm.Request.System in order; user content is
+// text and image parts (data URLs become base64 blocks, http(s) URLs stay URLs); assistant
+// tool_calls become tool_use blocks whose input is the parsed arguments object; a run of tool
+// messages becomes one user message of tool_result blocks, followed in the same message by the
+// next user turn's content. n other than 1 is refused: layer0 generates one choice.
+func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
+	var x Extras
+	var cr chatRequest
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return nil, x, jsonError(err)
+	}
+	r := &llm.Request{Format: llm.FormatOpenAI}
+	if cr.Model == nil || *cr.Model == "" {
+		return nil, x, apierr.Invalid("model", "required")
+	}
+	r.Model = *cr.Model
+	if cr.N != nil && *cr.N != 1 {
+		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", *cr.N)
+	}
+	if !isNull(cr.Functions) || !isNull(cr.FunctionCall) {
+		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
+	}
+	switch {
+	case cr.MaxCompletionTokens != nil:
+		if *cr.MaxCompletionTokens < 1 {
+			return nil, x, apierr.Invalid("max_completion_tokens", "must be at least 1, got %d", *cr.MaxCompletionTokens)
+		}
+		r.MaxTokens = *cr.MaxCompletionTokens
+	case cr.MaxTokens != nil:
+		if *cr.MaxTokens < 1 {
+			return nil, x, apierr.Invalid("max_tokens", "must be at least 1, got %d", *cr.MaxTokens)
+		}
+		r.MaxTokens = *cr.MaxTokens
+	}
+	if t := cr.Temperature; t != nil {
+		if *t < 0 || *t > 2 {
+			return nil, x, apierr.Invalid("temperature", "must be between 0 and 2, got %g", *t)
+		}
+		r.Temperature = t
+	}
+	if p := cr.TopP; p != nil {
+		if *p < 0 || *p > 1 {
+			return nil, x, apierr.Invalid("top_p", "must be between 0 and 1, got %g", *p)
+		}
+		r.TopP = p
+	}
+	if k := cr.TopK; k != nil && *k != -1 { // vLLM spells "disabled" as -1
+		if *k < 0 {
+			return nil, x, apierr.Invalid("top_k", "must not be negative, got %d", *k)
+		}
+		r.TopK = k
+	}
+	if cr.Stream != nil {
+		r.Stream = *cr.Stream
+	}
+	if r.Stream && cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage != nil {
+		x.IncludeUsage = *cr.StreamOptions.IncludeUsage
+	}
+	if cr.User != nil {
+		r.UserID = *cr.User
+	}
+	var err error
+	if r.StopSequences, err = decodeStop(cr.Stop); err != nil {
+		return nil, x, err
+	}
+	if err := decodeTools(r, cr.Tools); err != nil {
+		return nil, x, err
+	}
+	if err := decodeToolChoice(r, cr.ToolChoice, cr.ParallelToolCalls); err != nil {
+		return nil, x, err
+	}
+	if err := decodeMessages(r, cr.Messages); err != nil {
+		return nil, x, err
+	}
+	return r, x, nil
+}
+
+// jsonError turns an encoding/json error into a 400 naming the field where it can.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return apierr.Wrap(apierr.InvalidRequest, err, "request body must be a JSON object")
+		}
+		e := apierr.Invalid(field, "has the wrong type (%s)", te.Value)
+		e.Cause = err
+		return e
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON (offset %d)", se.Offset)
+	}
+	return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON")
+}
+
+func decodeStop(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, apierr.Invalid("stop", "must be a string or a list of strings")
+		}
+		if s == "" {
+			return nil, nil
+		}
+		return []string{s}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, apierr.Invalid("stop", "must be a string or a list of strings")
+	}
+	out := list[:0]
+	for _, s := range list {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func decodeTools(r *llm.Request, tools []chatTool) error {
+	for i, t := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		if t.Type != "function" {
+			return apierr.Invalid(p+".type", "must be \"function\", got %q", t.Type)
+		}
+		if t.Function == nil || t.Function.Name == "" {
+			return apierr.Invalid(p+".function.name", "required")
+		}
+		schema := t.Function.Parameters
+		if isNull(schema) {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if schema[0] != '{' {
+			return apierr.Invalid(p+".function.parameters", "must be a JSON Schema object")
+		}
+		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+	}
+	return nil
+}
+
+func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error {
+	if parallel != nil && !*parallel {
+		r.ToolChoice.DisableParallelToolUse = true
+	}
+	if isNull(raw) {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		switch s {
+		case "auto":
+			r.ToolChoice.Type = llm.ToolAuto
+		case "required":
+			r.ToolChoice.Type = llm.ToolAny
+		case "none":
+			r.ToolChoice.Type = llm.ToolNone
+		default:
+			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
+		}
+		return nil
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return apierr.Invalid("tool_choice", "must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
+	}
+	if obj.Type != "function" {
+		return apierr.Invalid("tool_choice.type", "must be \"function\", got %q", obj.Type)
+	}
+	if obj.Function.Name == "" {
+		return apierr.Invalid("tool_choice.function.name", "required")
+	}
+	found := false
+	for _, t := range r.Tools {
+		found = found || t.Name == obj.Function.Name
+	}
+	if !found {
+		return apierr.Invalid("tool_choice.function.name", "no tool named %q in tools", obj.Function.Name)
+	}
+	r.ToolChoice.Type = llm.ToolNamed
+	r.ToolChoice.Name = obj.Function.Name
+	return nil
+}
+
+func decodeMessages(r *llm.Request, msgs []chatMessage) error {
+	if len(msgs) == 0 {
+		return apierr.Invalid("messages", "at least one message is required")
+	}
+	toolRun := false // the last canonical message holds tool results and may take more
+	for i := range msgs {
+		m := &msgs[i]
+		p := fmt.Sprintf("messages[%d]", i)
+		switch m.Role {
+		case "system", "developer":
+			text, err := decodeText(p+".content", m.Content, true)
+			if err != nil {
+				return err
+			}
+			if text != "" {
+				r.System = append(r.System, llm.Block{Type: llm.BlockText, Text: text})
+			}
+			continue
+		case "user":
+			blocks, err := decodeUserContent(p+".content", m.Content)
+			if err != nil {
+				return err
+			}
+			if toolRun {
+				last := &r.Messages[len(r.Messages)-1]
+				last.Content = append(last.Content, blocks...)
+			} else {
+				r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Content: blocks})
+			}
+			toolRun = false
+		case "assistant":
+			blocks, err := decodeAssistant(p, m)
+			if err != nil {
+				return err
+			}
+			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: blocks})
+			toolRun = false
+		case "tool":
+			if m.ToolCallID == nil || *m.ToolCallID == "" {
+				return apierr.Invalid(p+".tool_call_id", "required for role tool")
+			}
+			text, err := decodeText(p+".content", m.Content, false)
+			if err != nil {
+				return err
+			}
+			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: *m.ToolCallID}
+			if text != "" {
+				b.Content = []llm.Block{{Type: llm.BlockText, Text: text}}
+			}
+			if toolRun {
+				last := &r.Messages[len(r.Messages)-1]
+				last.Content = append(last.Content, b)
+			} else {
+				r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Block{b}})
+			}
+			toolRun = true
+		case "function":
+			return apierr.Invalid(p+".role", "the deprecated function role is not supported; use tool")
+		case "":
+			return apierr.Invalid(p+".role", "required")
+		default:
+			return apierr.Invalid(p+".role", "must be system, developer, user, assistant or tool, got %q", m.Role)
+		}
+	}
+	if len(r.Messages) == 0 {
+		return apierr.Invalid("messages", "at least one user or assistant message is required")
+	}
+	return nil
+}
+
+// decodeText decodes content that must be text: a string or an array of text parts, joined.
+func decodeText(p string, raw json.RawMessage, allowNull bool) (string, error) {
+	if isNull(raw) {
+		if allowNull {
+			return "", nil
+		}
+		return "", apierr.Invalid(p, "required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", apierr.Invalid(p, "must be a string or an array of text parts")
+		}
+		return s, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", apierr.Invalid(p, "must be a string or an array of text parts")
+	}
+	var sb strings.Builder
+	for j, part := range parts {
+		if part.Type != "text" {
+			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be \"text\" here, got %q", part.Type)
+		}
+		if part.Text == nil {
+			return "", apierr.Invalid(fmt.Sprintf("%s[%d].text", p, j), "required")
+		}
+		sb.WriteString(*part.Text)
+	}
+	return sb.String(), nil
+}
+
+func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
+	if isNull(raw) {
+		return nil, apierr.Invalid(p, "required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, apierr.Invalid(p, "must be a string or an array of content parts")
+		}
+		return []llm.Block{{Type: llm.BlockText, Text: s}}, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, apierr.Invalid(p, "must be a string or an array of content parts")
+	}
+	if len(parts) == 0 {
+		return nil, apierr.Invalid(p, "must not be empty")
+	}
+	blocks := make([]llm.Block, 0, len(parts))
+	for j, part := range parts {
+		pp := fmt.Sprintf("%s[%d]", p, j)
+		switch part.Type {
+		case "text":
+			if part.Text == nil {
+				return nil, apierr.Invalid(pp+".text", "required")
+			}
+			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+		case "image_url":
+			if part.ImageURL == nil || part.ImageURL.URL == "" {
+				return nil, apierr.Invalid(pp+".image_url.url", "required")
+			}
+			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.URL)
+			if err != nil {
+				return nil, err
+			}
+			blocks = append(blocks, b)
+		case "":
+			return nil, apierr.Invalid(pp+".type", "required")
+		default:
+			return nil, apierr.Invalid(pp+".type", "unsupported content part type %q (want text or image_url)", part.Type)
+		}
+	}
+	return blocks, nil
+}
+
+// decodeImageURL accepts data:<media type>;base64,<data> and http(s) URLs.
+func decodeImageURL(p, u string) (llm.Block, error) {
+	if rest, ok := strings.CutPrefix(u, "data:"); ok {
+		meta, data, ok := strings.Cut(rest, ",")
+		mediaType, isBase64 := strings.CutSuffix(meta, ";base64")
+		if !ok || !isBase64 || !strings.HasPrefix(mediaType, "image/") || data == "" {
+			return llm.Block{}, apierr.Invalid(p, "a data URL must be data:image/<type>;base64,<data>")
+		}
+		return llm.Block{Type: llm.BlockImage, MediaType: mediaType, Data: data}, nil
+	}
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return llm.Block{Type: llm.BlockImage, URL: u}, nil
+	}
+	return llm.Block{}, apierr.Invalid(p, "must be an http(s) URL or a base64 data URL")
+}
+
+func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
+	var blocks []llm.Block
+	if !isNull(m.Content) {
+		if m.Content[0] == '"' {
+			var s string
+			if err := json.Unmarshal(m.Content, &s); err != nil {
+				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
+			}
+			if s != "" {
+				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: s})
+			}
+		} else {
+			var parts []contentPart
+			if err := json.Unmarshal(m.Content, &parts); err != nil {
+				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
+			}
+			for j, part := range parts {
+				switch {
+				case part.Type == "text" && part.Text != nil:
+					if *part.Text != "" {
+						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+					}
+				case part.Type == "refusal" && part.Refusal != nil:
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Refusal})
+				default:
+					return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
+				}
+			}
+		}
+	}
+	for j := range m.ToolCalls {
+		tc := &m.ToolCalls[j]
+		pp := fmt.Sprintf("%s.tool_calls[%d]", p, j)
+		if tc.ID == "" {
+			return nil, apierr.Invalid(pp+".id", "required")
+		}
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, apierr.Invalid(pp+".type", "must be \"function\", got %q", tc.Type)
+		}
+		if tc.Function.Name == "" {
+			return nil, apierr.Invalid(pp+".function.name", "required")
+		}
+		input, err := toolInput(tc.Function.Arguments)
+		if err != nil {
+			return nil, apierr.Invalid(pp+".function.arguments", "must be a JSON object encoded as a string")
+		}
+		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	return blocks, nil
+}
+
+// toolInput validates function arguments: a JSON object, or empty for no arguments.
+func toolInput(args string) (json.RawMessage, error) {
+	a := bytes.TrimSpace([]byte(args))
+	if len(a) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if a[0] != '{' || !json.Valid(a) {
+		return nil, errors.New("openai: arguments are not a JSON object")
+	}
+	return json.RawMessage(a), nil
+}

@@ -1,0 +1,230 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+func TestDecodeRequestMalformed(t *testing.T) {
+	tests := []struct {
+		name, body, param string
+	}{
+		{"not json", `{`, ""},
+		{"array body", `[]`, ""},
+		{"string body", `"x"`, ""},
+		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, "model"},
+		{"empty model", `{"model":"","messages":[{"role":"user","content":"hi"}]}`, "model"},
+		{"model not string", `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, "model"},
+		{"no messages", `{"model":"m"}`, "messages"},
+		{"empty messages", `{"model":"m","messages":[]}`, "messages"},
+		{"messages not array", `{"model":"m","messages":"hi"}`, "messages"},
+		{"only system", `{"model":"m","messages":[{"role":"system","content":"s"}]}`, "messages"},
+		{"no role", `{"model":"m","messages":[{"content":"hi"}]}`, "messages[0].role"},
+		{"bad role", `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, "messages[0].role"},
+		{"function role", `{"model":"m","messages":[{"role":"function","name":"f","content":"x"}]}`, "messages[0].role"},
+		{"role not string", `{"model":"m","messages":[{"role":1,"content":"hi"}]}`, "messages.role"},
+		{"user no content", `{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content"},
+		{"user content number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content"},
+		{"user empty parts", `{"model":"m","messages":[{"role":"user","content":[]}]}`, "messages[0].content"},
+		{"part no type", `{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}`, "messages[0].content[0].type"},
+		{"part audio", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "messages[0].content[0].type"},
+		{"text part no text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text"},
+		{"image no url", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"image bad scheme", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x/y.png"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"image data not base64", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png,abc"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"image data not image", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:text/plain;base64,YQ=="}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"system image part", `{"model":"m","messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"https://x"}}]},{"role":"user","content":"hi"}]}`, "messages[0].content[0].type"},
+		{"tool no id", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"tool","content":"r"}]}`, "messages[1].tool_call_id"},
+		{"tool no content", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"call_1"}]}`, "messages[1].content"},
+		{"tool call no id", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id"},
+		{"tool call no name", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].function.name"},
+		{"tool call bad type", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"custom","function":{"name":"f"}}]}]}`, "messages[0].tool_calls[0].type"},
+		{"tool call bad args", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{oops"}}]}]}`, "messages[0].tool_calls[0].function.arguments"},
+		{"tool call args array", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`, "messages[0].tool_calls[0].function.arguments"},
+		{"assistant image", `{"model":"m","messages":[{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"https://x"}}]}]}`, "messages[0].content[0]"},
+		{"n=2", `{"model":"m","n":2,"messages":[{"role":"user","content":"hi"}]}`, "n"},
+		{"n=0", `{"model":"m","n":0,"messages":[{"role":"user","content":"hi"}]}`, "n"},
+		{"max_tokens 0", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{"max_tokens string", `{"model":"m","max_tokens":"10","messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{"max_completion_tokens negative", `{"model":"m","max_completion_tokens":-1,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{"temperature high", `{"model":"m","temperature":2.5,"messages":[{"role":"user","content":"hi"}]}`, "temperature"},
+		{"top_p high", `{"model":"m","top_p":1.5,"messages":[{"role":"user","content":"hi"}]}`, "top_p"},
+		{"top_k negative", `{"model":"m","top_k":-3,"messages":[{"role":"user","content":"hi"}]}`, "top_k"},
+		{"stop number", `{"model":"m","stop":5,"messages":[{"role":"user","content":"hi"}]}`, "stop"},
+		{"stop mixed list", `{"model":"m","stop":["a",1],"messages":[{"role":"user","content":"hi"}]}`, "stop"},
+		{"stream string", `{"model":"m","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, "stream"},
+		{"tool bad type", `{"model":"m","tools":[{"type":"retrieval"}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].type"},
+		{"tool no name", `{"model":"m","tools":[{"type":"function","function":{}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].function.name"},
+		{"tool params not object", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":[1]}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].function.parameters"},
+		{"tool_choice bad string", `{"model":"m","tool_choice":"always","messages":[{"role":"user","content":"hi"}]}`, "tool_choice"},
+		{"tool_choice unknown tool", `{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}},"messages":[{"role":"user","content":"hi"}]}`, "tool_choice.function.name"},
+		{"tool_choice bad type", `{"model":"m","tool_choice":{"type":"x"},"messages":[{"role":"user","content":"hi"}]}`, "tool_choice.type"},
+		{"tool_choice number", `{"model":"m","tool_choice":3,"messages":[{"role":"user","content":"hi"}]}`, "tool_choice"},
+		{"functions", `{"model":"m","functions":[{"name":"f"}],"messages":[{"role":"user","content":"hi"}]}`, "functions"},
+	}
+	if len(tests) < 30 {
+		t.Fatalf("got %d malformed cases, want at least 30", len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := DecodeRequest([]byte(tt.body))
+			if err == nil {
+				t.Fatalf("got request %+v, want an error", r)
+			}
+			var e *apierr.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %T %v, want *apierr.Error", err, err)
+			}
+			if e.Kind != apierr.InvalidRequest {
+				t.Errorf("got kind %v, want InvalidRequest", e.Kind)
+			}
+			if e.Param != tt.param {
+				t.Errorf("got param %q, want %q (message %q)", e.Param, tt.param, e.Message)
+			}
+			if e.Message == "" {
+				t.Error("got an empty message")
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDecodeRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		want  *llm.Request
+		extra Extras
+	}{
+		{
+			name: "minimal",
+			body: `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, Messages: []llm.Message{
+				{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}},
+		},
+		{
+			name: "parameters",
+			body: `{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"max_tokens":5,
+				"max_completion_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":40,"n":1,"stop":"END",
+				"user":"u1","seed":3,"logprobs":false,"response_format":{"type":"text"},
+				"messages":[{"role":"developer","content":"be brief"},{"role":"system","content":[{"type":"text","text":"s2"}]},
+				{"role":"user","content":"hi","name":"bob"}]}`,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, Stream: true, MaxTokens: 7,
+				Temperature: ptr(0.5), TopP: ptr(0.9), TopK: ptr(40), StopSequences: []string{"END"}, UserID: "u1",
+				System:   []llm.Block{{Type: llm.BlockText, Text: "be brief"}, {Type: llm.BlockText, Text: "s2"}},
+				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}},
+			extra: Extras{IncludeUsage: true},
+		},
+		{
+			name: "tools round",
+			body: `{"model":"gpt","stop":["a","b"],"parallel_tool_calls":false,
+				"tools":[{"type":"function","function":{"name":"get","description":"d","parameters":{"type":"object"}}}],
+				"tool_choice":{"type":"function","function":{"name":"get"}},
+				"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO","detail":"low"}},{"type":"image_url","image_url":{"url":"https://x/y.jpg"}}]},
+				{"role":"assistant","content":"calling","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get","arguments":"{\"q\":1}"}},{"id":"call_2","type":"function","function":{"name":"get","arguments":""}}]},
+				{"role":"tool","tool_call_id":"call_1","content":"one"},
+				{"role":"tool","tool_call_id":"call_2","content":[{"type":"text","text":"two"}]},
+				{"role":"user","content":"thanks"}]}`,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, StopSequences: []string{"a", "b"},
+				Tools:      []llm.Tool{{Name: "get", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+				ToolChoice: llm.ToolChoice{Type: llm.ToolNamed, Name: "get", DisableParallelToolUse: true},
+				Messages: []llm.Message{
+					{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "look"},
+						{Type: llm.BlockImage, MediaType: "image/png", Data: "iVBO"}, {Type: llm.BlockImage, URL: "https://x/y.jpg"}}},
+					{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "calling"},
+						{Type: llm.BlockToolUse, ID: "call_1", Name: "get", Input: json.RawMessage(`{"q":1}`)},
+						{Type: llm.BlockToolUse, ID: "call_2", Name: "get", Input: json.RawMessage(`{}`)}}},
+					{Role: llm.RoleUser, Content: []llm.Block{
+						{Type: llm.BlockToolResult, ToolUseID: "call_1", Content: []llm.Block{{Type: llm.BlockText, Text: "one"}}},
+						{Type: llm.BlockToolResult, ToolUseID: "call_2", Content: []llm.Block{{Type: llm.BlockText, Text: "two"}}},
+						{Type: llm.BlockText, Text: "thanks"}}},
+				}},
+		},
+		{
+			name: "tool choice strings and null fields",
+			body: `{"model":"gpt","tool_choice":"required","stop":null,"top_k":-1,"stream_options":{"include_usage":true},
+				"tools":[{"type":"function","function":{"name":"f"}}],
+				"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"refusal":null}]}`,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI,
+				Tools:      []llm.Tool{{Name: "f", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}},
+				ToolChoice: llm.ToolChoice{Type: llm.ToolAny},
+				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "x"}}},
+					{Role: llm.RoleAssistant}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, x, err := DecodeRequestExtras([]byte(tt.body))
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("request mismatch (-want +got):\n%s", diff)
+			}
+			if x != tt.extra {
+				t.Errorf("got extras %+v, want %+v", x, tt.extra)
+			}
+		})
+	}
+}
+
+// TestRequestRoundTrip encodes canonical requests for an engine and decodes them back as a
+// client request: what OpenAI can carry must survive.
+func TestRequestRoundTrip(t *testing.T) {
+	reqs := []*llm.Request{
+		{Model: "m", MaxTokens: 100, Temperature: ptr(0.2), TopP: ptr(0.5), TopK: ptr(3), Stream: true,
+			StopSequences: []string{"\n\n", "END"}, UserID: "user-7",
+			System: []llm.Block{{Type: llm.BlockText, Text: "sys \"quoted\"\n"}},
+			Messages: []llm.Message{
+				{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "héllo\u2028<&>"}}},
+				{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "ok"}}},
+			}},
+		{Model: "m",
+			Tools:      []llm.Tool{{Name: "f", Description: "does f", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)}},
+			ToolChoice: llm.ToolChoice{Type: llm.ToolNamed, Name: "f", DisableParallelToolUse: true},
+			Messages: []llm.Message{
+				{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "a"}, {Type: llm.BlockImage, MediaType: "image/jpeg", Data: "/9j/4AAQ"}}},
+				{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "call_9", Name: "f", Input: json.RawMessage(`{"a":"x"}`)}}},
+				{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockToolResult, ToolUseID: "call_9", Content: []llm.Block{{Type: llm.BlockText, Text: "res"}}}, {Type: llm.BlockText, Text: "more"}}},
+			}},
+	}
+	for i, want := range reqs {
+		want.Format = llm.FormatOpenAI
+		body := AppendRequest(nil, want)
+		if !json.Valid(body) {
+			t.Fatalf("request %d: invalid JSON %s", i, body)
+		}
+		got, x, err := DecodeRequestExtras(body)
+		if err != nil {
+			t.Fatalf("request %d: got error %v for %s", i, err, body)
+		}
+		if x.IncludeUsage != want.Stream {
+			t.Errorf("request %d: got include_usage %v, want %v", i, x.IncludeUsage, want.Stream)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("request %d mismatch (-want +got):\n%s\nbody %s", i, diff, body)
+		}
+	}
+}
+
+func TestAppendRequestToolIDs(t *testing.T) {
+	r := &llm.Request{Model: "m", Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "q"}}},
+		{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "toolu_01AB", Name: "f", Input: json.RawMessage(`{}`)}}},
+		{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockToolResult, ToolUseID: "toolu_01AB", IsError: true,
+			Content: []llm.Block{{Type: llm.BlockText, Text: "boom"}, {Type: llm.BlockImage, MediaType: "image/png", Data: "AA"}}}}},
+	}}
+	got := string(AppendRequest(nil, r))
+	want := `{"model":"m","messages":[{"role":"user","content":"q"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_01AB","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_01AB","content":"boom"}]}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
