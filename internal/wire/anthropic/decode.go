@@ -1,0 +1,776 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// DecodeRequest decodes and validates the body of POST /v1/messages. Every error is an
+// *apierr.Error of kind InvalidRequest whose message names the offending field by its path, as
+// the real API does ("messages.1.content.0.text: field required").
+//
+// Strings in the returned Request share one copy of body (body itself is not retained, so the
+// caller may reuse it); Model and UserID are separate copies because they outlive the request as
+// metric labels and limiter keys. Tool inputs and schemas are compacted JSON. Thinking blocks are
+// dropped, and document blocks with a text source become text blocks.
+func DecodeRequest(body []byte) (*llm.Request, error) {
+	return decode(body, true)
+}
+
+// DecodeCountTokens decodes the body of POST /v1/messages/count_tokens: the same fields as
+// DecodeRequest, with max_tokens optional.
+func DecodeCountTokens(body []byte) (*llm.Request, error) {
+	return decode(body, false)
+}
+
+func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
+	d := decoder{scanner: scanner{s: string(body)}}
+	r := &llm.Request{Format: llm.FormatAnthropic}
+	if err := d.request(r, needMaxTokens); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// seg is one step of a field path: an object member, or an array index when idx >= 0.
+type seg struct {
+	key string
+	idx int
+}
+
+// decoder turns scanner errors and type mismatches into client errors that name the field. It
+// keeps the path of the value being read as a stack (enter before a value, leave after it), so
+// that errors can name "messages.1.content.0.text" while the happy path builds no strings. On an
+// error the stack is left as it is: decoding stops there.
+type decoder struct {
+	scanner
+	path  [12]seg // segments past the 12th are not named
+	depth int
+}
+
+func (d *decoder) enter(key string) {
+	if d.depth < len(d.path) {
+		d.path[d.depth] = seg{key: key, idx: -1}
+	}
+	d.depth++
+}
+
+func (d *decoder) enterIndex(i int) {
+	if d.depth < len(d.path) {
+		d.path[d.depth] = seg{idx: i}
+	}
+	d.depth++
+}
+
+func (d *decoder) leave() { d.depth-- }
+
+// where returns the dotted path of the current value, "body" for the top level.
+func (d *decoder) where() string {
+	if d.depth == 0 {
+		return "body"
+	}
+	var b []byte
+	for i, sg := range d.path[:min(d.depth, len(d.path))] {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		if sg.idx >= 0 {
+			b = strconv.AppendInt(b, int64(sg.idx), 10)
+		} else {
+			b = append(b, sg.key...)
+		}
+	}
+	return string(b)
+}
+
+// fail returns an invalid_request_error about the current value.
+func (d *decoder) fail(format string, args ...any) error {
+	return apierr.Invalid(d.where(), format, args...)
+}
+
+// failAt returns an invalid_request_error about the member key of the current object.
+func (d *decoder) failAt(key, format string, args ...any) error {
+	d.enter(key)
+	return d.fail(format, args...)
+}
+
+func (d *decoder) extra() error { return d.fail("extra inputs are not permitted") }
+
+func (d *decoder) required(key string) error { return d.failAt(key, "field required") }
+
+// syntax reports a scanner error found inside the current value.
+func (d *decoder) syntax(err error) error {
+	se, ok := err.(*syntaxError)
+	if !ok {
+		return err
+	}
+	if se.badUTF8 {
+		return d.fail("string is not valid UTF-8 (byte offset %d)", se.off)
+	}
+	return d.fail("invalid JSON at byte offset %d: %s", se.off, se.msg)
+}
+
+// typeErr reports a value of kind k where want was expected.
+func (d *decoder) typeErr(want string, k kind) error {
+	if k == kindInvalid || k == kindEOF {
+		return d.syntax(d.unexpected(want))
+	}
+	return d.fail("must be %s, got %s", want, k)
+}
+
+// null consumes a null at the position, if there is one.
+func (d *decoder) null() bool {
+	if d.peek() == kindNull {
+		d.i += len("null")
+		return true
+	}
+	return false
+}
+
+// key reads the next member name and enters it; the caller leaves after the value.
+func (d *decoder) key(n *int) (string, bool, error) {
+	k, ok, err := d.nextKey(n)
+	if err != nil {
+		return "", false, d.syntax(err)
+	}
+	if ok {
+		d.enter(k)
+	}
+	return k, ok, nil
+}
+
+// elem moves to the next array element and enters its index; the caller leaves after it.
+func (d *decoder) elem(n *int) (bool, error) {
+	ok, err := d.nextElem(n)
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	if ok {
+		d.enterIndex(*n - 1)
+	}
+	return ok, nil
+}
+
+func (d *decoder) object() error {
+	if k := d.peek(); k != kindObject {
+		return d.typeErr("an object", k)
+	}
+	d.i++
+	return nil
+}
+
+func (d *decoder) array() error {
+	if k := d.peek(); k != kindArray {
+		return d.typeErr("an array", k)
+	}
+	d.i++
+	return nil
+}
+
+func (d *decoder) skipValue() error {
+	if k := d.peek(); k == kindInvalid || k == kindEOF {
+		return d.typeErr("a value", k)
+	}
+	if err := d.skip(1); err != nil {
+		return d.syntax(err)
+	}
+	return nil
+}
+
+func (d *decoder) readString() (string, error) {
+	if k := d.peek(); k != kindString {
+		return "", d.typeErr("a string", k)
+	}
+	s, err := d.str()
+	if err != nil {
+		return "", d.syntax(err)
+	}
+	return s, nil
+}
+
+// readOptString reads a string or null (as "").
+func (d *decoder) readOptString() (string, error) {
+	if d.null() {
+		return "", nil
+	}
+	return d.readString()
+}
+
+// readBool reads a boolean or null (as false).
+func (d *decoder) readBool() (bool, error) {
+	if d.null() {
+		return false, nil
+	}
+	if k := d.peek(); k != kindBool {
+		return false, d.typeErr("a boolean", k)
+	}
+	lit, err := d.literal()
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	return lit == "true", nil
+}
+
+func (d *decoder) readNumber(want string) (string, error) {
+	if k := d.peek(); k != kindNumber {
+		return "", d.typeErr(want, k)
+	}
+	lit, err := d.number()
+	if err != nil {
+		return "", d.syntax(err)
+	}
+	return lit, nil
+}
+
+// readInt reads an integer in [lo, maxInt32]. Integral values written with a fraction or an
+// exponent (1024.0, 1e3) are accepted, as the real API accepts them.
+func (d *decoder) readInt(lo int64) (int, error) {
+	lit, err := d.readNumber("an integer")
+	if err != nil {
+		return 0, err
+	}
+	v, ok := parseInt(lit)
+	switch {
+	case !ok:
+		return 0, d.fail("must be an integer, got %s", clip(lit))
+	case v > maxInt32:
+		return 0, d.fail("must be at most %d, got %s", maxInt32, clip(lit))
+	case v < lo:
+		return 0, d.fail("must be at least %d, got %s", lo, clip(lit))
+	}
+	return int(v), nil
+}
+
+// readFloat reads a number in [lo, hi], or null (as nil).
+func (d *decoder) readFloat(lo, hi float64) (*float64, error) {
+	if d.null() {
+		return nil, nil
+	}
+	lit, err := d.readNumber("a number")
+	if err != nil {
+		return nil, err
+	}
+	v, perr := strconv.ParseFloat(lit, 64)
+	if perr != nil || v < lo || v > hi {
+		return nil, d.fail("must be between %g and %g, got %s", lo, hi, clip(lit))
+	}
+	return &v, nil
+}
+
+// parseInt parses a JSON number literal as an integer, saturating far beyond the int32 range;
+// ok is false when the value is not integral.
+func parseInt(lit string) (v int64, ok bool) {
+	const sat = 1 << 40
+	if strings.IndexAny(lit, ".eE") < 0 {
+		neg := lit[0] == '-'
+		digits := lit
+		if neg {
+			digits = lit[1:]
+		}
+		for i := 0; i < len(digits) && v < sat; i++ {
+			v = v*10 + int64(digits[i]-'0')
+		}
+		v = min(v, sat)
+		if neg {
+			v = -v
+		}
+		return v, true
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err == nil && f != math.Trunc(f) {
+		return 0, false
+	}
+	// A range error is ±Inf or an underflow to 0, both handled by the clamps below.
+	return int64(max(min(f, sat), -sat)), true
+}
+
+// clip shortens a number literal for an error message.
+func clip(lit string) string {
+	if len(lit) > 32 {
+		return lit[:32] + "..."
+	}
+	return lit
+}
+
+// clipString shortens a client string quoted in an error message.
+func clipString(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// topLevelIgnored lists the top-level fields the real API knows that layer0 accepts and does
+// not act on: they are validated as JSON and dropped.
+func topLevelIgnored(k string) bool {
+	switch k {
+	case "service_tier", "thinking", "container", "mcp_servers", "context_management",
+		"cache_control", "inference_geo", "speed", "diagnostics", "output_config",
+		"output_format", "compaction", "fallbacks", "fallback_credit_token":
+		return true
+	}
+	return false
+}
+
+func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
+	switch k := d.peek(); k {
+	case kindObject:
+		d.i++
+	case kindEOF:
+		return d.fail("request body is empty; want a JSON object")
+	default:
+		return d.typeErr("a JSON object", k)
+	}
+	var hasModel, hasMaxTokens, hasMessages bool
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch k {
+		case "model":
+			var s string
+			if s, err = d.readString(); err == nil && s == "" {
+				err = d.fail("must not be empty")
+			}
+			r.Model, hasModel = strings.Clone(s), true
+		case "max_tokens":
+			r.MaxTokens, err = d.readInt(1)
+			hasMaxTokens = true
+		case "messages":
+			err, hasMessages = d.messages(r), true
+		case "system":
+			r.System = nil
+			if !d.null() {
+				r.System, _, err = d.content(ctxSystem, 0)
+			}
+		case "temperature":
+			r.Temperature, err = d.readFloat(0, 1)
+		case "top_p":
+			r.TopP, err = d.readFloat(0, 1)
+		case "top_k":
+			if r.TopK = nil; !d.null() {
+				var v int
+				if v, err = d.readInt(0); err == nil {
+					r.TopK = &v
+				}
+			}
+		case "stop_sequences":
+			err = d.stopSequences(r)
+		case "stream":
+			r.Stream, err = d.readBool()
+		case "tools":
+			err = d.tools(r)
+		case "tool_choice":
+			err = d.toolChoice(r)
+		case "metadata":
+			err = d.metadata(r)
+		default:
+			if !topLevelIgnored(k) {
+				return d.extra()
+			}
+			err = d.skipValue()
+		}
+		if err != nil {
+			return err
+		}
+		d.leave()
+	}
+	if err := d.end(); err != nil {
+		return d.syntax(err)
+	}
+	switch {
+	case !hasModel:
+		return d.required("model")
+	case needMaxTokens && !hasMaxTokens:
+		return d.required("max_tokens")
+	case !hasMessages:
+		return d.required("messages")
+	}
+	return nil
+}
+
+func (d *decoder) messages(r *llm.Request) error {
+	if err := d.array(); err != nil {
+		return err
+	}
+	msgs := make([]llm.Message, 0, 4)
+	prevEmpty := false
+	for n := 0; ; {
+		ok, err := d.elem(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if prevEmpty {
+			d.leave()
+			return d.emptyContent(n - 2)
+		}
+		var m llm.Message
+		if prevEmpty, err = d.message(&m); err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+		d.leave()
+	}
+	if len(msgs) == 0 {
+		return d.fail("at least one message is required")
+	}
+	if prevEmpty && msgs[len(msgs)-1].Role != llm.RoleAssistant {
+		return d.emptyContent(len(msgs) - 1)
+	}
+	r.Messages = msgs
+	return nil
+}
+
+func (d *decoder) emptyContent(i int) error {
+	d.enterIndex(i)
+	return d.failAt("content", "all messages must have non-empty content except for the optional final assistant message")
+}
+
+// message decodes one message; empty reports content that was "" or [] (or only thinking).
+func (d *decoder) message(m *llm.Message) (empty bool, err error) {
+	if err := d.object(); err != nil {
+		return false, err
+	}
+	var hasRole, hasContent bool
+	var info contentInfo
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			break
+		}
+		switch k {
+		case "role":
+			s, err := d.readString()
+			if err != nil {
+				return false, err
+			}
+			switch s {
+			case "user":
+				m.Role = llm.RoleUser
+			case "assistant":
+				m.Role = llm.RoleAssistant
+			case "system":
+				return false, d.fail(`must be "user" or "assistant", got "system"; put the system prompt in the top-level system field`)
+			default:
+				return false, d.fail(`must be "user" or "assistant", got %q`, clipString(s))
+			}
+			hasRole = true
+		case "content":
+			if m.Content, info, err = d.content(ctxMessage, 0); err != nil {
+				return false, err
+			}
+			hasContent = true
+		default:
+			return false, d.extra()
+		}
+		d.leave()
+	}
+	switch {
+	case !hasRole:
+		return false, d.required("role")
+	case !hasContent:
+		return false, d.required("content")
+	case m.Role == llm.RoleUser && info.toolUse >= 0:
+		return false, d.contentErr(info.toolUse, "tool_use blocks are only allowed in assistant messages")
+	case m.Role == llm.RoleAssistant && info.toolResult >= 0:
+		return false, d.contentErr(info.toolResult, "tool_result blocks are only allowed in user messages")
+	}
+	return info.empty, nil
+}
+
+func (d *decoder) contentErr(i int, msg string) error {
+	d.enter("content")
+	d.enterIndex(i)
+	return d.fail("%s", msg)
+}
+
+func (d *decoder) stopSequences(r *llm.Request) error {
+	r.StopSequences = nil
+	if d.null() {
+		return nil
+	}
+	if err := d.array(); err != nil {
+		return err
+	}
+	for n := 0; ; {
+		ok, err := d.elem(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		s, err := d.readString()
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return d.fail("must be non-empty")
+		}
+		r.StopSequences = append(r.StopSequences, s)
+		d.leave()
+	}
+}
+
+func (d *decoder) metadata(r *llm.Request) error {
+	r.UserID = ""
+	if d.null() {
+		return nil
+	}
+	if err := d.object(); err != nil {
+		return err
+	}
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if k != "user_id" {
+			return d.extra()
+		}
+		s, err := d.readOptString()
+		if err != nil {
+			return err
+		}
+		if len(s) > 256 {
+			return d.fail("must be at most 256 characters long")
+		}
+		r.UserID = strings.Clone(s)
+		d.leave()
+	}
+}
+
+func (d *decoder) tools(r *llm.Request) error {
+	r.Tools = nil
+	if d.null() {
+		return nil
+	}
+	if err := d.array(); err != nil {
+		return err
+	}
+	for n := 0; ; {
+		ok, err := d.elem(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		var t llm.Tool
+		if err := d.tool(&t); err != nil {
+			return err
+		}
+		r.Tools = append(r.Tools, t)
+		d.leave()
+	}
+	// Names must be unique; quadratic is cheaper than a map for the usual handful of tools.
+	for i := range r.Tools {
+		for j := range i {
+			if r.Tools[i].Name == r.Tools[j].Name {
+				d.enterIndex(i)
+				return d.failAt("name", "tool names must be unique; %q is also tools.%d.name", r.Tools[i].Name, j)
+			}
+		}
+	}
+	return nil
+}
+
+// validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,128}$.
+func validToolName(s string) bool {
+	return len(s) <= 128 && validID(s)
+}
+
+// validID reports whether s matches ^[a-zA-Z0-9_-]+$.
+func validID(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) tool(t *llm.Tool) error {
+	if err := d.object(); err != nil {
+		return err
+	}
+	var hasName bool
+	var typ string
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch k {
+		case "name":
+			t.Name, err = d.readString()
+			hasName = true
+		case "description":
+			t.Description, err = d.readOptString()
+		case "input_schema":
+			t.InputSchema, err = d.schema()
+		case "type":
+			typ, err = d.readOptString()
+		case "cache_control", "strict", "input_examples", "defer_loading", "allowed_callers",
+			"eager_input_streaming":
+			err = d.skipValue()
+		default:
+			return d.extra()
+		}
+		if err != nil {
+			return err
+		}
+		d.leave()
+	}
+	switch {
+	case typ != "" && typ != "custom":
+		return d.failAt("type", "tool type %q is not supported; only custom tools (name, description, input_schema) are", clipString(typ))
+	case !hasName:
+		return d.required("name")
+	case !validToolName(t.Name):
+		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(t.Name))
+	case t.InputSchema == nil:
+		return d.required("input_schema")
+	}
+	return nil
+}
+
+// schema reads a JSON Schema object whose type, when given, must be "object", and returns it
+// compacted.
+func (d *decoder) schema() (json.RawMessage, error) {
+	if k := d.peek(); k != kindObject {
+		return nil, d.typeErr("an object", k)
+	}
+	start := d.i
+	d.i++
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if k == "type" {
+			if kd := d.peek(); kd != kindString {
+				return nil, d.typeErr(`"object"`, kd)
+			}
+			s, err := d.readString()
+			if err != nil {
+				return nil, err
+			}
+			if s != "object" {
+				return nil, d.fail(`must be "object", got %q`, clipString(s))
+			}
+		} else if err := d.skipValue(); err != nil {
+			return nil, err
+		}
+		d.leave()
+	}
+	return compact(d.s[start:d.i]), nil
+}
+
+// rawObject reads any JSON object and returns it compacted.
+func (d *decoder) rawObject() (json.RawMessage, error) {
+	if k := d.peek(); k != kindObject {
+		return nil, d.typeErr("an object", k)
+	}
+	start := d.i
+	if err := d.skip(1); err != nil {
+		return nil, d.syntax(err)
+	}
+	return compact(d.s[start:d.i]), nil
+}
+
+func (d *decoder) toolChoice(r *llm.Request) error {
+	r.ToolChoice = llm.ToolChoice{}
+	if d.null() {
+		return nil
+	}
+	if err := d.object(); err != nil {
+		return err
+	}
+	var typ, name string
+	var hasType, hasName, hasDisable bool
+	tc := &r.ToolChoice
+	for n := 0; ; {
+		k, ok, err := d.key(&n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch k {
+		case "type":
+			typ, err = d.readString()
+			hasType = true
+		case "name":
+			name, err = d.readString()
+			hasName = true
+		case "disable_parallel_tool_use":
+			tc.DisableParallelToolUse, err = d.readBool()
+			hasDisable = true
+		default:
+			return d.extra()
+		}
+		if err != nil {
+			return err
+		}
+		d.leave()
+	}
+	if !hasType {
+		return d.required("type")
+	}
+	switch typ {
+	case "auto":
+		tc.Type = llm.ToolAuto
+	case "any":
+		tc.Type = llm.ToolAny
+	case "tool":
+		tc.Type = llm.ToolNamed
+	case "none":
+		tc.Type = llm.ToolNone
+	default:
+		return d.failAt("type", `must be one of "auto", "any", "tool" or "none", got %q`, clipString(typ))
+	}
+	switch {
+	case tc.Type == llm.ToolNamed && !hasName:
+		return d.required("name")
+	case tc.Type == llm.ToolNamed && !validToolName(name):
+		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(name))
+	case tc.Type != llm.ToolNamed && hasName:
+		d.enter("name")
+		return d.extra()
+	case tc.Type == llm.ToolNone && hasDisable:
+		d.enter("disable_parallel_tool_use")
+		return d.extra()
+	}
+	tc.Name = name
+	return nil
+}

@@ -1,0 +1,196 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. The output is valid JSON for any input: control
+// characters are escaped, invalid UTF-8 becomes \ufffd, and U+2028/U+2029 are escaped so the
+// text is also safe inside JavaScript.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if strSafe[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += n
+			start = i
+			continue
+		}
+		i += n
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func appendInt(dst []byte, n int) []byte { return strconv.AppendInt(dst, int64(n), 10) }
+
+// appendFloat appends a finite float as a JSON number (callers skip non-finite values).
+func appendFloat(dst []byte, f float64) []byte { return strconv.AppendFloat(dst, f, 'g', -1, 64) }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// appendInput appends a tool input, which must be a JSON object. Engines build inputs from
+// model output, so one that is not a valid object is written as {} rather than breaking the
+// JSON around it.
+func appendInput(dst []byte, in json.RawMessage) []byte {
+	if !validObject(in) {
+		return append(dst, '{', '}')
+	}
+	return append(dst, in...)
+}
+
+// validObject reports whether b is exactly one valid JSON object. It scans b in place: the
+// string view is used only during the call and nothing derived from it is kept.
+func validObject(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	d := scanner{s: unsafe.String(unsafe.SliceData(b), len(b))}
+	if d.peek() != kindObject {
+		return false
+	}
+	return d.skip(0) == nil && d.end() == nil
+}
+
+// appendUsage appends the usage object of a message.
+func appendUsage(dst []byte, u *llm.Usage, outputTokens int) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = appendInt(dst, u.InputTokens)
+	dst = append(dst, `,"cache_creation_input_tokens":`...)
+	dst = appendInt(dst, u.CacheCreationInputTokens)
+	dst = append(dst, `,"cache_read_input_tokens":`...)
+	dst = appendInt(dst, u.CacheReadInputTokens)
+	dst = append(dst, `,"output_tokens":`...)
+	dst = appendInt(dst, outputTokens)
+	return append(dst, '}')
+}
+
+// appendStopSequence appends the stop_sequence value: the sequence when there is one, else null.
+func appendStopSequence(dst []byte, seq string) []byte {
+	if seq == "" {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, seq)
+}
+
+// AppendResponse appends the non-streaming message JSON for r. id is the message id (msg_…);
+// when empty, r.ID is used. Only text and tool_use blocks are written: a response holds no
+// others.
+func AppendResponse(dst []byte, r *llm.Response, id string) []byte {
+	if id == "" {
+		id = r.ID
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, id)
+	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
+	dst = appendString(dst, r.Model)
+	dst = append(dst, `,"content":[`...)
+	n := 0
+	for i := range r.Content {
+		b := &r.Content[i]
+		if b.Type != llm.BlockText && b.Type != llm.BlockToolUse {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		if b.Type == llm.BlockText {
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = appendString(dst, b.Text)
+		} else {
+			dst = append(dst, `{"type":"tool_use","id":`...)
+			dst = appendString(dst, b.ID)
+			dst = append(dst, `,"name":`...)
+			dst = appendString(dst, b.Name)
+			dst = append(dst, `,"input":`...)
+			dst = appendInput(dst, b.Input)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"stop_reason":"`...)
+	dst = append(dst, r.Stop.String()...)
+	dst = append(dst, `","stop_sequence":`...)
+	dst = appendStopSequence(dst, r.StopSequence)
+	dst = append(dst, `,"usage":`...)
+	dst = appendUsage(dst, &r.Usage, r.Usage.OutputTokens)
+	return append(dst, '}')
+}
+
+// appendErrorObject appends {"type":"error","error":{"type":…,"message":…} without the closing
+// brace, so AppendError can add the request id. A nil e is an internal error.
+func appendErrorObject(dst []byte, e *apierr.Error) []byte {
+	kind, msg := apierr.API, "internal error"
+	if e != nil {
+		kind, msg = e.Kind, e.Message
+	}
+	dst = append(dst, `{"type":"error","error":{"type":"`...)
+	dst = append(dst, kind.AnthropicType()...)
+	dst = append(dst, `","message":`...)
+	dst = appendString(dst, msg)
+	return append(dst, '}')
+}
+
+// AppendError appends the error body {"type":"error","error":{"type":…,"message":…},
+// "request_id":…}. The HTTP status is e.Status(); the request id is left out when empty.
+func AppendError(dst []byte, e *apierr.Error, requestID string) []byte {
+	dst = appendErrorObject(dst, e)
+	if requestID != "" {
+		dst = append(dst, `,"request_id":`...)
+		dst = appendString(dst, requestID)
+	}
+	return append(dst, '}')
+}
+
+// AppendCountTokens appends the count_tokens response {"input_tokens":n}.
+func AppendCountTokens(dst []byte, n int) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = appendInt(dst, n)
+	return append(dst, '}')
+}
