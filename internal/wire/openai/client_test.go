@@ -78,21 +78,21 @@ func TestReadStreamFixtures(t *testing.T) {
 		errKind apierr.Kind
 		errText string
 	}{
-		{file: "vllm_text.sse", want: &llm.Response{ID: "chatcmpl-8d2f0c5b1e7a4c3f", Model: "meta-llama/Llama-3.1-8B-Instruct",
+		{file: "vllm_text.sse", want: &llm.Response{ID: "msg_8d2f0c5b1e7a4c3f", Model: "meta-llama/Llama-3.1-8B-Instruct",
 			Content: []llm.Block{{Type: llm.BlockText, Text: "Hello world"}}, Stop: llm.StopSequence, StopSequence: "\n\n",
 			Usage: llm.Usage{InputTokens: 5, CacheReadInputTokens: 16, OutputTokens: 3}}},
-		{file: "vllm_tools.sse", want: &llm.Response{ID: "chatcmpl-8d2f0c5b1e7a4c3f", Model: "meta-llama/Llama-3.1-8B-Instruct",
+		{file: "vllm_tools.sse", want: &llm.Response{ID: "msg_8d2f0c5b1e7a4c3f", Model: "meta-llama/Llama-3.1-8B-Instruct",
 			Content: []llm.Block{{Type: llm.BlockToolUse, ID: "chatcmpl-tool-3f1e9a", Name: "get_weather", Input: json.RawMessage(`{"city": "Paris"}`)}},
 			Stop:    llm.StopToolUse, Usage: llm.Usage{InputTokens: 310, OutputTokens: 20}}},
-		{file: "openai_text.sse", want: &llm.Response{ID: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", Model: "gpt-4o-2024-08-06",
+		{file: "openai_text.sse", want: &llm.Response{ID: "msg_B9MHDbslfkBeAs8l4bebGdFOJ6PeG", Model: "gpt-4o-2024-08-06",
 			Content: []llm.Block{{Type: llm.BlockText, Text: "Hi!"}}, Stop: llm.StopMaxTokens,
 			Usage: llm.Usage{InputTokens: 176, CacheReadInputTokens: 1024, OutputTokens: 2}}},
-		{file: "openai_tools.sse", want: &llm.Response{ID: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", Model: "gpt-4o-2024-08-06",
+		{file: "openai_tools.sse", want: &llm.Response{ID: "msg_B9MHDbslfkBeAs8l4bebGdFOJ6PeG", Model: "gpt-4o-2024-08-06",
 			Content: []llm.Block{
-				{Type: llm.BlockToolUse, ID: "call_DdmO9pD3xa9XTPNJ32zg2hcA", Name: "get_weather", Input: json.RawMessage(`{"location":"Paris"}`)},
-				{Type: llm.BlockToolUse, ID: "call_2", Name: "get_time", Input: json.RawMessage(`{}`)}},
+				{Type: llm.BlockToolUse, ID: "toolu_DdmO9pD3xa9XTPNJ32zg2hcA", Name: "get_weather", Input: json.RawMessage(`{"location":"Paris"}`)},
+				{Type: llm.BlockToolUse, ID: "toolu_2", Name: "get_time", Input: json.RawMessage(`{}`)}},
 			Stop: llm.StopToolUse}},
-		{file: "llamacpp_no_done.sse", want: &llm.Response{ID: "chatcmpl-Kq2x", Model: "qwen2.5",
+		{file: "llamacpp_no_done.sse", want: &llm.Response{ID: "msg_Kq2x", Model: "qwen2.5",
 			Content: []llm.Block{{Type: llm.BlockText, Text: "Bonjour"}}, Usage: llm.Usage{InputTokens: 9, OutputTokens: 1}}},
 		{file: "llamacpp_error.sse", errKind: apierr.BadGateway, errText: "the slot was released"},
 		{file: "vllm_error.sse", errKind: apierr.InvalidRequest, errText: "maximum model length"},
@@ -205,7 +205,7 @@ func TestReadResponse(t *testing.T) {
 	if err := ReadResponse([]byte(body), s); err != nil {
 		t.Fatal(err)
 	}
-	want := llm.Response{ID: "chatcmpl-abc", Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "It is sunny."}},
+	want := llm.Response{ID: "msg_abc", Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "It is sunny."}},
 		Usage: llm.Usage{InputTokens: 10, OutputTokens: 4}}
 	if diff := cmp.Diff(want, s.Response); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
@@ -261,5 +261,33 @@ func TestChunkUsage(t *testing.T) {
 	}
 	if _, ok := ChunkUsage([]byte(`{"id":"x","choices":[{"index":0,"delta":{"content":"\"usage\":{"}}],"usage":null}`)); ok {
 		t.Error("got usage from a chunk whose usage is null")
+	}
+}
+
+func TestStreamError(t *testing.T) {
+	tests := []struct {
+		data string
+		kind apierr.Kind
+		none bool
+	}{
+		{data: `{"id":"x","choices":[{"index":0,"delta":{"content":"the \"error\" word"}}]}`, none: true},
+		{data: `{"error":{"message":"boom","type":"server_error","code":null}}`, kind: apierr.BadGateway},
+		{data: `{"object":"error","message":"bad","type":"BadRequestError","param":null,"code":400}`, kind: apierr.InvalidRequest},
+		{data: `{"error":null,"id":"x"}`, none: true},
+	}
+	for _, tt := range tests {
+		e := StreamError([]byte(tt.data))
+		if tt.none {
+			if e != nil {
+				t.Errorf("got %v for %s, want none", e, tt.data)
+			}
+			continue
+		}
+		if e == nil || e.Kind != tt.kind {
+			t.Errorf("got %v for %s, want kind %v", e, tt.data, tt.kind)
+		}
+	}
+	if u, ok := ParseUsage([]byte(`{"prompt_tokens":5,"completion_tokens":1}`)); !ok || u.InputTokens != 5 || u.OutputTokens != 1 {
+		t.Errorf("got %+v %v", u, ok)
 	}
 }

@@ -8,7 +8,10 @@
 // Usage follows the canonical (Anthropic) meaning: llm.Usage.InputTokens excludes cached tokens,
 // while OpenAI's prompt_tokens includes them and reports prompt_tokens_details.cached_tokens.
 // Ids are translated by prefix so that either client sees its own kind and tool ids survive a
-// round trip across turns: msg_X ⇄ chatcmpl-X for messages, toolu_X → call_X for tool calls.
+// round trip across turns. Canonical ids are Anthropic's: reading an engine's stream turns
+// chatcmpl-X into msg_X and call_X into toolu_X; encoding for an OpenAI client or engine turns
+// them back. Ids of any other shape (vLLM's chatcmpl-tool-X) pass unchanged both ways, since some
+// chat templates check them.
 package openai
 
 import (
@@ -41,6 +44,23 @@ func CallID(id string) string {
 	}
 	if id == "" {
 		return NewID("call_")
+	}
+	return id
+}
+
+// MessageID returns an engine's completion id in canonical form: chatcmpl-X becomes msg_X.
+func MessageID(id string) string {
+	if rest, ok := strings.CutPrefix(id, "chatcmpl-"); ok && rest != "" {
+		return "msg_" + rest
+	}
+	return id
+}
+
+// ToolUseID returns an engine's tool call id in canonical form: call_X becomes toolu_X; other
+// ids are kept.
+func ToolUseID(id string) string {
+	if rest, ok := strings.CutPrefix(id, "call_"); ok && rest != "" {
+		return "toolu_" + rest
 	}
 	return id
 }

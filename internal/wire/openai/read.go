@@ -81,7 +81,7 @@ func (rd *reader) startMsg(id, model string) error {
 		return nil
 	}
 	rd.started = true
-	rd.ev = llm.Event{Kind: llm.EventStart, ID: id, Model: model}
+	rd.ev = llm.Event{Kind: llm.EventStart, ID: MessageID(id), Model: model}
 	return rd.send(&rd.ev)
 }
 
@@ -129,9 +129,9 @@ func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
 			rd.seen = map[int]bool{}
 		}
 		rd.seen[idx] = true
-		id := tc.ID
+		id := ToolUseID(tc.ID)
 		if id == "" {
-			id = "call_" + strconv.Itoa(rd.tools)
+			id = "toolu_" + strconv.Itoa(rd.tools)
 		}
 		rd.tools++
 		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: tc.Function.Name}
@@ -401,4 +401,32 @@ func ChunkUsage(data []byte) (llm.Usage, bool) {
 		return llm.Usage{}, false
 	}
 	return u.Usage.canonical(), true
+}
+
+// ParseUsage decodes an OpenAI usage object (the value of "usage", not the chunk around it).
+func ParseUsage(obj []byte) (llm.Usage, bool) {
+	var u usageJSON
+	if len(obj) == 0 || obj[0] != '{' || json.Unmarshal(obj, &u) != nil {
+		return llm.Usage{}, false
+	}
+	return u.canonical(), true
+}
+
+// StreamError returns the error one data: payload of an engine's stream carries, or nil. It
+// looks for the error shapes ReadStream knows without decoding a chunk that has none.
+func StreamError(data []byte) *apierr.Error {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return nil
+	}
+	var c chunkJSON
+	if json.Unmarshal(data, &c) != nil {
+		return nil
+	}
+	if err := chunkError(&c); err != nil {
+		var e *apierr.Error
+		if errors.As(err, &e) {
+			return e
+		}
+	}
+	return nil
 }
