@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/accesslog"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/server"
+)
+
+// runServe implements `layer0 serve`.
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "listen address HOST:PORT (default 127.0.0.1:8080, or server.addr from the config)")
+	path := fs.String("config", "", "configuration file (default: the embedded sim engine)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	cfg := config.Default()
+	if *path != "" {
+		var err error
+		if cfg, err = config.Load(*path); err != nil {
+			return err
+		}
+	}
+	if *addr != "" {
+		cfg.Server.Addr = *addr
+	}
+	level := new(slog.LevelVar)
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var access *accesslog.Logger
+	if *cfg.Log.Access {
+		access = accesslog.New(stderr, 0)
+		defer access.Close()
+	}
+	g, err := layer0.New(cfg, layer0.WithLogger(logger), layer0.WithAccessLog(access))
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *path != "" {
+		go reloadOnHUP(ctx, g, *path, logger)
+	}
+	srv := server.HTTPServer(g, server.ListenOptions{
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+	})
+	return server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
+		fmt.Fprintf(stdout, "layer0 listening on http://%s (models: %s)\n", a, modelList(cfg))
+		if *path == "" {
+			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
+		}
+	})
+}
+
+func modelList(cfg *config.Config) string {
+	ids := make([]string, 0, len(cfg.Models))
+	for id := range cfg.Models {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, ", ")
+}
+
+// reloadOnHUP reloads the configuration file on SIGHUP; a broken file is logged with all its
+// problems and the running configuration keeps serving.
+func reloadOnHUP(ctx context.Context, g *layer0.Gateway, path string, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		cfg, err := config.Load(path)
+		if err == nil {
+			cfg.Server.Addr = g.Config().Server.Addr
+			err = g.Reload(cfg)
+		}
+		if err != nil {
+			logger.Error("config reload rejected; the previous configuration keeps serving", "path", path, "err", err)
+			continue
+		}
+		logger.Info("config reloaded", "path", path)
+	}
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/ids"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/anthropic"
+)
+
+// messages serves POST /v1/messages in the Anthropic format (JSON or SSE, by "stream" alone).
+func (x *exchange) messages() {
+	body, ok := x.readBody()
+	if !ok {
+		return
+	}
+	req, err := anthropic.DecodeRequest(body)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	req.Format = llm.FormatAnthropic
+	x.call.Request = req
+	rec := &x.call.Record
+	rec.Format, rec.Stream = llm.FormatAnthropic, req.Stream
+	msgID := ids.Message()
+
+	if !req.Stream {
+		var c llm.Collector
+		x.call.Sink = &c
+		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
+			x.fail(err)
+			return
+		}
+		x.writeFull(http.StatusOK, "application/json", x.output(func(b []byte) []byte {
+			return anthropic.AppendResponse(b, &c.Response, msgID)
+		}))
+		return
+	}
+
+	out := &streamWriter{x: x, contentType: "text/event-stream; charset=utf-8"}
+	sw := anthropic.NewStreamWriter(msgID, out, out.flush)
+	x.call.Sink = sw
+	x.streamErr = sw.WriteError
+	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
+		x.fail(err)
+		return
+	}
+	if !x.wrote { // an engine that sent nothing at all still owes the client a response
+		_ = sw.Flush()
+	}
+}
+
+// countTokens serves POST /v1/messages/count_tokens.
+func (x *exchange) countTokens() {
+	body, ok := x.readBody()
+	if !ok {
+		return
+	}
+	req, err := anthropic.DecodeCountTokens(body)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.call.Record.Format = llm.FormatAnthropic
+	n, err := x.p.CountTokens(req)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.call.Record.Usage.InputTokens = n
+	x.writeFull(http.StatusOK, "application/json", anthropic.AppendCountTokens(nil, n))
+}
+
+func (x *exchange) anthropicModels() []anthropic.Model {
+	ms := x.p.Models()
+	out := make([]anthropic.Model, len(ms))
+	for i, m := range ms {
+		out[i] = anthropic.Model{ID: m.ID, DisplayName: m.DisplayName, Created: m.Created}
+	}
+	return out
+}
+
+// listModels serves GET /v1/models.
+func (x *exchange) listModels() {
+	body, err := anthropic.AppendModelList(nil, x.anthropicModels(), x.r.URL.Query())
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.writeFull(http.StatusOK, "application/json", body)
+}
+
+// getModel serves GET /v1/models/{id}.
+func (x *exchange) getModel(id string) {
+	m, err := x.p.Model(id)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	body := anthropic.AppendModel(nil, anthropic.Model{ID: m.ID, DisplayName: m.DisplayName, Created: m.Created})
+	x.writeFull(http.StatusOK, "application/json", body)
+}
+
+// writeErrorBody writes e as a complete error response in the client's format.
+func (x *exchange) writeErrorBody(e *apierr.Error) {
+	switch x.format {
+	default:
+		body := anthropic.AppendError(nil, e, x.call.Record.RequestID)
+		x.writeFull(e.Status(), "application/json", body)
+	}
+	x.call.Record.Status = e.Status()
+}

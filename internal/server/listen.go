@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// ListenOptions configure the HTTP listener.
+type ListenOptions struct {
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// MaxHeaderBytes bounds the request headers; default 64 KiB (the HTTP/2
+	// SETTINGS_MAX_HEADER_LIST_SIZE of SYSTEM.md §4).
+	MaxHeaderBytes int
+}
+
+// HTTPServer returns an http.Server for h speaking HTTP/1.1 and HTTP/2 cleartext (prior
+// knowledge), with the timeouts of o.
+func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = 64 << 10
+	}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		Protocols:         &protos,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     1 << 21, // above 1 MiB, as SYSTEM.md §4 asks
+			MaxReceiveBufferPerConnection: 1 << 24,
+			MaxConcurrentStreams:          1000,
+		},
+	}
+}
+
+// Serve listens on addr and serves until ctx is done, then drains: new connections are refused
+// and requests in flight get up to drain to finish. ready, when non-nil, is called with the bound
+// address once listening.
+func Serve(ctx context.Context, srv *http.Server, addr string, drain time.Duration, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: listen: %w", err)
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("server: drain: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}

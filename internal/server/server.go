@@ -1,0 +1,310 @@
+// Package server is layer0's HTTP face: it routes a request to its client format's decoder,
+// runs the pipeline, encodes the response events back in that format, writes every error in the
+// client's own format, and writes one access-log record per request. It holds the live pipeline
+// in an atomic pointer so a reload swaps it without touching requests in flight.
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/accesslog"
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/ids"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/pipeline"
+)
+
+// Options configure a Server. The zero value is usable: 32 MiB bodies, no access log.
+type Options struct {
+	// MaxBodyBytes is the largest request body accepted; default 32 MiB.
+	MaxBodyBytes int64
+	// AccessLog receives one record per request; nil disables it.
+	AccessLog *accesslog.Logger
+	// Logger is the process log; nil discards.
+	Logger *slog.Logger
+}
+
+// Server is an http.Handler serving the layer0 APIs from the current pipeline.
+type Server struct {
+	pipe    atomic.Pointer[pipeline.Pipeline]
+	maxBody atomic.Int64
+	access  *accesslog.Logger
+	logger  *slog.Logger
+	bufs    sync.Pool
+}
+
+// New returns a server running p.
+func New(p *pipeline.Pipeline, o Options) *Server {
+	s := &Server{access: o.AccessLog, logger: o.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	s.Swap(p, o.MaxBodyBytes)
+	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	return s
+}
+
+// Swap makes p the pipeline for new requests; requests in flight finish on the old one.
+// maxBody ≤ 0 keeps the default of 32 MiB.
+func (s *Server) Swap(p *pipeline.Pipeline, maxBody int64) {
+	if maxBody <= 0 {
+		maxBody = 32 << 20
+	}
+	s.maxBody.Store(maxBody)
+	s.pipe.Store(p)
+}
+
+// Pipeline returns the live pipeline.
+func (s *Server) Pipeline() *pipeline.Pipeline { return s.pipe.Load() }
+
+// exchange is one request/response in flight.
+type exchange struct {
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	p      *pipeline.Pipeline
+	call   pipeline.Call
+	buf    *[]byte // the request body
+	out    *[]byte // the response body
+	format llm.Format
+	// wrote is set once the status line went out: after it, errors go inside the stream.
+	wrote bool
+	// streamErr writes an error inside a stream that has begun.
+	streamErr func(*apierr.Error) error
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{s: s, w: w, r: r, p: s.pipe.Load()}
+	rec := &x.call.Record
+	rec.Start = time.Now()
+	rec.RequestID = ids.Request()
+	h := w.Header()
+	h["Request-Id"] = []string{rec.RequestID}
+	h["X-Request-Id"] = h["Request-Id"]
+
+	switch path := r.URL.Path; {
+	case path == "/v1/messages":
+		x.onlyMethod(http.MethodPost, x.messages)
+	case path == "/v1/messages/count_tokens":
+		x.onlyMethod(http.MethodPost, x.countTokens)
+	case path == "/v1/models":
+		x.onlyMethod(http.MethodGet, x.listModels)
+	case strings.HasPrefix(path, "/v1/models/"):
+		x.onlyMethod(http.MethodGet, func() { x.getModel(strings.TrimPrefix(path, "/v1/models/")) })
+	case path == "/healthz" || path == "/readyz":
+		x.onlyMethod(http.MethodGet, x.health)
+	default:
+		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
+	}
+	x.finish()
+}
+
+func (x *exchange) onlyMethod(method string, f func()) {
+	if x.r.Method != method && !(method == http.MethodGet && x.r.Method == http.MethodHead) {
+		x.w.Header().Set("Allow", method)
+		x.fail(&apierr.Error{Kind: apierr.InvalidRequest, Code: "method_not_allowed",
+			Message: x.r.Method + " " + sanitize(x.r.URL.Path) + ": method not allowed, use " + method})
+		return
+	}
+	f()
+}
+
+// readBody reads the request body into a pooled buffer, refusing bodies over the limit with 413.
+func (x *exchange) readBody() ([]byte, bool) {
+	limit := x.s.maxBody.Load()
+	if x.r.ContentLength > limit {
+		x.fail(tooLarge(x.r.ContentLength, limit))
+		return nil, false
+	}
+	x.buf = x.s.bufs.Get().(*[]byte)
+	b := (*x.buf)[:0]
+	if n := x.r.ContentLength; n > 0 && int64(cap(b)) < n {
+		b = make([]byte, 0, n)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := x.r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			x.fail(tooLarge(int64(len(b)), limit))
+			return nil, false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			x.fail(apierr.Wrap(apierr.InvalidRequest, err, "could not read the request body"))
+			return nil, false
+		}
+	}
+	*x.buf = b
+	return b, true
+}
+
+func tooLarge(n, limit int64) *apierr.Error {
+	return &apierr.Error{Kind: apierr.RequestTooLarge, Code: "request_too_large",
+		Message: "request body of " + strconv.FormatInt(n, 10) + "+ bytes exceeds the limit of " +
+			strconv.FormatInt(limit, 10) + " bytes"}
+}
+
+// fail records err and writes it in the client's format: as an HTTP error response when nothing
+// was sent yet, else inside the stream.
+func (x *exchange) fail(err error) {
+	e := apierr.From(err)
+	rec := &x.call.Record
+	rec.Status = e.Status()
+	rec.ErrorType = e.Kind.AnthropicType()
+	rec.Cause = err
+	if x.wrote {
+		if x.streamErr != nil {
+			if werr := x.streamErr(e); werr != nil {
+				x.s.logger.Debug("stream error not delivered", "request_id", rec.RequestID, "err", werr)
+			}
+		}
+		return
+	}
+	h := x.w.Header()
+	code := e.Code
+	if code == "" {
+		code = e.Kind.AnthropicType()
+	}
+	h.Set("X-Error-Code", code)
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
+	for k, v := range e.Header {
+		h[k] = v
+	}
+	x.writeErrorBody(e)
+}
+
+// writeTimingHeaders sets X-Processing-Time (layer0's own time, engine time excluded) and
+// X-Response-Time (total time in layer0 so far), both in milliseconds with µs precision.
+func (x *exchange) writeTimingHeaders(engine time.Duration) {
+	rec := &x.call.Record
+	total := time.Since(rec.Start)
+	h := x.w.Header()
+	h["X-Response-Time"] = []string{fmtMillis(total)}
+	h["X-Processing-Time"] = []string{fmtMillis(total - engine)}
+	if rec.Simulated {
+		h["X-Layer0-Simulated"] = []string{"true"}
+	}
+	if rec.Engine != "" {
+		h["X-Layer0-Engine"] = []string{rec.Engine}
+	}
+}
+
+func fmtMillis(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	var b [24]byte
+	out := strconv.AppendFloat(b[:0], float64(d.Microseconds())/1000, 'f', 3, 64)
+	out = append(out, "ms"...)
+	return string(out)
+}
+
+// writeFull writes a complete response: timing headers, status, body.
+func (x *exchange) writeFull(status int, contentType string, body []byte) {
+	h := x.w.Header()
+	h["Content-Type"] = []string{contentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	x.writeTimingHeaders(x.call.Record.EngineTime)
+	x.call.Record.Status = status
+	x.wrote = true
+	x.w.WriteHeader(status)
+	if x.r.Method != http.MethodHead {
+		x.w.Write(body) //nolint:errcheck // the client went away; nothing to do
+	}
+}
+
+// streamWriter is the io.Writer stream encoders write to: the first write sends the status line
+// and headers (so an error before it can still be a proper HTTP error), and flush pushes to the
+// network at once.
+type streamWriter struct {
+	x           *exchange
+	contentType string
+	rc          *http.ResponseController
+}
+
+func (sw *streamWriter) Write(b []byte) (int, error) {
+	x := sw.x
+	if !x.wrote {
+		h := x.w.Header()
+		h["Content-Type"] = []string{sw.contentType}
+		h["Cache-Control"] = []string{"no-cache"}
+		x.writeTimingHeaders(x.call.Record.FirstEventEngine)
+		x.call.Record.Status = http.StatusOK
+		x.wrote = true
+		x.w.WriteHeader(http.StatusOK)
+	}
+	return x.w.Write(b)
+}
+
+func (sw *streamWriter) flush() error {
+	if sw.rc == nil {
+		sw.rc = http.NewResponseController(sw.x.w)
+	}
+	err := sw.rc.Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
+}
+
+func (x *exchange) health() {
+	x.writeFull(http.StatusOK, "application/json", []byte(`{"status":"ok"}`))
+}
+
+// finish completes the record and hands it to the access log.
+func (x *exchange) finish() {
+	rec := &x.call.Record
+	if rec.Status == 0 {
+		rec.Status = http.StatusOK
+	}
+	if x.s.access != nil {
+		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Duration: time.Since(rec.Start)}
+		x.s.access.Write(&e)
+	}
+	x.s.putBuf(x.buf)
+	x.s.putBuf(x.out)
+	x.buf, x.out = nil, nil
+}
+
+// output appends a response body into a pooled buffer returned at finish.
+func (x *exchange) output(appendBody func([]byte) []byte) []byte {
+	if x.out == nil {
+		x.out = x.s.bufs.Get().(*[]byte)
+	}
+	*x.out = appendBody((*x.out)[:0])
+	return *x.out
+}
+
+func (s *Server) putBuf(b *[]byte) {
+	if b != nil && cap(*b) <= 1<<20 {
+		*b = (*b)[:0]
+		s.bufs.Put(b)
+	}
+}
+
+// sanitize makes a client-supplied string safe to echo in an error message.
+func sanitize(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return string(bytes.ToValidUTF8([]byte(s), []byte("?")))
+}
