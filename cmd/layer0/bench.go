@@ -43,6 +43,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "server base URL, or a full URL with its path")
 	format := fs.String("format", "anthropic", "request format: anthropic, openai or binary")
 	fs.BoolVar(&cfg.Stream, "stream", false, "ask for streamed responses (SSE); binary always streams")
+	fs.IntVar(&cfg.BinaryVersion, "binary-version", 1, "binary protocol version: 1 or 2")
+	fs.BoolVar(&cfg.BinaryText, "binary-text", false, "binary version 2: ask for text frames instead of token IDs")
 	httpVersion := fs.String("http", "1.1", "HTTP version: 1.1, or 2 (h2 over TLS for https, h2c prior knowledge for http)")
 	fs.BoolVar(&cfg.NetHTTP, "nethttp", false, "use net/http's client for cleartext HTTP/1.1 instead of the built-in one")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS certificate verification")

@@ -2,26 +2,37 @@ package bench
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // A parser reads one response body, fed in whatever pieces the network delivers, and counts the
 // tokens in it without decoding JSON or allocating: the load generator must stay cheaper than the
 // server it measures. It recognises just enough of each format:
 //
-//   - Anthropic SSE: an "event: content_block_delta" whose data holds a "text_delta" is one token;
-//     "event: message_stop" ends the stream; "event: error" is a stream error.
-//   - OpenAI SSE: a "data:" chunk whose "content" is a non-empty string is one token; a chunk with
-//     a non-null "error" is a stream error; "data: [DONE]" ends the stream.
-//   - Binary v1: the magic "ANTH", then frames of type u8 | length u16 BE | payload: a token frame
-//     holds length/2 tokens, an error frame is a stream error, the done frame ends the stream.
+//   - Anthropic SSE: an "event: content_block_delta" whose data holds a "text_delta" is one token
+//     event; message_delta's usage.output_tokens is the token count; "event: message_stop" ends
+//     the stream; "event: error" is a stream error.
+//   - OpenAI SSE: a "data:" chunk whose "content" is a non-empty string is one token event; a
+//     usage chunk's completion_tokens is the token count; a chunk with a non-null "error" is a
+//     stream error; "data: [DONE]" ends the stream.
+//   - Binary (version 1 or 2, framed by internal/wire/binary's Decoder): each token ID of a token
+//     frame, and each text frame, is one token event; the usage frame's output count is the token
+//     count; an error frame is a stream error; the done frame ends the stream.
 //   - JSON (not streamed): the whole body is kept and the usage's output_tokens (Anthropic) or
 //     completion_tokens (OpenAI) is the token count; a complete body ends the response.
+//
+// Token events time the stream (first token, inter-token gaps); the count the server reports in
+// its usage (the model's tokens) is what throughput and bytes per token are counted in, or the
+// events when the stream reports no usage.
 type parser struct {
 	kind parserKind
 
-	tokens int  // tokens seen so far
+	tokens int  // token events seen so far
+	usage  int  // output tokens the response's usage reported; -1 until one is seen
 	done   bool // the format's end marker was seen
 	failed bool // an error event or frame was seen, or the body is not in the format
 	broken bool // the body cannot be understood past this point
@@ -33,13 +44,9 @@ type parser struct {
 	line  []byte
 	event sseEvent
 
-	// Binary: bytes of magic seen, frame header bytes gathered, and the frame being read.
-	magic     int
-	hdr       [3]byte
-	hdrN      int
-	frameType byte
-	remain    int
-	frameLen  int
+	// Binary: the frame decoder and the stream's version.
+	bin    *binary.Decoder
+	binVer binary.Version
 
 	// JSON: the body, kept up to maxJSON bytes.
 	body []byte
@@ -80,6 +87,7 @@ const (
 	evDelta
 	evStop
 	evError
+	evMessageDelta
 	evOther
 )
 
@@ -89,19 +97,25 @@ const (
 	maxErrMsg = 200
 )
 
-// Binary v1 frame types (internal/wire/binary is the authoritative definition).
-const (
-	frameToken = 0
-	frameUsage = 1
-	frameError = 2
-	frameDone  = 3
-)
+// reset prepares the parser for a new response of the given kind (and binary version), keeping
+// its buffers.
+func (p *parser) reset(kind parserKind, v binary.Version) {
+	*p = parser{kind: kind, usage: -1, line: p.line[:0], body: p.body[:0], errMsg: p.errMsg[:0], bin: p.bin, binVer: v}
+	if kind == parseBinary {
+		if p.bin == nil {
+			p.bin = binary.NewDecoder(v)
+		} else {
+			p.bin.Reset(v)
+		}
+	}
+}
 
-var binaryMagic = [4]byte{'A', 'N', 'T', 'H'}
-
-// reset prepares the parser for a new response of the given kind, keeping its buffers.
-func (p *parser) reset(kind parserKind) {
-	*p = parser{kind: kind, line: p.line[:0], body: p.body[:0], errMsg: p.errMsg[:0]}
+// outputTokens is the response's token count: its usage's, or the token events counted.
+func (p *parser) outputTokens() int {
+	if p.usage >= 0 {
+		return p.usage
+	}
+	return p.tokens
 }
 
 // feed consumes the next piece of the body and returns how many tokens it completed.
@@ -131,12 +145,12 @@ func (p *parser) finish() int {
 			p.line = p.line[:0]
 		}
 	case parseAnthropicJSON, parseOpenAIJSON:
-		key := []byte(`"output_tokens"`)
+		key := keyOutputTokens
 		if p.kind == parseOpenAIJSON {
-			key = []byte(`"completion_tokens"`)
+			key = keyCompletionTokens
 		}
 		if n, ok := jsonInt(p.body, key); ok {
-			p.tokens, p.done = n, true
+			p.tokens, p.usage, p.done = n, n, true
 		} else {
 			p.failed = true
 			p.setErr(p.body)
@@ -177,13 +191,15 @@ func (p *parser) appendLine(b []byte) {
 }
 
 var (
-	prefixEvent = []byte("event:")
-	prefixData  = []byte("data:")
-	keyType     = []byte(`"type"`)
-	keyContent  = []byte(`"content"`)
-	keyError    = []byte(`"error"`)
-	textDelta   = []byte(`"text_delta"`)
-	doneMarker  = []byte("[DONE]")
+	prefixEvent         = []byte("event:")
+	prefixData          = []byte("data:")
+	keyType             = []byte(`"type"`)
+	keyContent          = []byte(`"content"`)
+	keyError            = []byte(`"error"`)
+	textDelta           = []byte(`"text_delta"`)
+	keyOutputTokens     = []byte(`"output_tokens"`)
+	keyCompletionTokens = []byte(`"completion_tokens"`)
+	doneMarker          = []byte("[DONE]")
 )
 
 // sseLine handles one complete line (without its '\n').
@@ -217,6 +233,8 @@ func eventName(name []byte) sseEvent {
 		return evStop
 	case "error":
 		return evError
+	case "message_delta":
+		return evMessageDelta
 	}
 	return evOther
 }
@@ -232,6 +250,10 @@ func (p *parser) anthropicData(data []byte) {
 	case evDelta:
 		if bytes.Contains(data, textDelta) {
 			p.tokens++
+		}
+	case evMessageDelta:
+		if n, ok := jsonInt(data, keyOutputTokens); ok {
+			p.usage = n
 		}
 	case evStop:
 		p.done = true
@@ -254,68 +276,73 @@ func (p *parser) openAIData(data []byte) {
 	if s, ok := jsonString(data, keyContent); ok && len(s) > 0 {
 		p.tokens++
 	}
+	if n, ok := jsonInt(data, keyCompletionTokens); ok {
+		p.usage = n
+	}
 }
 
 func (p *parser) feedBinary(b []byte) {
-	for len(b) > 0 {
-		if p.magic < len(binaryMagic) {
-			if b[0] != binaryMagic[p.magic] {
-				p.failed, p.broken = true, true
-				p.setErr([]byte("binary: bad magic"))
-				return
+	if p.broken {
+		return
+	}
+	_, _ = p.bin.Write(b)
+	for {
+		f, ok, err := p.bin.Next()
+		if err != nil {
+			p.failed, p.broken = true, true
+			p.setErr([]byte(binaryErrText(err)))
+			return
+		}
+		if !ok {
+			return
+		}
+		switch f.Type {
+		case binary.FrameToken:
+			if p.binVer == binary.V1 {
+				p.tokens += binary.TokenCount(f.Payload)
+			} else {
+				for _, c := range f.Payload { // uvarint IDs: each ends with a byte below 0x80
+					if c < 0x80 {
+						p.tokens++
+					}
+				}
 			}
-			p.magic++
-			b = b[1:]
-			continue
-		}
-		if p.broken || p.done {
-			return // bytes after the done frame are ignored
-		}
-		if p.remain == 0 && p.hdrN < len(p.hdr) {
-			n := copy(p.hdr[p.hdrN:], b)
-			p.hdrN += n
-			b = b[n:]
-			if p.hdrN < len(p.hdr) {
-				return
+		case binary.FrameText:
+			p.tokens++
+		case binary.FrameUsage:
+			if u, err := binary.ParseUsage(p.binVer, f.Payload); err == nil {
+				p.usage = u.OutputTokens
 			}
-			p.frameType = p.hdr[0]
-			p.frameLen = int(p.hdr[1])<<8 | int(p.hdr[2])
-			p.remain = p.frameLen
-			if p.remain == 0 {
-				p.endFrame()
+		case binary.FrameError:
+			p.failed = true
+			if e, err := binary.ParseError(p.binVer, f.Payload); err == nil {
+				p.setErr([]byte(fmt.Sprintf("error frame: status %d: %s", e.Status(), e.Message)))
+			} else {
+				p.setErr(f.Payload)
 			}
-			continue
-		}
-		n := min(len(b), p.remain)
-		if p.frameType == frameError {
-			p.setErrPart(b[:n])
-		}
-		p.remain -= n
-		b = b[n:]
-		if p.remain == 0 {
-			p.endFrame()
+		case binary.FrameDone:
+			p.done = true
 		}
 	}
 }
 
-// setErrPart gathers an error frame's payload, which may arrive in pieces.
+// binaryErrText names a frame decoding error by its kind alone, so that the report groups
+// them and the text does not depend on where the network cut the stream.
+func binaryErrText(err error) string {
+	for _, e := range []error{binary.ErrBadMagic, binary.ErrFrameTooLarge, binary.ErrUnknownFrame,
+		binary.ErrAfterDone, binary.ErrPayload} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+// setErrPart gathers an error body, which may arrive in pieces.
 func (p *parser) setErrPart(b []byte) {
 	if room := maxErrMsg - len(p.errMsg); room > 0 {
 		p.errMsg = append(p.errMsg, b[:min(len(b), room)]...)
 	}
-}
-
-// endFrame acts on a frame whose payload has been read completely.
-func (p *parser) endFrame() {
-	switch p.frameType {
-	case frameToken:
-		p.tokens += p.frameLen / 2
-	case frameError:
-		p.failed = true
-	case frameDone:
-		p.done = true
-	}
-	p.hdrN = 0
 }
 
 // jsonValue returns the bytes after `key:` (spaces skipped) at the first place key occurs in b.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/llm"
 )
 
 // Report is the result of a run. Durations are in nanoseconds in JSON.
@@ -15,6 +17,7 @@ type Report struct {
 	// "closed" (Connections workers).
 	URL         string  `json:"url"`
 	Format      string  `json:"format"`
+	BinaryMode  string  `json:"binary_mode,omitempty"`
 	Stream      bool    `json:"stream"`
 	HTTP        string  `json:"http"`
 	Client      string  `json:"client"`
@@ -41,9 +44,12 @@ type Report struct {
 	// Throughput is OK per second of Elapsed; TokensPerSec likewise for tokens.
 	Throughput   float64 `json:"throughput_rps"`
 	TokensPerSec float64 `json:"tokens_per_sec"`
-	// Tokens and Bytes are the output tokens and response body bytes of successful requests;
-	// BytesPerToken is their ratio.
+	// Tokens and Bytes are the output tokens (as the responses' usage counts them, or as token
+	// events where a response reports no usage) and response body bytes of successful requests;
+	// BytesPerToken is their ratio. TokenEvents counts SSE text deltas, binary token IDs and text
+	// frames: what TTFT and ITL are timed on.
 	Tokens        uint64  `json:"tokens"`
+	TokenEvents   uint64  `json:"token_events"`
 	Bytes         uint64  `json:"bytes"`
 	BytesPerToken float64 `json:"bytes_per_token"`
 
@@ -85,12 +91,18 @@ func (r *runner) report() *Report {
 		Elapsed: s.lastEnd,
 		Sent:    r.started.Load(), OK: s.ok, Failed: s.failed(),
 		Late: s.late, LateAfter: c.LateAfter, Blocked: r.blocked.Load(),
-		Tokens: s.tokens, Bytes: s.bytes,
+		Tokens: s.tokens, TokenEvents: s.events, Bytes: s.bytes,
 		Latency: percentiles(&s.latency), TTFT: percentiles(&s.ttft), ITL: percentiles(&s.itl),
 		SendLag: percentiles(&s.lag),
 	}
 	if c.HTTP2 {
 		rep.HTTP = "2"
+	}
+	if c.Format == llm.FormatBinary {
+		rep.BinaryMode = fmt.Sprintf("v%d", c.BinaryVersion)
+		if c.BinaryText {
+			rep.BinaryMode += "-text"
+		}
 	}
 	if c.HTTP2 || c.NetHTTP || strings.HasPrefix(c.URL, "https:") {
 		rep.Client = "net/http"
@@ -131,7 +143,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	kind := "JSON"
 	switch {
 	case r.Format == "binary":
-		kind = "frames"
+		kind = r.BinaryMode + " frames"
 	case r.Stream:
 		kind = "SSE"
 	}

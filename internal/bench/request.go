@@ -1,13 +1,13 @@
 package bench
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // ParseFormat returns the client format named anthropic, openai or binary.
@@ -24,7 +24,7 @@ func ParseFormat(s string) (llm.Format, error) {
 }
 
 // binaryContentType is the content type of binary protocol requests and responses.
-const binaryContentType = "application/x-anthropic-binary"
+const binaryContentType = binary.MediaType
 
 // pathFor is the request path of a format.
 func pathFor(f llm.Format) string {
@@ -35,7 +35,8 @@ func pathFor(f llm.Format) string {
 }
 
 // requestBody builds the one request body every request of a run sends, and its content type.
-func requestBody(f llm.Format, model, prompt string, maxTokens int, stream bool) ([]byte, string, error) {
+// mode is the binary protocol's version and output (binary format only).
+func requestBody(f llm.Format, model, prompt string, maxTokens int, stream bool, mode binary.Mode) ([]byte, string, error) {
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -67,32 +68,18 @@ func requestBody(f llm.Format, model, prompt string, maxTokens int, stream bool)
 		}{model, maxTokens, stream, so, msgs})
 		return b, "application/json", err
 	case llm.FormatBinary:
-		b, err := binaryRequest(model, prompt, maxTokens)
-		return b, binaryContentType, err
+		// Clients of version 1 strip dashes from model names (SYSTEM.md §3.3); the server matches
+		// either spelling.
+		b, err := binary.AppendRequest(nil, &llm.Request{
+			Model: model, MaxTokens: maxTokens,
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: prompt}}}},
+		}, mode)
+		if err != nil {
+			return nil, "", fmt.Errorf("bench: %w", err)
+		}
+		return b, mode.ContentType(), nil
 	}
 	return nil, "", fmt.Errorf("bench: unknown format %d", f)
-}
-
-// binaryRequest encodes a binary protocol v1 request: magic, model, one user message, max_tokens.
-// Clients of the protocol strip dashes from model names; the server matches either spelling.
-func binaryRequest(model, prompt string, maxTokens int) ([]byte, error) {
-	switch {
-	case len(model) > 255:
-		return nil, fmt.Errorf("bench: binary v1: model name is %d bytes, at most 255", len(model))
-	case len(prompt) > 65535:
-		return nil, fmt.Errorf("bench: binary v1: prompt is %d bytes, at most 65535", len(prompt))
-	case maxTokens < 0 || maxTokens > 65535:
-		return nil, fmt.Errorf("bench: binary v1: max_tokens %d out of range 0..65535", maxTokens)
-	}
-	b := make([]byte, 0, 4+1+len(model)+1+3+len(prompt)+2)
-	b = append(b, binaryMagic[:]...)
-	b = append(b, byte(len(model)))
-	b = append(b, model...)
-	b = append(b, 1, 0) // one message, role user
-	b = binary.BigEndian.AppendUint16(b, uint16(len(prompt)))
-	b = append(b, prompt...)
-	b = binary.BigEndian.AppendUint16(b, uint16(maxTokens))
-	return b, nil
 }
 
 // requestHeader is the header every request of a run sends (besides Host and Content-Length).

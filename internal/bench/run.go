@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // Config describes one run. The zero value is not usable: URL is required; everything else has a
@@ -34,6 +35,10 @@ type Config struct {
 	Format llm.Format
 	// Stream asks for a streamed response (SSE). Binary responses are always streamed.
 	Stream bool
+	// BinaryVersion is the binary protocol version, 1 or 2. Default 1.
+	BinaryVersion int
+	// BinaryText asks a version-2 server for text frames instead of token IDs.
+	BinaryText bool
 	// HTTP2 uses HTTP/2: over TLS (ALPN h2) for https URLs, cleartext with prior knowledge (h2c)
 	// for http URLs. Default HTTP/1.1.
 	HTTP2 bool
@@ -133,7 +138,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Format == llm.FormatBinary {
 		c.Stream = true
 	}
+	if c.BinaryVersion == 0 {
+		c.BinaryVersion = int(binary.V1)
+	}
+	if c.BinaryVersion != int(binary.V1) && c.BinaryVersion != int(binary.V2) {
+		return c, fmt.Errorf("bench: binary version %d: want 1 or 2", c.BinaryVersion)
+	}
+	if c.BinaryText && c.BinaryVersion == int(binary.V1) {
+		return c, errors.New("bench: binary text frames need version 2")
+	}
 	return c, nil
+}
+
+// binaryMode is the binary protocol mode the configuration asks for.
+func (c Config) binaryMode() binary.Mode {
+	return binary.Mode{Version: binary.Version(c.BinaryVersion), Text: c.BinaryText}
 }
 
 // Run performs one bounded run and returns its report. It stops early, reporting what was done,
@@ -143,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, ctype, err := requestBody(cfg.Format, cfg.Model, cfg.Prompt, cfg.MaxTokens, cfg.Stream)
+	body, ctype, err := requestBody(cfg.Format, cfg.Model, cfg.Prompt, cfg.MaxTokens, cfg.Stream, cfg.binaryMode())
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +338,7 @@ func (w *worker) serveLoop(ctx context.Context, wg *sync.WaitGroup) {
 
 // do sends one request scheduled at offset sched (-1: now, closed loop) and records its outcome.
 func (w *worker) do(ctx context.Context, sched time.Duration) {
-	w.p.reset(w.r.kind)
+	w.p.reset(w.r.kind, binary.Version(w.r.cfg.BinaryVersion))
 	w.status, w.gotHead, w.bytes, w.nITL = 0, false, 0, 0
 	w.firstTok, w.lastTok = -1, -1
 	w.sent = w.r.since()
@@ -409,7 +428,8 @@ func (w *worker) record(ctx context.Context, sched, end time.Duration, err error
 			s.ttft.Record(w.firstTok - sched)
 		}
 		w.flushITLLocked()
-		s.tokens += uint64(w.p.tokens)
+		s.tokens += uint64(w.p.outputTokens())
+		s.events += uint64(w.p.tokens)
 		s.bytes += uint64(w.bytes)
 	case status != 0:
 		if s.status == nil {

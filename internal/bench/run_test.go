@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // startUpstream serves an Upstream on a fresh loopback port and returns its base URL.
@@ -82,10 +84,11 @@ func TestRunFormats(t *testing.T) {
 	formats := []struct {
 		format llm.Format
 		stream bool
+		binVer int
 	}{
-		{llm.FormatAnthropic, false}, {llm.FormatAnthropic, true},
-		{llm.FormatOpenAI, false}, {llm.FormatOpenAI, true},
-		{llm.FormatBinary, true},
+		{llm.FormatAnthropic, false, 0}, {llm.FormatAnthropic, true, 0},
+		{llm.FormatOpenAI, false, 0}, {llm.FormatOpenAI, true, 0},
+		{llm.FormatBinary, true, 1}, {llm.FormatBinary, true, 2},
 	}
 	for _, tr := range transports {
 		for _, f := range formats {
@@ -94,11 +97,14 @@ func TestRunFormats(t *testing.T) {
 				if f.stream {
 					name += "-stream"
 				}
+				if f.binVer > 0 {
+					name += fmt.Sprintf("-v%d", f.binVer)
+				}
 				if open {
 					name += "/open"
 				}
 				t.Run(name, func(t *testing.T) {
-					cfg := Config{URL: tr.url, Format: f.format, Stream: f.stream, HTTP2: tr.http2,
+					cfg := Config{URL: tr.url, Format: f.format, Stream: f.stream, BinaryVersion: f.binVer, HTTP2: tr.http2,
 						NetHTTP: tr.nethttp, Insecure: true, Requests: requests, Connections: 3, Timeout: 10 * time.Second}
 					if open {
 						cfg.Rate = 2000
@@ -112,6 +118,9 @@ func TestRunFormats(t *testing.T) {
 					}
 					if got, want := rep.Tokens, uint64(tokens*requests); got != want {
 						t.Errorf("tokens: got %d, want %d", got, want)
+					}
+					if got, want := rep.TokenEvents, uint64(tokens*requests); got != want {
+						t.Errorf("token events: got %d, want %d", got, want)
 					}
 					if got, want := rep.Client, tr.want; got != want {
 						t.Errorf("client: got %q, want %q", got, want)
@@ -238,7 +247,7 @@ func TestRunErrorKinds(t *testing.T) {
 			_, _ = w.Write([]byte(sse("content_block_delta", delta)))
 		}, llm.FormatAnthropic, true, "truncated"},
 		{"binary error frame", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write(binaryBody(frame(frameError, 'e')))
+			_, _ = w.Write(binaryBody(frame(byte(binary.FrameError), 1, 244, 'e'), frame(byte(binary.FrameDone))))
 		}, llm.FormatBinary, true, "stream_error"},
 		{"binary bad magic", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("NOPE"))
@@ -386,8 +395,10 @@ func TestRawClientDoesNotAllocate(t *testing.T) {
 	for _, f := range []struct {
 		format llm.Format
 		stream bool
-	}{{llm.FormatAnthropic, true}, {llm.FormatOpenAI, true}, {llm.FormatBinary, true}, {llm.FormatAnthropic, false}} {
-		r, w := newTestWorker(t, Config{URL: url, Format: f.format, Stream: f.stream})
+		binVer int
+	}{{llm.FormatAnthropic, true, 0}, {llm.FormatOpenAI, true, 0}, {llm.FormatBinary, true, 1}, {llm.FormatBinary, true, 2},
+		{llm.FormatAnthropic, false, 0}} {
+		r, w := newTestWorker(t, Config{URL: url, Format: f.format, Stream: f.stream, BinaryVersion: f.binVer})
 		ctx := context.Background()
 		w.do(ctx, -1) // dial and grow buffers
 		allocs := testing.AllocsPerRun(200, func() { w.do(ctx, -1) })
@@ -408,7 +419,7 @@ func newTestWorker(t testing.TB, cfg Config) (*runner, *worker) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, ctype, err := requestBody(cfg.Format, cfg.Model, cfg.Prompt, cfg.MaxTokens, cfg.Stream)
+	body, ctype, err := requestBody(cfg.Format, cfg.Model, cfg.Prompt, cfg.MaxTokens, cfg.Stream, cfg.binaryMode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +446,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"raw/anthropic-sse", Config{URL: url, Stream: true}},
 		{"raw/openai-sse", Config{URL: url, Format: llm.FormatOpenAI, Stream: true}},
 		{"raw/binary", Config{URL: url, Format: llm.FormatBinary}},
+		{"raw/binary-v2", Config{URL: url, Format: llm.FormatBinary, BinaryVersion: 2}},
 		{"nethttp/anthropic-sse", Config{URL: url, Stream: true, NetHTTP: true}},
 		{"h2c/anthropic-sse", Config{URL: h2c, Stream: true, HTTP2: true}},
 	} {

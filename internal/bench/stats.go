@@ -55,7 +55,8 @@ type stats struct {
 
 	ok      uint64
 	late    uint64 // requests sent later than Config.LateAfter behind schedule
-	tokens  uint64 // tokens of successful requests
+	tokens  uint64 // output tokens of successful requests, as their usage reports them
+	events  uint64 // token events (deltas, IDs, text frames) of successful requests
 	bytes   uint64 // response body bytes of successful requests
 	kinds   [numErrorKinds]uint64
 	status  map[int]uint64 // non-200 statuses
@@ -71,6 +72,7 @@ func (s *stats) merge(o *stats) {
 	s.ok += o.ok
 	s.late += o.late
 	s.tokens += o.tokens
+	s.events += o.events
 	s.bytes += o.bytes
 	for i, n := range o.kinds {
 		s.kinds[i] += n

@@ -3,7 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
+	ebin "encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // UpstreamConfig configures the fast upstream. The zero value is usable: 100 tokens, no delays.
@@ -35,7 +37,9 @@ type UpstreamConfig struct {
 // minimal request reader, and answers every request with a response precomputed at start:
 //
 //	POST /v1/messages          Anthropic JSON, or SSE when the body has "stream": true, or binary
-//	                           protocol v1 frames when Content-Type is application/x-anthropic-binary
+//	                           protocol frames when Content-Type is application/x-anthropic-binary
+//	                           (version 2 when it has version=2 or X-Binary-Version: 2 is sent;
+//	                           always token IDs, never text frames)
 //	POST /v1/chat/completions  OpenAI JSON, or SSE (with a usage chunk) when "stream": true
 //	GET  /v1/models            a one-model list
 //
@@ -62,6 +66,7 @@ const (
 	upOpenAIJSON
 	upOpenAISSE
 	upBinary
+	upBinaryV2
 	upModels
 	upNotFound
 	upBadBinary
@@ -148,16 +153,29 @@ func (u *Upstream) buildResponses() {
 		"data: [DONE]\n\n"))
 	u.parts[upOpenAISSE] = parts
 
-	parts = [][]byte{binaryMagic[:]}
+	parts = [][]byte{[]byte(binary.Magic)}
 	for i := range c.Tokens {
-		parts = append(parts, []byte{frameToken, 0, 2, byte(i >> 8), byte(i)})
+		parts = append(parts, []byte{byte(binary.FrameToken), 0, 2, byte(i >> 8), byte(i)})
 	}
-	tail := []byte{frameUsage, 0, 12}
-	tail = binary.BigEndian.AppendUint32(tail, uint32(c.InputTokens))
-	tail = binary.BigEndian.AppendUint32(tail, uint32(c.Tokens))
-	tail = binary.BigEndian.AppendUint32(tail, 0)
-	tail = append(tail, frameDone, 0, 0)
+	tail := []byte{byte(binary.FrameUsage), 0, 12}
+	tail = ebin.BigEndian.AppendUint32(tail, uint32(c.InputTokens))
+	tail = ebin.BigEndian.AppendUint32(tail, uint32(c.Tokens))
+	tail = ebin.BigEndian.AppendUint32(tail, 0)
+	tail = append(tail, byte(binary.FrameDone), 0, 0)
 	u.parts[upBinary] = append(parts, tail)
+
+	parts = [][]byte{append([]byte(binary.Magic), byte(binary.V2))}
+	for i := range c.Tokens {
+		id := ebin.AppendUvarint(nil, uint64(i))
+		parts = append(parts, append([]byte{byte(binary.FrameToken), byte(len(id))}, id...))
+	}
+	var usage []byte
+	for _, n := range []int{c.InputTokens, c.Tokens, 0, 0} {
+		usage = ebin.AppendUvarint(usage, uint64(n))
+	}
+	tail = append([]byte{byte(binary.FrameUsage), byte(len(usage))}, usage...)
+	tail = append(tail, byte(binary.FrameDone), 0)
+	u.parts[upBinaryV2] = append(parts, tail)
 
 	u.parts[upModels] = one(fmt.Sprintf(`{"object":"list","data":[{"id":%s,"object":"model","type":"model",`+
 		`"display_name":%s,"created":%d,"created_at":"2023-11-14T22:13:20Z","owned_by":"layer0-bench"}],`+
@@ -183,6 +201,8 @@ func (u *Upstream) head(r upstreamResponse, length int) []byte {
 		ctype, extra = "text/event-stream", "Cache-Control: no-cache\r\n"
 	case upBinary:
 		ctype = binaryContentType
+	case upBinaryV2:
+		ctype = binary.Mode{Version: binary.V2}.ContentType()
 	case upNotFound:
 		status = "404 Not Found"
 	case upBadBinary:
@@ -299,6 +319,9 @@ func (u *Upstream) serveConn(c net.Conn) {
 func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := upstreamRequest{post: r.Method == http.MethodPost,
 		binary: strings.HasPrefix(r.Header.Get("Content-Type"), binaryContentType)}
+	if v, err := binary.NegotiateVersion(r.Header); err == nil && v == binary.V2 {
+		req.binaryV2 = true
+	}
 	switch r.URL.Path {
 	case pathMessages, pathOpenAI, pathModels:
 		req.path = r.URL.Path
@@ -337,8 +360,11 @@ func (u *Upstream) route(req *upstreamRequest) upstreamResponse {
 		}
 		return upOpenAIJSON
 	case req.path == pathMessages && req.post && req.binary:
-		if !bytes.HasPrefix(req.body, binaryMagic[:]) {
+		if !binary.LooksBinary(req.body) {
 			return upBadBinary
+		}
+		if req.binaryV2 {
+			return upBinaryV2
 		}
 		return upBinary
 	case req.path == pathMessages && req.post:
@@ -402,9 +428,10 @@ const (
 )
 
 type upstreamRequest struct {
-	post, binary, expect, close bool
-	path                        string // one of the path constants, or "" for any other
-	body                        []byte
+	post, binary, binaryV2 bool
+	expect, close          bool
+	path                   string // one of the path constants, or "" for any other
+	body                   []byte
 }
 
 // readUpstreamRequest reads one HTTP/1.1 request, its body appended to body.
@@ -460,6 +487,9 @@ func readUpstreamRequest(br *bufio.Reader, body []byte) (upstreamRequest, error)
 			req.close = bytes.EqualFold(value, []byte("close"))
 		case bytes.EqualFold(name, []byte("Content-Type")):
 			req.binary = bytes.HasPrefix(value, []byte(binaryContentType))
+			req.binaryV2 = req.binaryV2 || bytes.Contains(value, []byte("version=2"))
+		case bytes.EqualFold(name, []byte(binary.VersionHeader)):
+			req.binaryV2 = req.binaryV2 || bytes.Equal(value, []byte("2"))
 		case bytes.EqualFold(name, []byte("Expect")):
 			req.expect = bytes.EqualFold(value, []byte("100-continue"))
 		}

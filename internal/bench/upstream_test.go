@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // TestUpstreamRoutes sends each kind of request through net/http's client (a different HTTP/1.1
@@ -33,6 +35,7 @@ func TestUpstreamRoutes(t *testing.T) {
 			wantStatus                      int
 			wantType, wantErrCode           string
 			kind                            parserKind // checked when wantStatus is 200 and not models
+			ver                             binary.Version
 		}{
 			{name: "anthropic json", method: "POST", path: "/v1/messages", body: `{"model":"m","max_tokens":5,"messages":[]}`,
 				wantStatus: 200, wantType: "application/json", kind: parseAnthropicJSON},
@@ -44,6 +47,8 @@ func TestUpstreamRoutes(t *testing.T) {
 				wantStatus: 200, wantType: "text/event-stream", kind: parseOpenAISSE},
 			{name: "binary", method: "POST", path: "/v1/messages", ctype: binaryContentType, body: "ANTH\x01m\x01\x00\x00\x01x\x00\x05",
 				wantStatus: 200, wantType: binaryContentType, kind: parseBinary},
+			{name: "binary v2", method: "POST", path: "/v1/messages", ctype: binaryContentType + "; version=2", body: "ANTH\x02\x01m\x05\x00",
+				wantStatus: 200, wantType: binaryContentType + "; version=2", kind: parseBinary, ver: binary.V2},
 			{name: "bad binary", method: "POST", path: "/v1/messages", ctype: binaryContentType, body: `{"model":"m"}`,
 				wantStatus: 400, wantType: "application/json", wantErrCode: "INVALID_BINARY"},
 			{name: "models", method: "GET", path: "/v1/models", wantStatus: 200, wantType: "application/json"},
@@ -81,7 +86,7 @@ func TestUpstreamRoutes(t *testing.T) {
 					t.Errorf("body is not valid JSON: %s", got)
 				}
 				if tt.wantStatus == 200 && tt.path != "/v1/models" {
-					if diff := cmp.Diff(parsed{Tokens: tokens, Done: true}, parseAll(tt.kind, got)); diff != "" {
+					if diff := gocmp.Diff(parsed{Tokens: tokens, Usage: tokens, Done: true}, parseAll(tt.kind, cmp.Or(tt.ver, binary.V1), got)); diff != "" {
 						t.Errorf("body (-want +got):\n%s\n%s", diff, got)
 					}
 				}
@@ -170,7 +175,7 @@ func TestNewUpstreamErrors(t *testing.T) {
 // BenchmarkUpstreamReadRequest measures the upstream's request reading and routing; its whole
 // round trip with the generator's client is in BenchmarkRoundTrip.
 func BenchmarkUpstreamReadRequest(b *testing.B) {
-	body, _, err := requestBody(llm.FormatAnthropic, "m", "hello", 100, true)
+	body, _, err := requestBody(llm.FormatAnthropic, "m", "hello", 100, true, binary.Mode{})
 	if err != nil {
 		b.Fatal(err)
 	}
