@@ -150,7 +150,7 @@ func (d *scanner) optInt(v *int, set *bool) error {
 
 // usageFields is a usage object with which counts were present.
 type usageFields struct {
-	u                                     llm.Usage
+	u                                       llm.Usage
 	hasInput, hasOutput, hasCreate, hasRead bool
 }
 
@@ -406,7 +406,8 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 	var e sseEvent
 	if len(data) > 0 {
 		d := scanner{s: string(data)}
-		if err := e.read(&d); err == nil {
+		err := e.read(&d)
+		if err == nil {
 			err = d.end()
 		}
 		if err != nil {
