@@ -174,6 +174,20 @@ func (d *reqDecoder) uvarint(field string, max uint64) (uint64, error) {
 	return x, nil
 }
 
+// count reads a uvarint count of items that take at least minSize bytes each, refusing a count
+// the bytes left cannot hold before anything is allocated for it.
+func (d *reqDecoder) count(field string, minSize int) (int, error) {
+	at := d.off
+	n, err := d.uvarint(field, math.MaxInt32)
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(d.left()/minSize) {
+		return 0, d.fail(at, field, "%d items cannot fit in the %d bytes left", n, d.left())
+	}
+	return int(n), nil
+}
+
 // text reads n bytes of UTF-8.
 func (d *reqDecoder) text(n int, field string) (string, error) {
 	if n > d.left() {
@@ -316,8 +330,9 @@ func (d *reqDecoder) v2(req *llm.Request, mode *Mode) error {
 	}
 	req.MaxTokens = int(mt)
 	at = d.off
-	// Each message takes at least two bytes: the bound keeps a tiny body from allocating much.
-	count, err := d.uvarint("message count", uint64(d.left()/2))
+	// A message takes at least 4 bytes (role, block count, text type and length), so a tiny body
+	// cannot make the decoder allocate much.
+	count, err := d.count("message count", 4)
 	if err != nil {
 		return err
 	}
@@ -350,7 +365,7 @@ func (d *reqDecoder) message(m *llm.Message) error {
 		return d.fail(at, "messages[].role", "role %d: want 0 (user) or 1 (assistant)", role)
 	}
 	at = d.off
-	n, err := d.uvarint("messages[].block count", uint64(d.left()/2))
+	n, err := d.count("messages[].block count", 2)
 	if err != nil {
 		return err
 	}
@@ -439,7 +454,7 @@ func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
 			return d.fail(at, path+"is_error", "%d: want 0 or 1", isErr)
 		}
 		b.IsError = isErr == 1
-		n, err := d.uvarint(path+"block count", uint64(d.left()/2))
+		n, err := d.count(path+"block count", 2)
 		if err != nil {
 			return err
 		}
@@ -466,11 +481,15 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 		tagAt := d.off
 		t, _ := d.u8("param tag")
 		tag := paramTag(t)
-		n, err := d.uvarint("param length", uint64(len(d.b)-d.off))
+		lenAt := d.off
+		n, err := d.uvarint("param length", math.MaxInt32)
 		if err != nil {
 			return err
 		}
 		valAt := d.off
+		if int(n) > len(d.b)-d.off {
+			return d.fail(lenAt, "param length", "%d exceeds the body (%d bytes left)", n, len(d.b)-d.off)
+		}
 		d.end = d.off + int(n)
 		name := tag.String()
 		if tag <= paramOutput && tag != paramSystem && tag != paramStopSequence && tag != paramTool {

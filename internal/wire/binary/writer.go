@@ -10,6 +10,14 @@ import (
 	"github.com/layer0ai/layer0/internal/vocab"
 )
 
+// writeThreshold is how much a StreamWriter buffers before it writes without a Flush, so an
+// engine that never flushes cannot grow the buffer without bound. Writing is not flushing: the
+// bytes wait in the transport's buffer until the next Flush.
+const writeThreshold = 64 << 10
+
+// errStreamDone is returned by Send after the stream ended (stop event or WriteError).
+var errStreamDone = errors.New("binary: event after the end of the stream")
+
 // StreamWriter is the llm.Sink that encodes a response as binary frames.
 //
 // Send encodes into a buffer; Flush writes the buffer to the network in one write and flushes
@@ -35,6 +43,7 @@ type StreamWriter struct {
 	inTool   bool     // the open block is a tool_use block
 
 	wrote bool  // bytes reached w
+	dirty bool  // bytes reached w since the last flush
 	done  bool  // the done frame is buffered or written
 	err   error // the first write error; every later call returns it
 }
@@ -76,7 +85,7 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		return s.err
 	}
 	if s.done {
-		return nil
+		return errStreamDone
 	}
 	v2 := s.mode.Version != V1
 	switch ev.Kind {
@@ -140,7 +149,26 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		s.frame(FrameDone, nil)
 		s.done = true
 	}
+	if len(s.buf)+len(s.pend) > writeThreshold {
+		s.closePend()
+		return s.write()
+	}
 	return nil
+}
+
+// write writes the buffered frames without flushing.
+func (s *StreamWriter) write() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(s.buf)
+	s.wrote = true
+	s.buf = s.buf[:0]
+	s.dirty = true
+	if err != nil {
+		s.err = err
+	}
+	return err
 }
 
 // text adds a text delta to the open token (or text) frame.
@@ -254,17 +282,15 @@ func (s *StreamWriter) Flush() error {
 		return s.err
 	}
 	s.closePend()
-	if len(s.buf) == 0 {
+	if len(s.buf) == 0 && !s.dirty {
 		return nil
 	}
-	_, err := s.w.Write(s.buf)
-	s.wrote = true
-	s.buf = s.buf[:0]
+	err := s.write()
+	s.dirty = false
 	if err == nil && s.flush != nil {
-		err = s.flush()
-	}
-	if err != nil {
-		s.err = err
+		if err = s.flush(); err != nil {
+			s.err = err
+		}
 	}
 	return err
 }
