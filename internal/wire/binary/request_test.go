@@ -123,7 +123,9 @@ func TestTruncatedAtEveryByte(t *testing.T) {
 	}
 }
 
-func v1Body(parts ...any) []byte { return joined(cat(append([]any{txt("ANTH", "magic")}, parts...)...)) }
+func v1Body(parts ...any) []byte {
+	return joined(cat(append([]any{txt("ANTH", "magic")}, parts...)...))
+}
 
 func TestDecodeRequestErrors(t *testing.T) {
 	model := cat(u8(3, ""), txt("sim", ""))
