@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -214,28 +215,38 @@ func (key *Key) Allow(model string) error {
 		}
 	}
 	return &apierr.Error{Kind: apierr.Permission, Param: "model", Code: "MODEL_NOT_ALLOWED",
-		Message: fmt.Sprintf("model: this API key may not use model %q", model)}
+		Message: "model: this API key may not use model " + quote(model)}
 }
 
 // match reports whether s matches pattern, where '*' matches any run of characters (slashes
 // included: model names such as "meta-llama/Llama-3" have them) and everything else is literal.
+// It backtracks only to the last star, so its time is O(len(pattern)·len(s)) at worst, whatever
+// model name a client sends.
 func match(pattern, s string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == s
-	}
-	prefix := pattern[:star]
-	if !strings.HasPrefix(s, prefix) {
+	px, sx := 0, 0
+	starPx, starSx := -1, 0 // where to resume after the last star
+	for px < len(pattern) || sx < len(s) {
+		if px < len(pattern) {
+			switch c := pattern[px]; {
+			case c == '*':
+				starPx, starSx = px, sx
+				px++
+				continue
+			case sx < len(s) && s[sx] == c:
+				px++
+				sx++
+				continue
+			}
+		}
+		if starPx >= 0 && starSx < len(s) {
+			// Let the last star absorb one more character and try again from there.
+			starSx++
+			px, sx = starPx+1, starSx
+			continue
+		}
 		return false
 	}
-	s, pattern = s[len(prefix):], pattern[star+1:]
-	// Greedy-free matching of the rest: try each split point. Patterns are short and few.
-	for i := 0; i <= len(s); i++ {
-		if match(pattern, s[i:]) {
-			return true
-		}
-	}
-	return false
+	return true
 }
 
 // hashOf hashes a presented key through a stack buffer: converting a string longer than 32 bytes
@@ -247,6 +258,14 @@ func hashOf(secret string) [32]byte {
 	}
 	n := copy(buf[:], secret)
 	return sha256.Sum256(buf[:n])
+}
+
+// quote quotes a client-supplied name for a message, cut to a readable length.
+func quote(s string) string {
+	if len(s) > 128 {
+		s = s[:128] + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // CheckListen enforces the rule for running without keys: with no keys, layer0 serves without

@@ -2,9 +2,11 @@ package auth
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -323,5 +325,34 @@ func TestLongKey(t *testing.T) {
 	keys := mustNew(t, []Spec{{Name: "long", Hash: HashHex(long)}})
 	if k, err := keys.Authenticate(http.Header{"X-Api-Key": {long}}); err != nil || k.Name != "long" {
 		t.Errorf("got (%v, %v), want key long", k, err)
+	}
+}
+
+// FuzzMatch checks the glob matcher against a regular expression built from the same pattern.
+func FuzzMatch(f *testing.F) {
+	f.Add("claude-*", "claude-sonnet-4-5")
+	f.Add("*a*b", "xaxxb")
+	f.Add("a**", "a")
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		// regexp works on runes; on valid UTF-8 that is the same as matching bytes.
+		if len(pattern) > 64 || len(s) > 256 || !utf8.ValidString(pattern) || !utf8.ValidString(s) {
+			return
+		}
+		parts := strings.Split(pattern, "*")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		re := regexp.MustCompile(`^(?s:` + strings.Join(parts, ".*") + `)$`)
+		if got, want := match(pattern, s), re.MatchString(s); got != want {
+			t.Errorf("match(%q, %q): got %v, want %v", pattern, s, got, want)
+		}
+	})
+}
+
+// TestMatchIsNotExponential guards against backtracking blow-up on a client-chosen model name.
+func TestMatchIsNotExponential(t *testing.T) {
+	s := strings.Repeat("a", 1<<16)
+	if match("*a*a*a*a*a*a*b", s) {
+		t.Error("got a match, want none")
 	}
 }
