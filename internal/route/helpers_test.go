@@ -1,0 +1,59 @@
+package route
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+)
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// clock is an injected clock that moves only when told.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: t0} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// replicas makes named replicas (no engine: routing never calls it) on clock clk.
+func replicas(clk *clock, p Policy, names ...string) []*Replica {
+	p.Now = clk.Now
+	rs := make([]*Replica, len(names))
+	for i, n := range names {
+		rs[i] = NewReplica(n, nil, p)
+	}
+	return rs
+}
+
+func newTable(t testing.TB, c Config) *Table {
+	t.Helper()
+	tb, err := New(c)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return tb
+}
+
+// Engine errors as engine adapters report them.
+var (
+	errOverloaded = apierr.New(apierr.Overloaded, "overloaded")
+	errServer     = apierr.New(apierr.BadGateway, "upstream answered 500")
+	errRateLimit  = apierr.New(apierr.RateLimit, "rate limited")
+	errInvalid    = apierr.Invalid("temperature", "must be at most 1")
+	errContext    = apierr.New(apierr.InvalidRequest, "This model's maximum context length is 4096 tokens")
+)
