@@ -37,9 +37,11 @@ type Report struct {
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 	// Late counts requests sent more than LateAfter behind schedule (the generator or its worker
 	// pool could not keep up); Blocked those that found every open-loop worker busy.
-	Late      uint64        `json:"late"`
-	LateAfter time.Duration `json:"late_after_ns"`
-	Blocked   uint64        `json:"blocked"`
+	// PeakInFlight is the most requests that were in flight at once.
+	PeakInFlight int64         `json:"peak_in_flight"`
+	Late         uint64        `json:"late"`
+	LateAfter    time.Duration `json:"late_after_ns"`
+	Blocked      uint64        `json:"blocked"`
 
 	// Throughput is OK per second of Elapsed; TokensPerSec likewise for tokens.
 	Throughput   float64 `json:"throughput_rps"`
@@ -90,7 +92,8 @@ func (r *runner) report() *Report {
 		HTTP: "1.1", Client: "layer0", Mode: "closed", Connections: c.Connections,
 		Elapsed: s.lastEnd,
 		Sent:    r.started.Load(), OK: s.ok, Failed: s.failed(),
-		Late: s.late, LateAfter: c.LateAfter, Blocked: r.blocked.Load(),
+		PeakInFlight: r.peak.Load(),
+		Late:         s.late, LateAfter: c.LateAfter, Blocked: r.blocked.Load(),
 		Tokens: s.tokens, TokenEvents: s.events, Bytes: s.bytes,
 		Latency: percentiles(&s.latency), TTFT: percentiles(&s.ttft), ITL: percentiles(&s.itl),
 		SendLag: percentiles(&s.lag),
@@ -149,8 +152,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "target      %s (%s %s, HTTP/%s, %s client)\n", r.URL, r.Format, kind, r.HTTP, r.Client)
 	fmt.Fprintf(&b, "load        %s for %s\n", mode, fmtDur(r.Elapsed))
-	fmt.Fprintf(&b, "requests    %d sent, %d ok, %d failed; %d late (sent >%s behind schedule), %d found no idle worker\n",
-		r.Sent, r.OK, r.Failed, r.Late, fmtDur(r.LateAfter), r.Blocked)
+	fmt.Fprintf(&b, "requests    %d sent, %d ok, %d failed, at most %d in flight; %d late (sent >%s behind schedule), %d found no idle worker\n",
+		r.Sent, r.OK, r.Failed, r.PeakInFlight, r.Late, fmtDur(r.LateAfter), r.Blocked)
 	fmt.Fprintf(&b, "throughput  %.1f req/s, %.0f tokens/s; %d tokens, %d bytes, %.1f bytes/token\n",
 		r.Throughput, r.TokensPerSec, r.Tokens, r.Bytes, r.BytesPerToken)
 	fmt.Fprintf(&b, "\n%-10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "count", "min", "mean", "p50", "p90", "p99", "p99.9", "max")

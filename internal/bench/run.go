@@ -202,6 +202,8 @@ type runner struct {
 	finished atomic.Uint64 // requests completed, successfully or not
 	errors   atomic.Uint64 // failed requests
 	blocked  atomic.Uint64 // open loop: requests that found every worker busy
+	inflight atomic.Int64  // requests being sent or received now
+	peak     atomic.Int64  // the most requests in flight at once
 }
 
 // spinMargin is how long before a request's time the scheduler stops sleeping and spins: on the
@@ -345,7 +347,12 @@ func (w *worker) do(ctx context.Context, sched time.Duration) {
 	if sched < 0 {
 		sched = w.sent
 	}
+	if n := w.r.inflight.Add(1); n > w.r.peak.Load() {
+		for p := w.r.peak.Load(); n > p && !w.r.peak.CompareAndSwap(p, n); p = w.r.peak.Load() {
+		}
+	}
 	err := w.cl.do(ctx, w)
+	w.r.inflight.Add(-1)
 	end := w.r.since()
 	if err == nil && w.status == http.StatusOK {
 		if n := w.p.finish(); n > 0 && w.firstTok < 0 {

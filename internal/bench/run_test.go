@@ -122,6 +122,9 @@ func TestRunFormats(t *testing.T) {
 					if got, want := rep.TokenEvents, uint64(tokens*requests); got != want {
 						t.Errorf("token events: got %d, want %d", got, want)
 					}
+					if !open && (rep.PeakInFlight < 1 || rep.PeakInFlight > 3) {
+						t.Errorf("peak in flight: got %d, want 1 to 3 (the connections)", rep.PeakInFlight)
+					}
 					if got, want := rep.Client, tr.want; got != want {
 						t.Errorf("client: got %q, want %q", got, want)
 					}
@@ -209,6 +212,9 @@ func TestOpenLoopMeasuresFromSchedule(t *testing.T) {
 	}
 	if rep.Late == 0 || rep.Blocked == 0 {
 		t.Errorf("got late %d, blocked %d; want both counted", rep.Late, rep.Blocked)
+	}
+	if rep.PeakInFlight != 1 {
+		t.Errorf("peak in flight: got %d, want 1 (the pool's bound)", rep.PeakInFlight)
 	}
 
 	// The same load closed-loop measures each request from its own send: no queueing counted,
