@@ -44,7 +44,9 @@ type Limits struct {
 
 // Config configures a Limiter.
 type Config struct {
-	// Global limits apply to all requests together, on top of each key's own. Default none.
+	// Global limits apply to all requests together, on top of each key's own: all requests of
+	// this process with the Memory store, of every layer0 replica sharing a network Store.
+	// Default none.
 	Global Limits
 	// Keys maps an API key's name to its limits. The name "" is the anonymous caller (no auth);
 	// it is always present, with no limits of its own unless listed here.
@@ -189,8 +191,9 @@ func (l *Limiter) Adopt(old *Limiter) {
 
 // Lease is one admitted request's hold on the limits: its concurrency slot, its input-token
 // reservation and the output tokens charged so far. Settle, Charge and Release it from the
-// goroutine that serves the request; a Lease is not safe for concurrent use. The zero Lease
-// (from a nil Limiter) does nothing.
+// goroutine that serves the request; a Lease is not safe for concurrent use. Its store calls
+// do not take the request's context: a settlement must happen even after the client has gone.
+// The zero Lease (from a nil Limiter) does nothing.
 type Lease struct {
 	l      *Limiter
 	key    *scope

@@ -421,7 +421,8 @@ func quote(s string) string {
 }
 
 // Plan is the routing of one request: call Next for a replica, run the engine, Report the
-// outcome, and call Next again only if the attempt failed before any byte reached the client.
+// outcome, and call Next again only if the attempt failed before any byte reached the client —
+// which includes an error arriving inside a 200 stream before any content was sent.
 // Next then decides between another replica of the same model (within the model's retry budget),
 // the next model of the fallback chain, or giving up with the last error. A Plan belongs to one
 // request and is not safe for concurrent use.
