@@ -1,0 +1,263 @@
+// Package anthropic is the engine for the hosted Anthropic Messages API and anything that speaks
+// it, another layer0 included: Generate encodes the canonical request as a Messages body, always
+// streams from the engine and reads its SSE answer back into events; Forward is the pass-through
+// path for Anthropic clients, which sends the client's bytes with the model name rewritten and
+// streams the engine's events back unchanged while reading usage from message_start and
+// message_delta.
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/upstream"
+	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
+)
+
+// Path is the Messages endpoint under the engine's URL.
+const Path = "/v1/messages"
+
+// Version is the anthropic-version header sent to the engine.
+const Version = "2023-06-01"
+
+// DefaultMaxTokens is sent when a request has no max_tokens (OpenAI clients may omit it; the
+// Messages API requires it).
+const DefaultMaxTokens = 4096
+
+// Options are the parts of an Engine that do not come from the config file.
+type Options struct {
+	// Model, when set, is the model name sent to the engine instead of the request's.
+	Model string
+	// Bearer sends the credential as Authorization: Bearer instead of x-api-key (layer0 peers
+	// accept both; the hosted API wants x-api-key).
+	Bearer bool
+	// Upstream configures the HTTP client (TLS roots, environment lookup).
+	Upstream upstream.Options
+}
+
+// Engine is a Messages API server. It is safe for concurrent use.
+type Engine struct {
+	c     *upstream.Client
+	path  string
+	model string
+	hdr   http.Header
+}
+
+// New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once.
+func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
+	uo := opts.Upstream
+	if !opts.Bearer {
+		uo.AuthHeader = "X-Api-Key"
+	}
+	c, err := upstream.New(name, cfg, uo)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{c: c, path: Path, model: opts.Model, hdr: http.Header{
+		"Content-Type":      {"application/json"},
+		"Accept":            {"text/event-stream, application/json"},
+		"Anthropic-Version": {Version},
+	}}
+	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
+		e.path = strings.TrimPrefix(Path, "/v1")
+	}
+	return e, nil
+}
+
+// WithModel returns an engine that sends model as the model name and shares e's connections,
+// credential and concurrency cap.
+func (e *Engine) WithModel(model string) *Engine {
+	c := *e
+	c.model = model
+	return &c
+}
+
+// Client is the engine's HTTP client.
+func (e *Engine) Client() *upstream.Client { return e.c }
+
+// Format implements upstream.Forwarder.
+func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
+
+// DecodeError is wire.DecodeError with one policy added: the engine refusing layer0's own
+// credential (401, 403) is a gateway failure, not the client's, and its text is not passed on.
+func DecodeError(status int, body []byte) *apierr.Error {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return &apierr.Error{Kind: apierr.BadGateway,
+			Message: "engine refused layer0's credentials (status " + strconv.Itoa(status) + ")"}
+	}
+	return wire.DecodeError(status, body)
+}
+
+// Generate implements engine.Engine.
+func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
+	up := *req
+	up.Stream = true
+	if e.model != "" {
+		up.Model = e.model
+	}
+	if up.MaxTokens <= 0 {
+		up.MaxTokens = DefaultMaxTokens
+	}
+	buf := e.c.Buffer()
+	defer e.c.PutBuffer(buf)
+	*buf = wire.AppendRequest(*buf, &up)
+	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: *buf, Stream: true, DecodeError: DecodeError})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.Err(err)
+		}
+		return resp.Err(wire.ReadResponse(body, sink))
+	}
+	return resp.Err(wire.ReadStream(resp.Body, sink))
+}
+
+// maxJSONBody bounds a non-streamed pass-through response.
+const maxJSONBody = 64 << 20
+
+// usageJSON is the Messages API usage object; absent counts stay -1 so that message_delta only
+// overrides what it carries.
+type usageJSON struct {
+	InputTokens              *int `json:"input_tokens"`
+	OutputTokens             *int `json:"output_tokens"`
+	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
+}
+
+func (u *usageJSON) merge(dst *llm.Usage) {
+	set := func(d *int, v *int) {
+		if v != nil {
+			*d = *v
+		}
+	}
+	set(&dst.InputTokens, u.InputTokens)
+	set(&dst.OutputTokens, u.OutputTokens)
+	set(&dst.CacheCreationInputTokens, u.CacheCreationInputTokens)
+	set(&dst.CacheReadInputTokens, u.CacheReadInputTokens)
+}
+
+// mergeUsage reads the usage object at obj (a JSON object's bytes) into dst.
+func mergeUsage(dst *llm.Usage, obj []byte) {
+	s, e, ok, _ := upstream.Field(obj, "usage")
+	if !ok || obj[s] != '{' {
+		return
+	}
+	var u usageJSON
+	if json.Unmarshal(obj[s:e], &u) == nil {
+		u.merge(dst)
+	}
+}
+
+var (
+	evMessageStart = []byte("message_start")
+	evMessageDelta = []byte("message_delta")
+	evMessageStop  = []byte("message_stop")
+	evError        = []byte("error")
+)
+
+// Forward implements upstream.Forwarder: the body's top-level "model" is rewritten in place and
+// every other byte is sent as the client wrote it; the engine's events come back unchanged but
+// for the model name in message_start. An error event is not passed on but returned, so the
+// caller reports it (or falls back when nothing was written yet).
+func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
+	var res upstream.PassResult
+	var ms, me int
+	hasModel, stream := false, false
+	err := upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case upstream.KeyIs(k, esc, "model"):
+			hasModel, ms, me = true, vs, ve
+		case upstream.KeyIs(k, esc, "stream"):
+			stream = string(p.Body[vs:ve]) == "true"
+		}
+	})
+	if err != nil || !hasModel {
+		return res, apierr.Invalid("model", "the request body must be a JSON object with a model")
+	}
+	model := p.Model
+	body := p.Body
+	buf := e.c.Buffer()
+	defer e.c.PutBuffer(buf)
+	if model != "" {
+		b := append(*buf, p.Body[:ms]...)
+		b = upstream.AppendString(b, model)
+		b = append(b, p.Body[me:]...)
+		*buf, body = b, b
+	} else {
+		_ = json.Unmarshal(p.Body[ms:me], &model)
+	}
+	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: body, Stream: stream, DecodeError: DecodeError})
+	if err != nil {
+		return res, err
+	}
+	defer resp.Close()
+	var old, repl []byte
+	if p.ClientModel != "" && p.ClientModel != model {
+		old, repl = upstream.ModelNeedle(model), upstream.ModelNeedle(p.ClientModel)
+	}
+	ct := resp.Header.Get("Content-Type")
+	out := &upstream.Out{W: w, ContentType: ct}
+	defer func() { res.Bytes = out.N }()
+	if !strings.HasPrefix(ct, "text/event-stream") {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+		if err != nil {
+			return res, resp.Err(err)
+		}
+		mergeUsage(&res.Usage, body)
+		if _, err := out.Write(upstream.ReplaceModel(nil, body, old, repl)); err != nil {
+			return res, err
+		}
+		return res, out.Flush()
+	}
+	res.Stream = true
+	er := upstream.NewEventReader(resp.Body)
+	var scratch []byte
+	for {
+		raw, name, data, rerr := er.Next()
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				rerr = apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
+			}
+			return res, resp.Err(rerr)
+		}
+		ev := raw
+		switch {
+		case bytes.Equal(name, evError):
+			return res, resp.Err(DecodeError(0, data))
+		case bytes.Equal(name, evMessageStart):
+			if s, e2, ok, _ := upstream.Field(data, "message"); ok {
+				mergeUsage(&res.Usage, data[s:e2])
+			}
+			if old != nil {
+				scratch = upstream.ReplaceModel(scratch[:0], raw, old, repl)
+				ev = scratch
+			}
+		case bytes.Equal(name, evMessageDelta):
+			mergeUsage(&res.Usage, data)
+		}
+		if _, err := out.Write(ev); err != nil {
+			return res, err
+		}
+		if bytes.Equal(name, evMessageStop) {
+			return res, out.Flush()
+		}
+		if !er.Buffered() {
+			if err := out.Flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+}

@@ -1,0 +1,254 @@
+// Package openai is the engine for any OpenAI-compatible server (vLLM, SGLang, llama.cpp server,
+// Ollama, TGI, the hosted API): Generate encodes the canonical request as a Chat Completions
+// body, always streams from the engine (so the first-byte and idle timeouts mean the same for
+// every call and tokens reach the client as they come) and reads the SSE answer back into
+// events; Forward is the pass-through path for OpenAI clients, which sends the client's own
+// bytes with the model name rewritten and streams the engine's bytes back while reading usage.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/upstream"
+	wire "github.com/layer0ai/layer0/internal/wire/openai"
+)
+
+// Path is the Chat Completions endpoint under the engine's URL. The URL is the server's root
+// (http://host:8000), or its /v1 base when the URL already ends in /v1.
+const Path = "/v1/chat/completions"
+
+// Options are the parts of an Engine that do not come from the config file.
+type Options struct {
+	// Model, when set, is the model name sent to the engine instead of the request's (the
+	// pipeline already sets the request's model to the configured upstream_model).
+	Model string
+	// Upstream configures the HTTP client (TLS roots, environment lookup).
+	Upstream upstream.Options
+}
+
+// Engine is an OpenAI-compatible server. It is safe for concurrent use.
+type Engine struct {
+	c     *upstream.Client
+	path  string
+	model string
+	hdr   http.Header
+}
+
+// New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once,
+// and sent as a bearer token.
+func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
+	c, err := upstream.New(name, cfg, opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{c: c, path: Path, model: opts.Model, hdr: http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"text/event-stream, application/json"},
+	}}
+	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
+		e.path = strings.TrimPrefix(Path, "/v1")
+	}
+	return e, nil
+}
+
+// WithModel returns an engine that sends model as the model name and shares e's connections,
+// credential and concurrency cap.
+func (e *Engine) WithModel(model string) *Engine {
+	c := *e
+	c.model = model
+	return &c
+}
+
+// Client is the engine's HTTP client (for its in-flight count and tests).
+func (e *Engine) Client() *upstream.Client { return e.c }
+
+// Format implements upstream.Forwarder.
+func (e *Engine) Format() llm.Format { return llm.FormatOpenAI }
+
+// Generate implements engine.Engine.
+func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
+	up := *req
+	up.Stream = true
+	if e.model != "" {
+		up.Model = e.model
+	}
+	buf := e.c.Buffer()
+	defer e.c.PutBuffer(buf)
+	*buf = wire.AppendRequest(*buf, &up)
+	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: *buf, Stream: true, DecodeError: wire.DecodeError})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		// Some servers answer JSON even to a streaming request (an old llama.cpp with a tool call).
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.Err(err)
+		}
+		return resp.Err(wire.ReadResponse(body, sink))
+	}
+	return resp.Err(wire.ReadStream(resp.Body, sink))
+}
+
+// maxJSONBody bounds a non-streamed pass-through response.
+const maxJSONBody = 64 << 20
+
+var (
+	done         = []byte("[DONE]")
+	finishNeedle = []byte(`"finish_reason":"`)
+	usageKey     = []byte(`"usage"`)
+	usageOpt     = []byte(`"stream_options":{"include_usage":true},`)
+)
+
+// Forward implements upstream.Forwarder. The body is not decoded: one scan of its top level
+// finds "model", "stream" and "stream_options", the model value is rewritten in place, and a
+// streaming request that did not ask for usage gets stream_options.include_usage added so that
+// usage can be read — the usage-only chunk this adds is then held back from the client.
+// Chunks pass through byte for byte except for the model name; an error chunk is not passed on
+// but returned, so that the caller reports it in the client's format (or falls back).
+func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
+	var res upstream.PassResult
+	buf := e.c.Buffer()
+	defer e.c.PutBuffer(buf)
+	pr, err := prepare(*buf, p)
+	if err != nil {
+		return res, err
+	}
+	*buf = pr.body
+	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
+	if err != nil {
+		return res, err
+	}
+	defer resp.Close()
+	out := &upstream.Out{W: w, ContentType: resp.Header.Get("Content-Type")}
+	res, err = pr.copy(resp.Body, out)
+	return res, resp.Err(err)
+}
+
+// prepared is a pass-through request ready to send.
+type prepared struct {
+	body      []byte
+	stream    bool
+	inject    bool   // stream_options was added: hold back the usage-only chunk
+	old, repl []byte // model needles for the response, nil when the name stays
+}
+
+// prepare builds the engine's body from the client's in dst.
+func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
+	var pr prepared
+	var ms, me int
+	hasModel, hasOpts := false, false
+	err := upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case upstream.KeyIs(k, esc, "model"):
+			hasModel, ms, me = true, vs, ve
+		case upstream.KeyIs(k, esc, "stream"):
+			pr.stream = string(p.Body[vs:ve]) == "true"
+		case upstream.KeyIs(k, esc, "stream_options"):
+			hasOpts = true
+		}
+	})
+	if err != nil || !hasModel {
+		return pr, apierr.Invalid("model", "the request body must be a JSON object with a model")
+	}
+	pr.inject = pr.stream && !hasOpts
+	model := p.Model
+	open := bytes.IndexByte(p.Body, '{') + 1
+	b := append(dst, p.Body[:open]...)
+	if pr.inject {
+		b = append(b, usageOpt...)
+	}
+	if model != "" {
+		b = append(b, p.Body[open:ms]...)
+		b = upstream.AppendString(b, model)
+		b = append(b, p.Body[me:]...)
+	} else {
+		b = append(b, p.Body[open:]...)
+		_ = json.Unmarshal(p.Body[ms:me], &model)
+	}
+	pr.body = b
+	if p.ClientModel != "" && p.ClientModel != model {
+		pr.old, pr.repl = upstream.ModelNeedle(model), upstream.ModelNeedle(p.ClientModel)
+	}
+	return pr, nil
+}
+
+// copy streams the engine's answer r to out, reading usage on the way.
+func (pr *prepared) copy(r io.Reader, out *upstream.Out) (upstream.PassResult, error) {
+	var res upstream.PassResult
+	defer func() { res.Bytes = out.N }()
+	if !strings.HasPrefix(out.ContentType, "text/event-stream") {
+		body, err := io.ReadAll(io.LimitReader(r, maxJSONBody))
+		if err != nil {
+			return res, err
+		}
+		if s, e, ok, _ := upstream.Field(body, "usage"); ok {
+			res.Usage, _ = wire.ParseUsage(body[s:e])
+		}
+		if _, err := out.Write(upstream.ReplaceModel(nil, body, pr.old, pr.repl)); err != nil {
+			return res, err
+		}
+		return res, out.Flush()
+	}
+	res.Stream = true
+	er := upstream.NewEventReader(r)
+	var scratch []byte
+	finished := false
+	for {
+		raw, _, data, rerr := er.Next()
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return res, rerr
+		}
+		if rerr != nil { // io.EOF
+			if len(bytes.TrimSpace(raw)) > 0 || !finished {
+				return res, apierr.Wrap(apierr.BadGateway, wire.ErrTruncated, "engine stream ended before the response was complete")
+			}
+			return res, out.Flush()
+		}
+		if bytes.Equal(data, done) {
+			if _, err := out.Write(raw); err != nil {
+				return res, err
+			}
+			return res, out.Flush()
+		}
+		if ae := wire.StreamError(data); ae != nil {
+			return res, ae
+		}
+		skip := false
+		if !bytes.Contains(data, usageKey) {
+			// most chunks: no usage to read
+		} else if s, e, ok, _ := upstream.Field(data, "usage"); ok && data[s] == '{' {
+			res.Usage, _ = wire.ParseUsage(data[s:e])
+			if pr.inject {
+				cs, ce, ok, _ := upstream.Field(data, "choices")
+				skip = ok && string(data[cs:ce]) == "[]"
+			}
+		}
+		finished = finished || bytes.Contains(data, finishNeedle)
+		if !skip {
+			ev := raw
+			if pr.old != nil {
+				scratch = upstream.ReplaceModel(scratch[:0], raw, pr.old, pr.repl)
+				ev = scratch
+			}
+			if _, err := out.Write(ev); err != nil {
+				return res, err
+			}
+		}
+		if !er.Buffered() {
+			if err := out.Flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// ErrNotObject is returned by Field for a body that is not a JSON object.
+var ErrNotObject = errors.New("upstream: body is not a JSON object")
+
+// Field finds the value of the top-level key in the JSON object body without decoding it and
+// returns its span body[start:end]. ok is false when the key is absent. The last occurrence
+// wins, as in encoding/json and the Python servers behind most engines.
+func Field(body []byte, key string) (start, end int, ok bool, err error) {
+	err = Scan(body, func(k []byte, esc bool, vs, ve int) {
+		if KeyIs(k, esc, key) {
+			start, end, ok = vs, ve, true
+		}
+	})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return start, end, ok, nil
+}
+
+// Scan calls visit for each member of the top-level JSON object body, in order, with the key as
+// it appears between its quotes (esc says it holds a backslash escape; compare it with KeyIs)
+// and the span of its value. It checks the object's structure but not the values' contents,
+// which the engine validates anyway. It allocates nothing.
+func Scan(body []byte, visit func(key []byte, esc bool, start, end int)) error {
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return ErrNotObject
+	}
+	i++
+	for {
+		i = skipWS(body, i)
+		if i < len(body) && body[i] == '}' {
+			return nil
+		}
+		if i >= len(body) || body[i] != '"' {
+			return ErrNotObject
+		}
+		ks := i
+		ke, esc := skipString(body, i)
+		if ke < 0 {
+			return ErrNotObject
+		}
+		i = skipWS(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return ErrNotObject
+		}
+		i = skipWS(body, i+1)
+		vs := i
+		ve := skipValue(body, i)
+		if ve < 0 {
+			return ErrNotObject
+		}
+		visit(body[ks+1:ke-1], esc, vs, ve)
+		i = skipWS(body, ve)
+		if i < len(body) && body[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(body) && body[i] == '}' {
+			return nil
+		}
+		return ErrNotObject
+	}
+}
+
+// KeyIs reports whether a key from Scan equals key.
+func KeyIs(k []byte, esc bool, key string) bool {
+	if !esc {
+		return string(k) == key
+	}
+	var s string
+	q := make([]byte, 0, len(k)+2)
+	q = append(append(append(q, '"'), k...), '"')
+	return json.Unmarshal(q, &s) == nil && s == key
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"', or -1.
+func skipString(b []byte, i int) (int, bool) {
+	esc := false
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			esc = true
+			i++
+		case '"':
+			return i + 1, esc
+		}
+	}
+	return -1, esc
+}
+
+// skipValue returns the index after the value starting at b[i], or -1. Nested values are
+// skipped by depth counting; their contents are checked only as far as strings go, since the
+// engine validates the body anyway.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		e, _ := skipString(b, i)
+		return e
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				e, _ := skipString(b, i)
+				if e < 0 {
+					return -1
+				}
+				i = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	s := i
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			if i == s {
+				return -1
+			}
+			return i
+		}
+		i++
+	}
+	if i == s {
+		return -1
+	}
+	return i
+}
+
+// RewriteModel appends body to dst with the top-level "model" value replaced by model (as a
+// JSON string); every other byte is copied unchanged. A body without "model" gets one added at
+// the front.
+func RewriteModel(dst, body []byte, model string) ([]byte, error) {
+	s, e, ok, err := Field(body, "model")
+	if err != nil {
+		return dst, err
+	}
+	if !ok {
+		i := skipWS(body, 0) + 1
+		dst = append(dst, body[:i]...)
+		dst = append(dst, `"model":`...)
+		dst = AppendString(dst, model)
+		if j := skipWS(body, i); j < len(body) && body[j] != '}' {
+			dst = append(dst, ',')
+		}
+		return append(dst, body[i:]...), nil
+	}
+	dst = append(dst, body[:s]...)
+	dst = AppendString(dst, model)
+	return append(dst, body[e:]...), nil
+}
+
+// AppendString appends s as a JSON string. It is meant for model names: it escapes quotes,
+// backslashes and control characters, and copies every other byte.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}

@@ -1,0 +1,105 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// MaxEvent bounds one SSE event read by an EventReader, in bytes.
+const MaxEvent = 8 << 20
+
+// ErrEventTooLarge is returned for an SSE event longer than MaxEvent.
+var ErrEventTooLarge = errors.New("upstream: SSE event too large")
+
+// EventReader splits a text/event-stream into whole events without decoding them, for the
+// pass-through path: each event comes back as its raw bytes (to forward unchanged) with its
+// name and data payload located. The slices are valid until the next call.
+type EventReader struct {
+	br   *bufio.Reader
+	raw  []byte
+	data []byte
+}
+
+// NewEventReader reads events from r.
+func NewEventReader(r io.Reader) *EventReader {
+	return &EventReader{br: bufio.NewReaderSize(r, 16<<10), raw: make([]byte, 0, 1024)}
+}
+
+// Buffered reports whether more input is already buffered, i.e. whether reading the next event
+// may proceed without waiting for the network. Callers flush their output when it is false.
+func (r *EventReader) Buffered() bool { return r.br.Buffered() > 0 }
+
+// Next returns the next event: raw is every byte of it including the blank line that ends it;
+// name is its event: field (empty when absent); data is its data: lines joined by '\n'. At the
+// end of the input it returns io.EOF, with whatever partial event there was in raw.
+func (r *EventReader) Next() (raw, name, data []byte, err error) {
+	r.raw, r.data = r.raw[:0], r.data[:0]
+	ndata := 0
+	var nameSpan [2]int
+	hasName := false
+	for {
+		line, err := r.br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			r.raw = append(r.raw, line...)
+			if len(r.raw) > MaxEvent {
+				return nil, nil, nil, ErrEventTooLarge
+			}
+			line, err = r.br.ReadSlice('\n')
+		}
+		ls := len(r.raw)
+		r.raw = append(r.raw, line...)
+		if len(r.raw) > MaxEvent {
+			return nil, nil, nil, ErrEventTooLarge
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return r.raw, nil, nil, io.EOF
+			}
+			return nil, nil, nil, err
+		}
+		// The whole line, possibly assembled from several reads, is r.raw[ls':]; find its start.
+		full := r.raw[lineStart(r.raw, ls):]
+		text := bytes.TrimRight(full, "\r\n")
+		if len(text) == 0 {
+			if len(r.raw) == len(full) { // leading blank lines: skip
+				r.raw = r.raw[:0]
+				continue
+			}
+			if hasName {
+				name = r.raw[nameSpan[0]:nameSpan[1]]
+			}
+			return r.raw, name, r.data, nil
+		}
+		off := len(r.raw) - len(full)
+		switch {
+		case bytes.HasPrefix(text, []byte("data:")):
+			v := text[5:]
+			if len(v) > 0 && v[0] == ' ' {
+				v = v[1:]
+			}
+			if ndata > 0 {
+				r.data = append(r.data, '\n')
+			}
+			r.data = append(r.data, v...)
+			ndata++
+		case bytes.HasPrefix(text, []byte("event:")):
+			v := text[6:]
+			s := off + 6
+			if len(v) > 0 && v[0] == ' ' {
+				v, s = v[1:], s+1
+			}
+			nameSpan, hasName = [2]int{s, s + len(v)}, true
+		}
+	}
+}
+
+// lineStart returns the index in raw where the line that ends raw began, given that the last
+// appended piece started at ls (a long line may have been appended in several pieces before).
+func lineStart(raw []byte, ls int) int {
+	if i := bytes.LastIndexByte(raw[:ls], '\n'); i >= 0 {
+		return i + 1
+	}
+	return 0
+}
