@@ -140,8 +140,14 @@ type schema struct {
 	Format           string            `json:"format"`
 }
 
-// maxDepth bounds the nesting of generated values; deeper objects and arrays are left empty.
-const maxDepth = 8
+// Nesting: past minimalDepth, values are minimal (required properties, fewest items) to keep
+// the input small; past maxDepth, objects and arrays are left empty even if the schema then
+// requires more. Each level parses its sub-schema again, so the cap bounds the work an absurdly
+// deep schema can cause; a schema of reasonable depth always gets a valid input.
+const (
+	minimalDepth = 8
+	maxDepth     = 32
+)
 
 // inputGen writes a tool input that follows a schema. minimal asks for the smallest valid
 // value: required properties only, fewest items, one-word strings.
@@ -188,6 +194,9 @@ func (g *inputGen) value(dst []byte, raw json.RawMessage, depth int) []byte {
 		}
 		return g.objectOf(dst, &s, depth)
 	case "array":
+		if depth >= maxDepth {
+			return append(dst, "[]"...)
+		}
 		return g.array(dst, &s, depth)
 	case "integer":
 		return g.integer(dst, &s)
@@ -247,10 +256,11 @@ func (g *inputGen) objectOf(dst []byte, s *schema, depth int) []byte {
 		}
 		return false
 	}
+	minimal := g.minimal || depth >= minimalDepth
 	dst = append(dst, '{')
 	n := 0
 	for i, k := range keys {
-		if !required(k) && (g.minimal || g.r.intn(3) == 0) {
+		if !required(k) && (minimal || g.r.intn(3) == 0) {
 			continue
 		}
 		if n > 0 {
@@ -324,7 +334,7 @@ func (g *inputGen) array(dst []byte, s *schema, depth int) []byte {
 		hi = min(hi, int(math.Floor(*s.MaxItems)))
 	}
 	n := 1 + g.r.intn(3)
-	if g.minimal || depth >= maxDepth {
+	if g.minimal || depth >= minimalDepth {
 		n = 0
 	}
 	n = max(lo, min(n, hi))
@@ -429,7 +439,7 @@ func (g *inputGen) str(dst []byte, s *schema) []byte {
 	case "uri", "url", "uri-reference", "iri":
 		v = "https://example.com/sim"
 	case "uuid":
-		v = "00000000-0000-4000-8000-" + strconv.FormatUint(0x100000000000|g.r.next()&0xffffffffffff, 16)[1:]
+		v = "00000000-0000-4000-8000-" + strconv.FormatUint(1<<48|g.r.next()&(1<<48-1), 16)[1:] // 12 digits
 	case "hostname":
 		v = "example.com"
 	case "ipv4":
