@@ -12,7 +12,7 @@ func text(s string) []llm.Block { return []llm.Block{{Type: llm.BlockText, Text:
 
 func requests() map[string]*llm.Request {
 	return map[string]*llm.Request{
-		"empty": {},
+		"empty":            {},
 		"one user message": {Messages: []llm.Message{{Role: llm.RoleUser, Content: text("Hello there")}}},
 		"system and turns": {
 			System: text("Be brief."),
