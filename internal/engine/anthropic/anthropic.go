@@ -172,11 +172,10 @@ var (
 // every other byte is sent as the client wrote it; the engine's events come back unchanged but
 // for the model name in message_start. An error event is not passed on but returned, so the
 // caller reports it (or falls back when nothing was written yet).
-func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
-	var res upstream.PassResult
+func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (res upstream.PassResult, err error) {
 	var ms, me int
 	hasModel, stream := false, false
-	err := upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+	err = upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
 		switch {
 		case upstream.KeyIs(k, esc, "model"):
 			hasModel, ms, me = true, vs, ve

@@ -184,8 +184,7 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 }
 
 // copy streams the engine's answer r to out, reading usage on the way.
-func (pr *prepared) copy(r io.Reader, out *upstream.Out) (upstream.PassResult, error) {
-	var res upstream.PassResult
+func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResult, err error) {
 	defer func() { res.Bytes = out.N }()
 	if !strings.HasPrefix(out.ContentType, "text/event-stream") {
 		body, err := io.ReadAll(io.LimitReader(r, maxJSONBody))

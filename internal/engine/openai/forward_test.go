@@ -1,0 +1,201 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/upstream"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
+	wire "github.com/layer0ai/layer0/internal/wire/openai"
+)
+
+const clientBody = `{"messages":[{"role":"user","content":"say \"model\": hi"}],"model":"llama","stream":true,"max_tokens":20,"seed":7,"logit_bias":{"1":2}}`
+
+func TestForwardStream(t *testing.T) {
+	f := fake.NewOpenAI(fake.Script{Text: "one two three"})
+	defer f.Close()
+	e := newEngine(t, f, config.Timeouts{}, 0)
+	rec := httptest.NewRecorder()
+	res, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(clientBody), Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine got the client's bytes with only the model changed and usage asked for.
+	got := string(f.Requests()[0].Body)
+	want := `{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"say \"model\": hi"}],"model":"meta-llama/Llama-3.1-8B-Instruct","stream":true,"max_tokens":20,"seed":7,"logit_bias":{"1":2}}`
+	if got != want {
+		t.Errorf("engine got  %s\nwant        %s", got, want)
+	}
+	out := rec.Body.String()
+	if strings.Contains(out, "meta-llama") || !strings.Contains(out, `"model":"llama"`) {
+		t.Errorf("got model names in output:\n%s", out)
+	}
+	if strings.Contains(out, `"choices":[]`) {
+		t.Error("the usage chunk the client did not ask for was passed on")
+	}
+	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Error("got no [DONE]")
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Errorf("got content type %q", ct)
+	}
+	if res.Usage.OutputTokens != 3 || res.Usage.InputTokens == 0 || !res.Stream || res.Bytes != int64(len(out)) {
+		t.Errorf("got result %+v", res)
+	}
+	// What the client got is a complete OpenAI stream.
+	var c llm.Collector
+	if err := wire.ReadStream(strings.NewReader(out), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Response.Content[0].Text != "one two three" {
+		t.Errorf("got text %q", c.Response.Content[0].Text)
+	}
+}
+
+func TestForwardStreamWithUsage(t *testing.T) {
+	f := fake.NewOpenAI(fake.Script{})
+	defer f.Close()
+	e := newEngine(t, f, config.Timeouts{}, 0)
+	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`
+	var out bytes.Buffer
+	res, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(body)}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Requests()[0].Body) != body {
+		t.Errorf("got engine body %s, want the client's unchanged", f.Requests()[0].Body)
+	}
+	if !strings.Contains(out.String(), `"choices":[],"usage":{`) || res.Usage.OutputTokens == 0 {
+		t.Errorf("the client asked for usage: got %+v\n%s", res, out.String())
+	}
+}
+
+func TestForwardJSON(t *testing.T) {
+	f := fake.NewOpenAI(fake.Script{})
+	defer f.Close()
+	e := newEngine(t, f, config.Timeouts{}, 0)
+	rec := httptest.NewRecorder()
+	res, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(`{"model":"a","messages":[{"role":"user","content":"x"}]}`), Model: "b", ClientModel: "a"}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stream || res.Usage.OutputTokens == 0 || !strings.Contains(rec.Body.String(), `"model":"a"`) {
+		t.Errorf("got %+v\n%s", res, rec.Body.String())
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  fake.Script
+		body    string
+		kind    apierr.Kind
+		written bool
+	}{
+		{"status", fake.Script{Status: 404, Body: `{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}`}, clientBody, apierr.NotFound, false},
+		{"error chunk", fake.Script{ErrorAfter: 2}, clientBody, apierr.BadGateway, true},
+		{"cut", fake.Script{CutAfter: 2}, clientBody, apierr.BadGateway, true},
+		{"not an object", fake.Script{}, `[1]`, apierr.InvalidRequest, false},
+		{"no model", fake.Script{}, `{"messages":[]}`, apierr.InvalidRequest, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fake.NewOpenAI(tt.script)
+			defer f.Close()
+			e := newEngine(t, f, config.Timeouts{}, 0)
+			var out bytes.Buffer
+			_, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(tt.body)}, &out)
+			var ae *apierr.Error
+			if !errors.As(err, &ae) || ae.Kind != tt.kind {
+				t.Fatalf("got %v, want kind %v", err, tt.kind)
+			}
+			if got := out.Len() > 0; got != tt.written {
+				t.Errorf("got written %v, want %v", got, tt.written)
+			}
+			if strings.Contains(out.String(), `"error"`) {
+				t.Error("the engine's error chunk was passed on instead of returned")
+			}
+		})
+	}
+}
+
+// upstreamStream is a realistic vLLM stream of n tokens, as the engine sends it.
+func upstreamStream(n int) []byte {
+	var b bytes.Buffer
+	head := `data: {"id":"chatcmpl-8d2f0c5b1e7a4c3f","object":"chat.completion.chunk","created":1735689600,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[`
+	b.WriteString(head + `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	for i := 0; i < n; i++ {
+		b.WriteString(head + `{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	}
+	b.WriteString(head + `{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
+	b.WriteString(head + `],"usage":{"prompt_tokens":40,"total_tokens":296,"completion_tokens":256}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return b.Bytes()
+}
+
+// chunkedReader hands out the stream a few events at a time, as a network would.
+type chunkedReader struct {
+	b []byte
+	n int
+}
+
+func (r *chunkedReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), r.n, len(r.b))
+	copy(p, r.b[:n])
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// BenchmarkPassThrough compares the gateway's own work on one 256-token streamed response:
+// the pass-through path (scan the request's top level, rewrite "model", split SSE events and
+// copy them, read usage) against the translating path (decode the request into llm.Request,
+// encode it again, parse every chunk into events and encode every event as a new chunk).
+func BenchmarkPassThrough(b *testing.B) {
+	stream := upstreamStream(256)
+	req := []byte(`{"model":"llama","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a long story about a lighthouse keeper and the sea."}]}`)
+	b.Run("forward", func(b *testing.B) {
+		b.SetBytes(int64(len(stream)))
+		b.ReportAllocs()
+		dst := make([]byte, 0, 1024)
+		for b.Loop() {
+			pr, err := prepare(dst[:0], &upstream.Pass{Body: req, Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := &upstream.Out{W: io.Discard, ContentType: "text/event-stream"}
+			if _, err := pr.copy(&chunkedReader{b: stream, n: 4096}, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("translate", func(b *testing.B) {
+		b.SetBytes(int64(len(stream)))
+		b.ReportAllocs()
+		dst := make([]byte, 0, 1024)
+		sw := wire.NewStreamWriter(io.Discard)
+		for b.Loop() {
+			r, x, err := wire.DecodeRequestExtras(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Model = "meta-llama/Llama-3.1-8B-Instruct"
+			dst = wire.AppendRequest(dst[:0], r)
+			sw.Reset(io.Discard)
+			sw.Model, sw.IncludeUsage = "llama", x.IncludeUsage
+			if err := wire.ReadStream(&chunkedReader{b: stream, n: 4096}, sw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
