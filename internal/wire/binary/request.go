@@ -296,7 +296,7 @@ func (d *reqDecoder) v1(req *llm.Request) error {
 	}
 	req.MaxTokens = mt
 	if d.off != len(d.b) {
-		return d.fail(d.off, "end", "%d trailing bytes after max_tokens", len(d.b)-d.off)
+		return d.fail(d.off, "end", "%d more bytes after max_tokens, which ends the request", len(d.b)-d.off)
 	}
 	if len(req.Messages) == 0 {
 		return d.fail(countAt, "message count", "only system messages: at least one user or assistant message is required")
