@@ -113,8 +113,10 @@ func TestUpstreamPacedStreamTakesItsTime(t *testing.T) {
 	if want := ttft + (tokens-1)*itl; rep.Latency.Min < want {
 		t.Errorf("latency min: got %v, want at least %v", rep.Latency.Min, want)
 	}
-	if rep.ITL.Min < itl {
-		t.Errorf("itl min: got %v, want at least %v (one token per chunk)", rep.ITL.Min, itl)
+	// A stalled reader may read two chunks at once (a gap of 0), but the gaps of a stream add
+	// up to at least the (tokens-1) delays between its first and last token.
+	if rep.ITL.Mean < itl {
+		t.Errorf("itl mean: got %v, want at least %v", rep.ITL.Mean, itl)
 	}
 }
 
