@@ -33,9 +33,9 @@ func Scan(body []byte, visit func(key []byte, esc bool, start, end int)) error {
 		return ErrNotObject
 	}
 	i++
-	for {
+	for first := true; ; first = false {
 		i = skipWS(body, i)
-		if i < len(body) && body[i] == '}' {
+		if first && i < len(body) && body[i] == '}' {
 			return nil
 		}
 		if i >= len(body) || body[i] != '"' {

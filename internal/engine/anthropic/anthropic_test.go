@@ -59,9 +59,12 @@ type sink struct {
 	events []llm.EventKind
 }
 
-func (s *sink) Send(ev *llm.Event) error { s.events = append(s.events, ev.Kind); return s.Collector.Send(ev) }
-func (s *sink) Flush() error             { return nil }
-func (s *sink) stopped() bool            { return len(s.events) > 0 && s.events[len(s.events)-1] == llm.EventStop }
+func (s *sink) Send(ev *llm.Event) error {
+	s.events = append(s.events, ev.Kind)
+	return s.Collector.Send(ev)
+}
+func (s *sink) Flush() error  { return nil }
+func (s *sink) stopped() bool { return len(s.events) > 0 && s.events[len(s.events)-1] == llm.EventStop }
 
 func TestGenerate(t *testing.T) {
 	f := fake.NewAnthropic(fake.Script{Key: secret, CachedTokens: 7, Text: "Hi there."})
