@@ -79,9 +79,12 @@ func (d *decoder) where() string {
 		if i > 0 {
 			b = append(b, '.')
 		}
-		if sg.idx >= 0 {
+		switch {
+		case sg.idx >= 0:
 			b = strconv.AppendInt(b, int64(sg.idx), 10)
-		} else {
+		case sg.key == "":
+			b = append(b, `""`...) // a member named "" still gets a visible name
+		default:
 			b = append(b, sg.key...)
 		}
 	}
@@ -117,15 +120,27 @@ func (d *decoder) syntax(err error) error {
 
 // typeErr reports a value of kind k where want was expected.
 func (d *decoder) typeErr(want string, k kind) error {
-	if k == kindInvalid || k == kindEOF {
-		return d.syntax(d.unexpected(want))
+	// A scalar of the wrong type must at least be valid JSON to be called by its type.
+	var err error
+	switch k {
+	case kindInvalid, kindEOF:
+		err = d.unexpected(want)
+	case kindBool, kindNull:
+		_, err = d.literal()
+	case kindNumber:
+		_, err = d.number()
+	case kindString:
+		err = d.skipStr()
+	}
+	if err != nil {
+		return d.syntax(err)
 	}
 	return d.fail("must be %s, got %s", want, k)
 }
 
 // null consumes a null at the position, if there is one.
 func (d *decoder) null() bool {
-	if d.peek() == kindNull {
+	if d.peek() == kindNull && strings.HasPrefix(d.s[d.i:], "null") {
 		d.i += len("null")
 		return true
 	}

@@ -234,6 +234,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"raw control character", req("\"messages\":[{\"role\":\"user\",\"content\":\"a\x01\"}]"), "messages.0.content: invalid JSON at byte offset 67: control character in string"},
 		{"bad number", req(okMsgs + `,"temperature":-}`), "temperature: invalid JSON at byte offset 87: invalid number"},
 		{"leading zero", req(okMsgs + `,"top_k":01}`), "body: invalid JSON at byte offset 81: unexpected '1', expected ',' or '}'"},
+		{"broken null", req(okMsgs + `,"temperature":nul`), "temperature: invalid JSON at byte offset 86: invalid literal"},
+		{"broken string where a number goes", req(`"top_k":"abc`), "top_k: invalid JSON at byte offset 41: unterminated string"},
 		{"too deep", req(okMsgs + `,"thinking":` + deep), "thinking: invalid JSON at byte offset 338: nesting too deep"},
 
 		{"invalid UTF-8 in text", req("\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\xff\"}]}]"), "messages.0.content.0.text: string is not valid UTF-8 (byte offset 90)"},
