@@ -572,7 +572,7 @@ type jsonRequest struct {
 	Headers map[string]string `json:"headers"`
 	Hex     string            `json:"hex"`
 	Parts   []part            `json:"parts"`
-	Request map[string]any    `json:"request"`
+	Request json.RawMessage   `json:"request"`
 }
 
 type jsonInvalid struct {
@@ -602,6 +602,8 @@ func output(m Mode) string {
 }
 
 // requestShape is the request in the Anthropic-like JSON shape the JavaScript client encodes.
+// JSON values (tool inputs, schemas) stay raw, so their key order survives into the file and a
+// client that re-serializes them produces the vector's bytes.
 func requestShape(r *llm.Request) map[string]any {
 	var block func(b llm.Block) map[string]any
 	block = func(b llm.Block) map[string]any {
@@ -612,9 +614,7 @@ func requestShape(r *llm.Request) map[string]any {
 			}
 			return map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": b.MediaType, "data": b.Data}}
 		case llm.BlockToolUse:
-			var in any
-			_ = json.Unmarshal(b.Input, &in)
-			return map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": in}
+			return map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Input}
 		case llm.BlockToolResult:
 			m := map[string]any{"type": "tool_result", "tool_use_id": b.ToolUseID, "is_error": b.IsError}
 			var c []any
@@ -658,9 +658,7 @@ func requestShape(r *llm.Request) map[string]any {
 	if len(r.Tools) > 0 {
 		var ts []any
 		for _, t := range r.Tools {
-			var schema any
-			_ = json.Unmarshal(t.InputSchema, &schema)
-			ts = append(ts, map[string]any{"name": t.Name, "description": t.Description, "input_schema": schema})
+			ts = append(ts, map[string]any{"name": t.Name, "description": t.Description, "input_schema": t.InputSchema})
 		}
 		m["tools"] = ts
 	}
@@ -678,18 +676,13 @@ func requestShape(r *llm.Request) map[string]any {
 	return m
 }
 
-// roundTripJSON makes v look as it will after a trip through the file (numbers as float64).
-func roundTripJSON(t *testing.T, v map[string]any) map[string]any {
+func mustJSON(t *testing.T, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return b
 }
 
 func header(m map[string]string) http.Header {
@@ -812,7 +805,7 @@ func TestVectors(t *testing.T) {
 			}
 		})
 		file.Requests = append(file.Requests, jsonRequest{Name: v.name, Version: v.mode.Version, Output: output(v.mode),
-			Headers: v.header, Hex: hex.EncodeToString(body), Parts: v.parts, Request: roundTripJSON(t, requestShape(v.want))})
+			Headers: v.header, Hex: hex.EncodeToString(body), Parts: v.parts, Request: mustJSON(t, requestShape(v.want))})
 	}
 
 	for _, v := range invalidVectors() {
