@@ -178,13 +178,13 @@ func truncate(src string, text []byte) string {
 }
 
 // findStop finds the stop sequence the model meets first in r.text, the bytes of the tokens
-// out[from:]: the one completed by the earliest token, the first listed among those completed by
+// out[from:], ignoring empty sequences and those that are not valid UTF-8: the one completed by the earliest token, the first listed among those completed by
 // the same token (vLLM checks them in order after each token). On a match it ends the answer
 // with that token, records the stop, and returns how many bytes of r.text precede the sequence.
 func (r *run) findStop(seqs []string, from int) (int, bool) {
 	best, bestTok, bestAt := -1, 0, 0
 	for i, s := range seqs {
-		if s == "" {
+		if s == "" || !utf8.ValidString(s) { // text is decoded: such a sequence never appears
 			continue
 		}
 		at := indexString(r.text, s)

@@ -140,6 +140,17 @@ type schema struct {
 	Format           string            `json:"format"`
 }
 
+// Sizes: a schema can ask for more than a simulated model should write, so minLength and
+// minItems are honoured up to these caps only (a client's schema must not make the engine build
+// a gigabyte of input).
+// maxValues bounds the values of one input: nested arrays multiply, and past the budget every
+// further value is null, valid or not.
+const (
+	maxStringLen = 4096
+	maxItems     = 64
+	maxValues    = 4096
+)
+
 // Nesting: past minimalDepth, values are minimal (required properties, fewest items) to keep
 // the input small; past maxDepth, objects and arrays are left empty even if the schema then
 // requires more. Each level parses its sub-schema again, so the cap bounds the work an absurdly
@@ -154,11 +165,13 @@ const (
 type inputGen struct {
 	r       rng
 	minimal bool
+	left    int // values still allowed
 }
 
 // object appends a JSON object for the tool's input schema: the input is an object even where
 // the schema says nothing.
 func (g *inputGen) object(dst []byte, raw json.RawMessage) []byte {
+	g.left = maxValues
 	var s schema
 	if json.Unmarshal(raw, &s) != nil {
 		return append(dst, "{}"...)
@@ -167,6 +180,10 @@ func (g *inputGen) object(dst []byte, raw json.RawMessage) []byte {
 }
 
 func (g *inputGen) value(dst []byte, raw json.RawMessage, depth int) []byte {
+	if g.left <= 0 {
+		return append(dst, "null"...)
+	}
+	g.left--
 	var s schema
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
 		return g.str(dst, &s)
@@ -326,18 +343,18 @@ func properties(raw json.RawMessage) ([]string, []json.RawMessage) {
 }
 
 func (g *inputGen) array(dst []byte, s *schema, depth int) []byte {
-	lo, hi := 0, 16
+	lo, hi := 0.0, float64(maxItems)
 	if s.MinItems != nil {
-		lo = max(0, int(math.Ceil(*s.MinItems)))
+		lo = math.Min(math.Max(0, math.Ceil(*s.MinItems)), maxItems)
 	}
 	if s.MaxItems != nil {
-		hi = min(hi, int(math.Floor(*s.MaxItems)))
+		hi = math.Min(hi, math.Floor(*s.MaxItems))
 	}
 	n := 1 + g.r.intn(3)
 	if g.minimal || depth >= minimalDepth {
 		n = 0
 	}
-	n = max(lo, min(n, hi))
+	n = max(int(lo), min(n, int(hi)))
 	items := s.Items
 	if len(items) > 0 && items[0] == '[' {
 		var list []json.RawMessage
@@ -348,7 +365,7 @@ func (g *inputGen) array(dst []byte, s *schema, depth int) []byte {
 		}
 	}
 	dst = append(dst, '[')
-	for i := range n {
+	for i := 0; i < n && g.left > 0; i++ {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -416,6 +433,9 @@ func (g *inputGen) number(dst []byte, s *schema) []byte {
 	lo, hi, _, _, exLo, exHi := bounds(s)
 	frac := float64(1+g.r.intn(999)) / 1000 // strictly inside (0, 1)
 	v := lo + (hi-lo)*frac
+	if math.IsInf(hi-lo, 0) { // bounds near ±MaxFloat64
+		v = lo/2 + hi/2
+	}
 	if r := math.Round(v*100) / 100; (r > lo || !exLo && r == lo) && (r < hi || !exHi && r == hi) {
 		v = r
 	}
@@ -454,8 +474,8 @@ func (g *inputGen) str(dst []byte, s *schema) []byte {
 		v = g.words(n)
 	}
 	if s.MinLength != nil {
-		for n := int(math.Ceil(*s.MinLength)); utf8.RuneCountInString(v) < n; {
-			v += "x"
+		if n := int(math.Min(math.Ceil(*s.MinLength), maxStringLen)); len(v) < n {
+			v += strings.Repeat("x", n-len(v)) // generated strings are ASCII: bytes are characters
 		}
 	}
 	if s.MaxLength != nil {

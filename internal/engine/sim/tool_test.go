@@ -298,6 +298,25 @@ func TestToolInputTooDeep(t *testing.T) {
 	}
 }
 
+func TestToolInputBudget(t *testing.T) {
+	s := `{"type":"string"}`
+	for range 8 {
+		s = `{"type":"array","minItems":64,"items":` + s + `}`
+	}
+	g := inputGen{r: rng(1)}
+	start := time.Now()
+	out := g.object(nil, json.RawMessage(`{"properties":{"a":`+s+`},"required":["a"]}`))
+	if !json.Valid(out) {
+		t.Fatalf("input is not JSON: %.200s", out)
+	}
+	if n := bytes.Count(out, []byte(",")); n > maxValues {
+		t.Errorf("input has %d values, want at most the budget %d", n, maxValues)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d) // a backstop: 64^8 values would never finish
+	}
+}
+
 func TestToolInputPropertyOrder(t *testing.T) {
 	g := inputGen{r: rng(1), minimal: true}
 	got := string(g.object(nil, json.RawMessage(`{"properties":{"z":{"type":"integer"},"a":{"type":"integer"},"m":{"type":"integer"}},"required":["m","z","a"]}`)))
