@@ -171,5 +171,5 @@ func newEngine(name string, ec config.Engine, tok *tokenizer.Codec) (engine.Engi
 		}
 		return e, nil
 	}
-	return nil, fmt.Errorf("layer0: engine %s: kind %q is not available in this build", name, ec.Kind)
+	return newHTTPEngine(name, ec)
 }

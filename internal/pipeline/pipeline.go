@@ -200,7 +200,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// The engine sees the upstream model name; the caller's request is left untouched.
 	up := *req
 	up.Model = m.Upstream
-	ts := timingSink{inner: c.Sink, rec: rec}
+	ts := timingSink{inner: c.Sink, rec: rec, model: req.Model}
 	t0 := time.Now()
 	ts.t0 = t0
 	err = rep.Engine.Generate(ctx, &up, &ts)
@@ -216,6 +216,7 @@ type timingSink struct {
 	t0     time.Time
 	inSink time.Duration
 	first  bool
+	model  string // the model the client asked for, shown instead of the upstream name
 }
 
 func (t *timingSink) Send(ev *llm.Event) error {
@@ -229,6 +230,13 @@ func (t *timingSink) Send(ev *llm.Event) error {
 		}
 	case llm.EventStart:
 		t.rec.FirstEventEngine = t.rec.EngineTime + time.Since(t.t0) - t.inSink
+		if ev.Model != t.model {
+			// The engine names its upstream model; the client sees the id it asked for. A copy,
+			// since the engine owns ev.
+			start := *ev
+			start.Model = t.model
+			return t.inner.Send(&start)
+		}
 	case llm.EventStop:
 		t.rec.Usage = ev.Usage
 	}

@@ -12,7 +12,7 @@ import (
 // messages serves POST /v1/messages in the Anthropic format (JSON or SSE, by "stream" alone).
 func (x *exchange) messages() {
 	body, ok := x.readBody()
-	if !ok {
+	if !ok || x.refuseMislabeledBinary(body) {
 		return
 	}
 	req, err := anthropic.DecodeRequest(body)
@@ -106,6 +106,9 @@ func (x *exchange) getModel(id string) {
 // writeErrorBody writes e as a complete error response in the client's format.
 func (x *exchange) writeErrorBody(e *apierr.Error) {
 	switch x.format {
+	case llm.FormatOpenAI:
+		x.writeOpenAIError(e)
+		return
 	default:
 		body := anthropic.AppendError(nil, e, x.call.Record.RequestID)
 		x.writeFull(e.Status(), "application/json", body)

@@ -93,12 +93,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["X-Request-Id"] = h["Request-Id"]
 
 	switch path := r.URL.Path; {
+	case path == "/v1/messages" && isBinary(r):
+		x.onlyMethod(http.MethodPost, x.binaryMessages)
 	case path == "/v1/messages":
 		x.onlyMethod(http.MethodPost, x.messages)
+	case isVocabPath(path):
+		x.vocabulary()
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
+	case path == "/v1/chat/completions":
+		x.onlyMethod(http.MethodPost, x.chatCompletions)
+	case path == "/v1/models" && wantsOpenAI(r):
+		x.onlyMethod(http.MethodGet, x.openAIModels)
 	case path == "/v1/models":
 		x.onlyMethod(http.MethodGet, x.listModels)
+	case strings.HasPrefix(path, "/v1/models/") && wantsOpenAI(r):
+		x.onlyMethod(http.MethodGet, func() { x.openAIModel(strings.TrimPrefix(path, "/v1/models/")) })
 	case strings.HasPrefix(path, "/v1/models/"):
 		x.onlyMethod(http.MethodGet, func() { x.getModel(strings.TrimPrefix(path, "/v1/models/")) })
 	case path == "/healthz" || path == "/readyz":

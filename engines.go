@@ -1,0 +1,36 @@
+package layer0
+
+import (
+	"fmt"
+
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/anthropic"
+	l0 "github.com/layer0ai/layer0/internal/engine/layer0"
+	"github.com/layer0ai/layer0/internal/engine/openai"
+)
+
+// newHTTPEngine builds the engines that live behind a URL: any OpenAI-compatible server, the
+// hosted Anthropic API, and another layer0. Each reads its credential from the environment once,
+// here. The pipeline sets every request's model to the model's upstream_model, so one engine
+// serves all the models that name it.
+func newHTTPEngine(name string, ec config.Engine) (engine.Engine, error) {
+	var (
+		e   engine.Engine
+		err error
+	)
+	switch ec.Kind {
+	case config.KindOpenAI:
+		e, err = openai.New(name, ec, openai.Options{})
+	case config.KindAnthropic:
+		e, err = anthropic.New(name, ec, anthropic.Options{})
+	case config.KindLayer0:
+		e, err = l0.New(name, ec, l0.Options{})
+	default:
+		return nil, fmt.Errorf("layer0: engine %s: kind %q is not available in this build", name, ec.Kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
+	}
+	return e, nil
+}
