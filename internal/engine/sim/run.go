@@ -147,12 +147,14 @@ func (r *run) planText(req *llm.Request, limit int) {
 		r.stop = llm.StopMaxTokens
 	}
 	b := block{typ: llm.BlockText, to: len(r.out), visible: maxInt}
+	if src != "" || len(req.StopSequences) > 0 {
+		r.text = r.e.tok.Decode(r.text[:0], r.out)
+	}
 	if src != "" {
-		b.src = truncate(src, r.e.tok.Decode(r.text[:0], r.out))
+		b.src = truncate(src, r.text)
 		b.visible = len(b.src)
 	}
 	if len(req.StopSequences) > 0 {
-		r.text = r.e.tok.Decode(r.text[:0], r.out)
 		if cut, ok := r.findStop(req.StopSequences, 0); ok {
 			b.to, b.visible = len(r.out), cut
 		}
