@@ -323,7 +323,8 @@ type streamReader struct {
 }
 
 // ReadStream reads an Anthropic SSE response from r and pushes its events into sink, calling
-// sink.Flush whenever the events read so far are all sent and reading on would block. It
+// sink.Flush whenever events were sent and reading on would block (no complete line is
+// buffered), so the sink coalesces what arrived together and holds nothing back. It
 // returns nil after message_stop. An error event returns its *apierr.Error (mapped from its
 // type), a stream that ends without message_stop returns a 502 *apierr.Error (never a silent
 // truncation), and read and sink errors are returned wrapped.
@@ -335,6 +336,15 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 	sr := streamReader{sink: sink}
 	var data, name, long []byte
 	for {
+		// Flush before a read that would block: when no complete line is buffered.
+		if sr.pending {
+			if buf, _ := br.Peek(br.Buffered()); bytes.IndexByte(buf, '\n') < 0 {
+				sr.pending = false
+				if err := sink.Flush(); err != nil {
+					return err
+				}
+			}
+		}
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			long = append(long[:0], line...)
@@ -361,12 +371,6 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 					return err
 				}
 				data, name = data[:0], name[:0]
-			}
-			if br.Buffered() == 0 && sr.pending {
-				sr.pending = false
-				if err := sink.Flush(); err != nil {
-					return err
-				}
 			}
 			continue
 		}

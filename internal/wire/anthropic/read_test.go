@@ -243,6 +243,40 @@ func TestReadStreamFlushesBeforeBlocking(t *testing.T) {
 	}
 }
 
+// hookReader calls before ahead of each Read from r.
+type hookReader struct {
+	r      io.Reader
+	before func()
+}
+
+func (h *hookReader) Read(p []byte) (int, error) { h.before(); return h.r.Read(p) }
+
+func TestReadStreamFlushesMidEvent(t *testing.T) {
+	// The first read ends half-way through the second event: the first must be flushed before
+	// ReadStream waits for the rest.
+	all := sse("message_start", startData, "message_stop", stopData)
+	cut := len(sse("message_start", startData)) + 10
+	cr := &chunkReader{chunks: []string{all[:cut], all[cut:]}}
+	var log eventLog
+	reads := 0
+	var flushesAtSecondRead int
+	hr := &hookReader{r: cr, before: func() {
+		reads++
+		if reads == 2 {
+			flushesAtSecondRead = log.flushes
+		}
+	}}
+	if err := ReadStream(hr, &log); err != nil {
+		t.Fatal(err)
+	}
+	if flushesAtSecondRead != 1 {
+		t.Errorf("flushes before the read that completes the second event: got %d, want 1", flushesAtSecondRead)
+	}
+	if log.flushes != 2 {
+		t.Errorf("total flushes: got %d, want 2", log.flushes)
+	}
+}
+
 func TestReadStreamErrors(t *testing.T) {
 	broken := errors.New("connection reset")
 	err := ReadStream(&chunkReader{chunks: []string{sse("message_start", startData)}, err: broken}, &eventLog{})

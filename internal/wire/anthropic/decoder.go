@@ -1,0 +1,292 @@
+package anthropic
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+)
+
+// seg is one step of a field path: an object member, or an array index when idx >= 0.
+type seg struct {
+	key string
+	idx int
+}
+
+// decoder turns scanner errors and type mismatches into client errors that name the field. It
+// keeps the path of the value being read as a stack (enter before a value, leave after it), so
+// that errors can name "messages.1.content.0.text" while the happy path builds no strings. On an
+// error the stack is left as it is: decoding stops there.
+type decoder struct {
+	scanner
+	path  [12]seg // segments past the 12th are not named
+	depth int
+}
+
+func (d *decoder) enter(key string) {
+	if d.depth < len(d.path) {
+		d.path[d.depth] = seg{key: key, idx: -1}
+	}
+	d.depth++
+}
+
+func (d *decoder) enterIndex(i int) {
+	if d.depth < len(d.path) {
+		d.path[d.depth] = seg{idx: i}
+	}
+	d.depth++
+}
+
+func (d *decoder) leave() { d.depth-- }
+
+// where returns the dotted path of the current value, "body" for the top level.
+func (d *decoder) where() string {
+	if d.depth == 0 {
+		return "body"
+	}
+	var b []byte
+	for i, sg := range d.path[:min(d.depth, len(d.path))] {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		switch {
+		case sg.idx >= 0:
+			b = strconv.AppendInt(b, int64(sg.idx), 10)
+		case sg.key == "":
+			b = append(b, `""`...) // a member named "" still gets a visible name
+		default:
+			b = append(b, sg.key...)
+		}
+	}
+	return string(b)
+}
+
+// fail returns an invalid_request_error about the current value.
+func (d *decoder) fail(format string, args ...any) error {
+	return apierr.Invalid(d.where(), format, args...)
+}
+
+// failAt returns an invalid_request_error about the member key of the current object.
+func (d *decoder) failAt(key, format string, args ...any) error {
+	d.enter(key)
+	return d.fail(format, args...)
+}
+
+func (d *decoder) extra() error { return d.fail("extra inputs are not permitted") }
+
+func (d *decoder) required(key string) error { return d.failAt(key, "field required") }
+
+// syntax reports a scanner error found inside the current value.
+func (d *decoder) syntax(err error) error {
+	se, ok := err.(*syntaxError)
+	if !ok {
+		return err
+	}
+	if se.badUTF8 {
+		return d.fail("string is not valid UTF-8 (byte offset %d)", se.off)
+	}
+	return d.fail("invalid JSON at byte offset %d: %s", se.off, se.msg)
+}
+
+// typeErr reports a value of kind k where want was expected.
+func (d *decoder) typeErr(want string, k kind) error {
+	// A scalar of the wrong type must at least be valid JSON to be called by its type.
+	var err error
+	switch k {
+	case kindInvalid, kindEOF:
+		err = d.unexpected(want)
+	case kindBool, kindNull:
+		_, err = d.literal()
+	case kindNumber:
+		_, err = d.number()
+	case kindString:
+		err = d.skipStr()
+	}
+	if err != nil {
+		return d.syntax(err)
+	}
+	return d.fail("must be %s, got %s", want, k)
+}
+
+// null consumes a null at the position, if there is one.
+func (d *decoder) null() bool {
+	if d.peek() == kindNull && strings.HasPrefix(d.s[d.i:], "null") {
+		d.i += len("null")
+		return true
+	}
+	return false
+}
+
+// key reads the next member name and enters it; the caller leaves after the value.
+func (d *decoder) key(n *int) (string, bool, error) {
+	k, ok, err := d.nextKey(n)
+	if err != nil {
+		return "", false, d.syntax(err)
+	}
+	if ok {
+		d.enter(k)
+	}
+	return k, ok, nil
+}
+
+// elem moves to the next array element and enters its index; the caller leaves after it.
+func (d *decoder) elem(n *int) (bool, error) {
+	ok, err := d.nextElem(n)
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	if ok {
+		d.enterIndex(*n - 1)
+	}
+	return ok, nil
+}
+
+func (d *decoder) object() error {
+	if k := d.peek(); k != kindObject {
+		return d.typeErr("an object", k)
+	}
+	d.i++
+	return nil
+}
+
+func (d *decoder) array() error {
+	if k := d.peek(); k != kindArray {
+		return d.typeErr("an array", k)
+	}
+	d.i++
+	return nil
+}
+
+func (d *decoder) skipValue() error {
+	if k := d.peek(); k == kindInvalid || k == kindEOF {
+		return d.typeErr("a value", k)
+	}
+	if err := d.skip(1); err != nil {
+		return d.syntax(err)
+	}
+	return nil
+}
+
+func (d *decoder) readString() (string, error) {
+	if k := d.peek(); k != kindString {
+		return "", d.typeErr("a string", k)
+	}
+	s, err := d.str()
+	if err != nil {
+		return "", d.syntax(err)
+	}
+	return s, nil
+}
+
+// readOptString reads a string or null (as "").
+func (d *decoder) readOptString() (string, error) {
+	if d.null() {
+		return "", nil
+	}
+	return d.readString()
+}
+
+// readBool reads a boolean or null (as false).
+func (d *decoder) readBool() (bool, error) {
+	if d.null() {
+		return false, nil
+	}
+	if k := d.peek(); k != kindBool {
+		return false, d.typeErr("a boolean", k)
+	}
+	lit, err := d.literal()
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	return lit == "true", nil
+}
+
+func (d *decoder) readNumber(want string) (string, error) {
+	if k := d.peek(); k != kindNumber {
+		return "", d.typeErr(want, k)
+	}
+	lit, err := d.number()
+	if err != nil {
+		return "", d.syntax(err)
+	}
+	return lit, nil
+}
+
+// readInt reads an integer in [lo, maxInt32]. Integral values written with a fraction or an
+// exponent (1024.0, 1e3) are accepted, as the real API accepts them.
+func (d *decoder) readInt(lo int64) (int, error) {
+	lit, err := d.readNumber("an integer")
+	if err != nil {
+		return 0, err
+	}
+	v, ok := parseInt(lit)
+	switch {
+	case !ok:
+		return 0, d.fail("must be an integer, got %s", clip(lit))
+	case v > maxInt32:
+		return 0, d.fail("must be at most %d, got %s", maxInt32, clip(lit))
+	case v < lo:
+		return 0, d.fail("must be at least %d, got %s", lo, clip(lit))
+	}
+	return int(v), nil
+}
+
+// readFloat reads a number in [lo, hi], or null (as nil).
+func (d *decoder) readFloat(lo, hi float64) (*float64, error) {
+	if d.null() {
+		return nil, nil
+	}
+	lit, err := d.readNumber("a number")
+	if err != nil {
+		return nil, err
+	}
+	v, perr := strconv.ParseFloat(lit, 64)
+	if perr != nil || v < lo || v > hi {
+		return nil, d.fail("must be between %g and %g, got %s", lo, hi, clip(lit))
+	}
+	return &v, nil
+}
+
+// parseInt parses a JSON number literal as an integer, saturating far beyond the int32 range;
+// ok is false when the value is not integral.
+func parseInt(lit string) (v int64, ok bool) {
+	const sat = 1 << 40
+	if strings.IndexAny(lit, ".eE") < 0 {
+		neg := lit[0] == '-'
+		digits := lit
+		if neg {
+			digits = lit[1:]
+		}
+		for i := 0; i < len(digits) && v < sat; i++ {
+			v = v*10 + int64(digits[i]-'0')
+		}
+		v = min(v, sat)
+		if neg {
+			v = -v
+		}
+		return v, true
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err == nil && f != math.Trunc(f) {
+		return 0, false
+	}
+	// A range error is ±Inf or an underflow to 0, both handled by the clamps below.
+	return int64(max(min(f, sat), -sat)), true
+}
+
+// clip shortens a number literal for an error message.
+func clip(lit string) string {
+	if len(lit) > 32 {
+		return lit[:32] + "..."
+	}
+	return lit
+}
+
+// clipString shortens a client string quoted in an error message.
+func clipString(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
