@@ -49,11 +49,15 @@ type StreamWriter struct {
 }
 
 // NewStreamWriter returns a StreamWriter writing to w and calling flush (if not nil) after each
-// write so the bytes reach the client at once. voc encodes text into token IDs; it is not used
-// in text mode. The magic (and version) are buffered now and go out with the first frames.
+// write so the bytes reach the client at once. voc encodes text into token IDs (nil means
+// vocab.Default()); it is not used in text mode. The magic (and version) are buffered now and go
+// out with the first frames.
 func NewStreamWriter(w io.Writer, flush func() error, mode Mode, voc *vocab.Vocab) (*StreamWriter, error) {
 	if mode.Version != V1 && mode.Version != V2 {
 		return nil, errors.New("binary: NewStreamWriter: unsupported version")
+	}
+	if voc == nil && !(mode.Version == V2 && mode.Text) {
+		voc = vocab.Default()
 	}
 	if mode.Version == V1 {
 		mode.Text = false
