@@ -3,6 +3,7 @@ package layer0_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -248,4 +249,117 @@ func anthropicCall(ctx context.Context, t *testing.T, c *anthropic.Client, p ant
 		}
 	}
 	return msg, tr
+}
+
+func openAIClient(base string) oai.Client {
+	return oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey("test-key"), oaiopt.WithMaxRetries(0))
+}
+
+// TestOpenAIErrors checks the OpenAI error bodies the official SDK parses: status, type, code,
+// param.
+func TestOpenAIErrors(t *testing.T) {
+	c := openAIClient(startGateway(t, testConfig))
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		params oai.ChatCompletionNewParams
+		status int
+		code   string
+		param  string
+		typ    string
+	}{
+		{"unknown model", oai.ChatCompletionNewParams{Model: "nope", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
+			404, "model_not_found", "model", "invalid_request_error"},
+		{"n=2", oai.ChatCompletionNewParams{Model: "sim", N: oai.Int(2), Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
+			400, "", "n", "invalid_request_error"},
+		{"no messages", oai.ChatCompletionNewParams{Model: "sim"}, 400, "", "messages", "invalid_request_error"},
+		{"rate limited", oai.ChatCompletionNewParams{Model: "e429", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
+			429, "rate_limit_exceeded", "", "rate_limit_error"},
+		{"overloaded", oai.ChatCompletionNewParams{Model: "e529", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
+			503, "overloaded", "", "server_error"},
+		{"too long", oai.ChatCompletionNewParams{Model: "tiny", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("a long prompt that cannot fit")}},
+			400, "context_length_exceeded", "messages", "invalid_request_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := c.Chat.Completions.New(ctx, tt.params)
+			var e *oai.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want *openai.Error", err)
+			}
+			if e.StatusCode != tt.status || e.Code != tt.code || e.Param != tt.param || e.Type != tt.typ || e.Message == "" {
+				t.Errorf("got status %d code %q param %q type %q message %q, want %d %q %q %q",
+					e.StatusCode, e.Code, e.Param, e.Type, e.Message, tt.status, tt.code, tt.param, tt.typ)
+			}
+		})
+	}
+}
+
+// TestOpenAIMidStreamFailure: an engine failure after the stream began reaches the OpenAI SDK
+// as a stream error, never as a silently short answer.
+func TestOpenAIMidStreamFailure(t *testing.T) {
+	vllm := fake.NewOpenAI(fake.Script{CutAfter: 3})
+	defer vllm.Close()
+	base := startGateway(t, strings.Replace(testConfig, "engines:\n", fmt.Sprintf("engines:\n  cut: {kind: openai, url: %q}\n", vllm.URL), 1)+"  cut: {engines: [cut]}\n")
+	c := openAIClient(base)
+	for _, model := range []string{"midstream", "cut"} {
+		s := c.Chat.Completions.NewStreaming(context.Background(), oai.ChatCompletionNewParams{Model: model,
+			Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Tell me a long story.")}})
+		n := 0
+		for s.Next() {
+			n++
+		}
+		if err := s.Err(); err == nil {
+			t.Errorf("%s: the stream ended without an error after %d chunks", model, n)
+		} else {
+			t.Logf("%s: %d chunks, then %v", model, n, err)
+		}
+	}
+}
+
+func TestOpenAIModels(t *testing.T) {
+	c := openAIClient(startGateway(t, testConfig))
+	page, err := c.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range page.Data {
+		found = found || (m.ID == "sim" && m.Object == "model" && m.OwnedBy != "")
+	}
+	if !found {
+		t.Errorf("got %+v, want model sim", page.Data)
+	}
+	m, err := c.Models.Get(context.Background(), "sim")
+	if err != nil || m.ID != "sim" {
+		t.Errorf("got %+v %v", m, err)
+	}
+}
+
+// TestClientDisconnectCancelsEngine measures, end to end, how long after an OpenAI client
+// drops its stream the engine behind the gateway sees the cancel (the issue: within 100 ms).
+func TestClientDisconnectCancelsEngine(t *testing.T) {
+	vllm := fake.NewOpenAI(fake.Script{HangAfter: 3})
+	defer vllm.Close()
+	base := startGateway(t, fmt.Sprintf("engines:\n  v: {kind: openai, url: %q}\nmodels:\n  v: {engines: [v]}\n", vllm.URL))
+	c := openAIClient(base)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := c.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{Model: "v",
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}})
+	if !s.Next() {
+		t.Fatalf("no first chunk: %v", s.Err())
+	}
+	t0 := time.Now()
+	cancel()
+	select {
+	case at := <-vllm.Canceled:
+		d := at.Sub(t0)
+		t.Logf("client disconnect reached the engine in %v", d)
+		if d > 100*time.Millisecond {
+			t.Errorf("took %v, want under 100ms", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the engine never saw the disconnect")
+	}
+	s.Close()
 }
