@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // the gateway child's profiling listener
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/accesslog"
+	"github.com/layer0ai/layer0/internal/bench"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/server"
+)
+
+// The report runs its servers as children of its own executable, each in its own process (its
+// own scheduler and garbage collector, as in production). A child prints "ready ADDR…" on stdout
+// once listening and exits when its stdin closes, so that it never outlives the report.
+const (
+	childUpstream = "child-upstream"
+	childGateway  = "child-gateway"
+)
+
+// runUpstreamChild serves internal/bench's fast upstream on a free loopback port.
+func runUpstreamChild(args []string) error {
+	fs := flag.NewFlagSet(childUpstream, flag.ContinueOnError)
+	tokens := fs.Int("tokens", 100, "tokens per response")
+	itl := fs.Duration("itl", 0, "delay between tokens")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	up, err := bench.NewUpstream(bench.UpstreamConfig{Tokens: *tokens, ITL: *itl})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = up.Serve(ln) }()
+	fmt.Printf("ready %s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return up.Close()
+}
+
+// runGatewayChild serves layer0 as `layer0 serve --config FILE` does, on a free loopback port,
+// with net/http/pprof on a second one.
+func runGatewayChild(args []string) error {
+	fs := flag.NewFlagSet(childGateway, flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file")
+	accessPath := fs.String("access-log", os.DevNull, "access log file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*accessPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	access := accesslog.New(f, 0)
+	defer access.Close()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	g, err := layer0.New(cfg, layer0.WithLogger(logger), layer0.WithAccessLog(access))
+	if err != nil {
+		return err
+	}
+	srv := server.HTTPServer(g, server.ListenOptions{
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
+	fmt.Printf("ready %s %s\n", ln.Addr(), pl.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+// child is a running child process.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	fields []string // the ready line's fields after "ready"
+	log    string   // its stderr file
+}
+
+// startChild starts this executable with args and waits for its ready line.
+func startChild(out, name string, args ...string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := &child{name: name, cmd: exec.Command(self, args...), log: filepath.Join(out, name+".log")}
+	logFile, err := os.Create(c.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	c.cmd.Stderr = logFile
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case s := <-line:
+		f := strings.Fields(s)
+		if len(f) >= 2 && f[0] == "ready" {
+			c.fields = f[1:]
+			return c, nil
+		}
+	case <-time.After(60 * time.Second):
+	}
+	c.stop()
+	tail, _ := os.ReadFile(c.log)
+	return nil, fmt.Errorf("%s did not start: %s", name, strings.TrimSpace(lastLines(string(tail), 5)))
+}
+
+// stop closes the child's stdin, which ends it, and kills it if it lingers.
+func (c *child) stop() {
+	_ = c.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rss returns the child's resident memory now and its peak, in bytes (Linux /proc).
+func (c *child) rss() (now, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parse %s %q: %w", k, v, err)
+		}
+		if k == "VmRSS" {
+			now = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	if now == 0 {
+		return 0, 0, errors.New("no VmRSS in /proc status")
+	}
+	return now, peak, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

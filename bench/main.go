@@ -1,0 +1,119 @@
+// Command bench is layer0's reproducible performance report (`make bench`). In one run on one
+// machine it starts the fast upstream and a layer0 gateway in front of it as separate processes,
+// drives both with the open-loop load generator (internal/bench) at several fixed rates and at
+// saturation — non-streaming, and 100-token streams in Anthropic SSE and binary — and prints
+// layer0's added latency (p50, p99), its maximum throughput as a share of the direct figure, the
+// peak memory of 10,000 open streams, the gateway's CPU profile and the hot paths' go test
+// benchmarks. The generator runs in this process; the three share the machine's cores, as they
+// would on the 2-core target.
+//
+// The gateway child runs exactly what `layer0 serve` runs (layer0.New, server.HTTPServer) plus a
+// pprof listener. Its engine is the upstream reached as an `anthropic` engine; where this build
+// has no such engine, the embedded sim (zero delays) stands in, and the report says so.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the report's flags.
+type options struct {
+	duration    time.Duration
+	warmup      time.Duration
+	rates       []float64 // non-streaming open-loop rates
+	streamRates []float64 // streaming open-loop rates
+	conns       int       // closed-loop connections for saturation
+	streams     int       // concurrent streams of the memory test; 0 skips it
+	engine      string    // engine kind the gateway reaches the upstream with
+	out         string    // directory for logs, profiles and report.json
+	gobench     string    // packages for go test -bench; "" skips
+	benchtime   string
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case childUpstream:
+			exit(runUpstreamChild(os.Args[2:]))
+		case childGateway:
+			exit(runGatewayChild(os.Args[2:]))
+		}
+	}
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "closed-loop warm-up before each target's runs")
+	rates := fs.String("rates", "500,1000,2000", "non-streaming open-loop rates, req/s")
+	streamRates := fs.String("stream-rates", "250,500,1000", "streaming open-loop rates, req/s")
+	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
+	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
+	fs.StringVar(&o.engine, "engine", "anthropic", "engine kind layer0 reaches the upstream with: anthropic, openai or sim")
+	fs.StringVar(&o.out, "out", "", "directory for logs, profiles and report.json (default: a new temporary directory)")
+	fs.StringVar(&o.gobench, "gobench", "./...", "packages whose go test benchmarks end the report (empty skips)")
+	fs.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime")
+	_ = fs.Parse(os.Args[1:])
+	var err error
+	if o.rates, err = parseRates(*rates); err == nil {
+		o.streamRates, err = parseRates(*streamRates)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if o.out == "" {
+		if o.out, err = os.MkdirTemp("", "layer0-bench-"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	} else if err = os.MkdirAll(o.out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := report(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func exit(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// parseRates parses a comma-separated list of positive rates.
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("rate %q: want a positive number", f)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no rates given")
+	}
+	return out, nil
+}
+
+// logf writes a progress line to stderr, so that stdout holds only the report.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/layer0ai/layer0/internal/bench"
+	"github.com/layer0ai/layer0/internal/config"
+)
+
+func TestParseRates(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []float64
+		wantErr bool
+	}{
+		{"500,1000, 2000", []float64{500, 1000, 2000}, false},
+		{"2.5", []float64{2.5}, false},
+		{"", nil, true},
+		{"100,-1", nil, true},
+		{"fast", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := parseRates(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseRates(%q): got error %v, want error %v", tt.in, err, tt.wantErr)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("parseRates(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+// TestGatewayConfigIsValid checks the generated configuration against the real loader.
+func TestGatewayConfigIsValid(t *testing.T) {
+	for _, kind := range []string{"sim", "anthropic", "openai"} {
+		for _, slow := range []string{"", "http://127.0.0.1:2"} {
+			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow)))
+			if err != nil {
+				t.Errorf("kind %s, slow %q: %v", kind, slow, err)
+				continue
+			}
+			want := []string{benchModel}
+			if slow != "" {
+				want = append(want, benchSlowModel)
+			}
+			for _, m := range want {
+				if _, ok := c.Models[m]; !ok {
+					t.Errorf("kind %s: model %q missing", kind, m)
+				}
+			}
+			if got := c.Engines["upstream"].Kind; got != kind {
+				t.Errorf("engine kind: got %q, want %q", got, kind)
+			}
+		}
+	}
+}
+
+func TestPrintReportChecksTargets(t *testing.T) {
+	rep := func(ok, failed uint64, tput float64, p50, p99 time.Duration) *bench.Report {
+		return &bench.Report{Mode: "open", Sent: ok + failed, OK: ok, Failed: failed, Throughput: tput,
+			Latency: bench.Percentiles{P50: p50, P99: p99}, Errors: map[string]uint64{"status_400": failed},
+			ErrorSamples: map[string]string{"status_400": "bad"}}
+	}
+	us := time.Microsecond
+	res := &result{
+		Machine: "test machine", Engine: "test engine", LoadBefore: "1 1 1", LoadAfter: "2 2 2",
+		Scenarios: []scenarioResult{
+			{Name: "non-streaming", Fixed: []pair{
+				{Rate: 1000, Direct: rep(100, 0, 0, 100*us, 200*us), Layer0: rep(100, 0, 0, 500*us, 900*us)},
+				{Rate: 2000, Direct: rep(100, 0, 0, 100*us, 200*us), Layer0: rep(100, 0, 0, 140*us, 400*us)},
+			}, Saturation: pair{Direct: rep(100, 0, 1000, 0, 0), Layer0: rep(100, 0, 600, 0, 0)}},
+			{Name: "streaming", Fixed: []pair{
+				{Rate: 250, Direct: rep(100, 0, 0, time.Millisecond, 0), Layer0: rep(0, 100, 0, 0, 0)},
+			}, Saturation: pair{Direct: rep(100, 0, 1000, 0, 0), Layer0: rep(100, 0, 400, 0, 0)}},
+		},
+	}
+	var b strings.Builder
+	printReport(&b, options{duration: time.Second, conns: 4}, res)
+	out := b.String()
+	for _, want := range []string{
+		"[ ok ] non-streaming at 2000 req/s: layer0 adds +40µs at p50 (target ≤ 50µs) and +200µs at p99",
+		"[ ok ] non-streaming maximum throughput: 60% of direct",
+		"[MISS] streaming maximum throughput: 40% of direct",
+		"[MISS] streaming at 250 req/s: a stream ends n/a later",
+		"layer0: 100 of 100 failed, mostly status_400 (bad)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestProfileLines(t *testing.T) {
+	top := "File: x\nBuild ID: y\nType: cpu\nTime: now\nDuration: 1s\n      flat  flat%\n a\n b\n c\n"
+	got := profileLines(top, 2)
+	want := []string{"Duration: 1s", "      flat  flat%", " a", " b"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("profileLines (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/bench"
+)
+
+// printReport writes the report for a person.
+func printReport(w io.Writer, o options, res *result) {
+	fmt.Fprintf(w, "layer0 performance report, %s\n", res.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "machine   %s; load generator, layer0 and upstream share it\n", res.Machine)
+	fmt.Fprintf(w, "load avg  %s at the start, %s at the end (other work on the machine skews every number)\n",
+		res.LoadBefore, res.LoadAfter)
+	fmt.Fprintf(w, "engine    %s\n", res.Engine)
+	fmt.Fprintf(w, "method    open loop at fixed rates, latency from each request's scheduled send (no coordinated\n"+
+		"          omission); %s per run after a %s closed-loop warm-up; saturation = closed loop with %d\n"+
+		"          HTTP/1.1 connections; every response has %d tokens; added = layer0 minus direct\n",
+		o.duration, o.warmup, o.conns, streamTokens)
+	for _, sc := range res.Scenarios {
+		fmt.Fprintf(w, "\n== %s ==\n", sc.Name)
+		fmt.Fprintf(w, "%-11s %10s %10s  %10s %10s  %10s %10s  %s\n", "rate", "direct p50", "p99",
+			"layer0 p50", "p99", "added p50", "p99", "notes")
+		for _, p := range sc.Fixed {
+			fmt.Fprintf(w, "%-11s %10s %10s  %10s %10s  %10s %10s  %s\n", fmt.Sprintf("%g/s", p.Rate),
+				latency(p.Direct, false), latency(p.Direct, true), latency(p.Layer0, false), latency(p.Layer0, true),
+				added(p, false), added(p, true), notes(p))
+		}
+		s := sc.Saturation
+		fmt.Fprintf(w, "saturation  direct %.0f req/s (p50 %s), layer0 %.0f req/s (p50 %s): %.0f%% of direct  %s\n",
+			s.Direct.Throughput, dur(s.Direct.Latency.P50), s.Layer0.Throughput, dur(s.Layer0.Latency.P50),
+			100*s.share(), notes(s))
+		fmt.Fprintf(w, "bytes/token direct %.1f, layer0 %.1f\n", s.Direct.BytesPerToken, s.Layer0.BytesPerToken)
+		if sc.Profile != "" {
+			fmt.Fprintf(w, "layer0 CPU profile at saturation (%s):\n", cmp.Or(sc.ProfileFile, "not saved"))
+			for _, l := range profileLines(sc.Profile, 18) {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
+	}
+	if st := res.Streams; st != nil {
+		r := st.Report
+		fmt.Fprintf(w, "\n== %d concurrent streams through layer0 (h2c, %s between tokens) ==\n", st.Want, slowInterTokenDelay)
+		fmt.Fprintf(w, "held %d at once, %d ok, %d failed; layer0 RSS %s idle, %s peak  %s\n",
+			r.PeakInFlight, r.OK, r.Failed, mib(st.IdleRSS), mib(st.PeakRSS), errNote("", r))
+	}
+	printTargets(w, res)
+}
+
+// printTargets checks the issue's targets.
+func printTargets(w io.Writer, res *result) {
+	fmt.Fprintf(w, "\n== targets (issue 6, 2-core machine) ==\n")
+	check := func(ok bool, format string, args ...any) {
+		mark := "MISS"
+		if ok {
+			mark = " ok "
+		}
+		fmt.Fprintf(w, "[%s] %s\n", mark, fmt.Sprintf(format, args...))
+	}
+	clean := func(p pair) bool { return p.Direct.Failed == 0 && p.Layer0.Failed == 0 && p.Layer0.OK > 0 }
+	if len(res.Scenarios) > 0 {
+		js := res.Scenarios[0]
+		if len(js.Fixed) > 0 {
+			// The target's rate, or the highest measured.
+			p := slices.MaxFunc(js.Fixed, func(a, b pair) int { return cmp.Compare(a.Rate, b.Rate) })
+			if i := slices.IndexFunc(js.Fixed, func(q pair) bool { return q.Rate == targetAddedRate }); i >= 0 {
+				p = js.Fixed[i]
+			}
+			check(clean(p) && p.added(false) <= targetAddedP50 && p.added(true) <= targetAddedP99,
+				"non-streaming at %g req/s: layer0 adds %s at p50 (target ≤ %s) and %s at p99 (target ≤ %s)%s",
+				p.Rate, added(p, false), dur(targetAddedP50), added(p, true), dur(targetAddedP99), failNote(p))
+		}
+		s := js.Saturation
+		check(clean(s) && s.share() >= targetJSONShare, "non-streaming maximum throughput: %.0f%% of direct (target ≥ %.0f%%)%s",
+			100*s.share(), 100*targetJSONShare, failNote(s))
+	}
+	for _, sc := range res.Scenarios[min(1, len(res.Scenarios)):] {
+		s := sc.Saturation
+		check(clean(s) && s.share() >= targetStreamShare, "%s maximum throughput: %.0f%% of direct (target ≥ %.0f%%)%s",
+			sc.Name, 100*s.share(), 100*targetStreamShare, failNote(s))
+		if len(sc.Fixed) > 0 {
+			p := sc.Fixed[0]
+			check(clean(p) && p.added(false) <= targetStreamGain,
+				"%s at %g req/s: a stream ends %s later through layer0 at p50 (target ≤ %s)%s",
+				sc.Name, p.Rate, added(p, false), dur(targetStreamGain), failNote(p))
+		}
+	}
+	if st := res.Streams; st != nil {
+		check(st.Report.Failed == 0 && st.Report.PeakInFlight >= int64(st.Want) && st.PeakRSS < targetStreamsRSS,
+			"%d concurrent streams held with %s peak RSS (target: %d streams under %s)",
+			st.Report.PeakInFlight, mib(st.PeakRSS), st.Want, mib(targetStreamsRSS))
+	}
+}
+
+// failNote says that a target cannot be judged because requests failed.
+func failNote(p pair) string {
+	if p.Direct.Failed == 0 && p.Layer0.Failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" — requests failed: direct %d, layer0 %d of %d", p.Direct.Failed, p.Layer0.Failed, p.Layer0.Sent)
+}
+
+// notes flags failures and generator lateness of a pair.
+func notes(p pair) string {
+	var parts []string
+	for _, s := range []string{errNote("direct", p.Direct), errNote("layer0", p.Layer0),
+		lateNote("direct", p.Direct), lateNote("layer0", p.Layer0)} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// latency is a run's p50 or p99, or n/a when no request succeeded.
+func latency(r *bench.Report, p99 bool) string {
+	switch {
+	case r.OK == 0:
+		return "n/a"
+	case p99:
+		return dur(r.Latency.P99)
+	}
+	return dur(r.Latency.P50)
+}
+
+// added is layer0's added p50 or p99, or n/a.
+func added(p pair, p99 bool) string {
+	if p.Direct.OK == 0 || p.Layer0.OK == 0 {
+		return "n/a"
+	}
+	return signed(p.added(p99))
+}
+
+func errNote(who string, r *bench.Report) string {
+	if r.Failed == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(r.Errors))
+	for k := range r.Errors {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Compare(r.Errors[b], r.Errors[a]) })
+	top := kinds[0]
+	sample := r.ErrorSamples[top]
+	if len(sample) > 80 {
+		sample = sample[:80] + "…"
+	}
+	return fmt.Sprintf("%s: %d of %d failed, mostly %s (%s)", who, r.Failed, r.Sent, top, sample)
+}
+
+func lateNote(who string, r *bench.Report) string {
+	if r.Mode != "open" || r.Sent == 0 || float64(r.Late) < 0.01*float64(r.Sent) {
+		return ""
+	}
+	return fmt.Sprintf("%s: generator sent %.0f%% late", who, 100*float64(r.Late)/float64(r.Sent))
+}
+
+// profileLines keeps the header and the first n function lines of a pprof -top listing.
+func profileLines(top string, n int) []string {
+	var out []string
+	fns := 0
+	for _, l := range strings.Split(strings.TrimRight(top, "\n"), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "flat") || fns > 0 {
+			fns++
+		}
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") ||
+			strings.HasPrefix(l, "Time:") {
+			continue
+		}
+		if fns > n+1 {
+			break
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// dur prints a duration with three significant digits.
+func dur(d time.Duration) string {
+	switch a := abs(d); {
+	case a < time.Microsecond:
+		return fmt.Sprintf("%dns", d)
+	case a < time.Millisecond:
+		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
+	case a < time.Second:
+		return fmt.Sprintf("%.3gms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.3gs", d.Seconds())
+}
+
+func signed(d time.Duration) string {
+	if d > 0 {
+		return "+" + dur(d)
+	}
+	return dur(d)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func abs[T int64 | float64 | time.Duration](x T) T {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

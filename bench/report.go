@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/bench"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Targets of issue 6 on the 2-core machine.
+const (
+	targetAddedP50       = 50 * time.Microsecond
+	targetAddedP99       = 250 * time.Microsecond
+	targetAddedRate      = 2000
+	targetJSONShare      = 0.55
+	targetStreamShare    = 0.50
+	targetStreamGain     = time.Millisecond
+	targetStreamsRSS     = 1 << 30
+	streamTokens         = 100
+	benchModel           = "bench"
+	benchSlowModel       = "bench-slow"
+	slowInterTokenDelay  = 50 * time.Millisecond
+	streamsSendingPeriod = 4 * time.Second
+)
+
+// scenario is one kind of traffic measured directly and through layer0.
+type scenario struct {
+	Name   string
+	format llm.Format
+	stream bool
+	rates  []float64
+}
+
+// pair is one load measured on both targets.
+type pair struct {
+	Rate   float64       `json:"rate,omitempty"` // 0: saturation (closed loop)
+	Direct *bench.Report `json:"direct"`
+	Layer0 *bench.Report `json:"layer0"`
+}
+
+// added is layer0's added latency at quantile p50 or p99 (negative when noise wins).
+func (p pair) added(p99 bool) time.Duration {
+	if p99 {
+		return p.Layer0.Latency.P99 - p.Direct.Latency.P99
+	}
+	return p.Layer0.Latency.P50 - p.Direct.Latency.P50
+}
+
+// share is layer0's throughput as a fraction of the direct throughput.
+func (p pair) share() float64 {
+	if p.Direct.Throughput == 0 {
+		return 0
+	}
+	return p.Layer0.Throughput / p.Direct.Throughput
+}
+
+// scenarioResult is a scenario's measurements.
+type scenarioResult struct {
+	Name       string `json:"name"`
+	Fixed      []pair `json:"fixed_rates"`
+	Saturation pair   `json:"saturation"`
+	// Profile is the top of layer0's CPU profile during the saturation run.
+	Profile     string `json:"profile,omitempty"`
+	ProfileFile string `json:"profile_file,omitempty"`
+}
+
+// streamsResult is the memory test's outcome.
+type streamsResult struct {
+	Want    int           `json:"want"`
+	Report  *bench.Report `json:"report"`
+	PeakRSS int64         `json:"peak_rss_bytes"`
+	IdleRSS int64         `json:"idle_rss_bytes"`
+}
+
+// result is everything report.json holds.
+type result struct {
+	Started    time.Time        `json:"started"`
+	Machine    string           `json:"machine"`
+	LoadBefore string           `json:"load_avg_before"`
+	LoadAfter  string           `json:"load_avg_after"`
+	Engine     string           `json:"engine"`
+	Scenarios  []scenarioResult `json:"scenarios"`
+	Streams    *streamsResult   `json:"streams,omitempty"`
+}
+
+// report runs everything and writes the report to w.
+func report(ctx context.Context, o options, w io.Writer) error {
+	res := result{Started: time.Now().UTC(), Machine: machine(), LoadBefore: loadAvg()}
+	logf("logs, profiles and report.json go to %s", o.out)
+
+	up, err := startChild(o.out, "upstream", childUpstream, "--tokens", fmt.Sprint(streamTokens))
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	upURL := "http://" + up.fields[0]
+	var slowURL string
+	if o.streams > 0 {
+		slow, err := startChild(o.out, "upstream-slow", childUpstream, "--tokens", fmt.Sprint(streamTokens),
+			"--itl", slowInterTokenDelay.String())
+		if err != nil {
+			return err
+		}
+		defer slow.stop()
+		slowURL = "http://" + slow.fields[0]
+	}
+	gw, engineNote, err := startGateway(o, upURL, slowURL)
+	if err != nil {
+		return err
+	}
+	defer gw.stop()
+	res.Engine = engineNote
+	gwURL, pprofAddr := "http://"+gw.fields[0], gw.fields[1]
+	if err := waitReady(ctx, gwURL); err != nil {
+		return err
+	}
+
+	for _, sc := range []scenario{
+		{"non-streaming, Anthropic JSON", llm.FormatAnthropic, false, o.rates},
+		{"streaming 100 tokens, Anthropic SSE", llm.FormatAnthropic, true, o.streamRates},
+		{"streaming 100 tokens, binary v1", llm.FormatBinary, true, o.streamRates},
+	} {
+		r, err := runScenario(ctx, o, sc, upURL, gwURL, pprofAddr)
+		if err != nil {
+			return err
+		}
+		res.Scenarios = append(res.Scenarios, r)
+	}
+	if o.streams > 0 {
+		if res.Streams, err = runStreams(ctx, o, gwURL, gw); err != nil {
+			return err
+		}
+	}
+
+	res.LoadAfter = loadAvg()
+	printReport(w, o, &res)
+	if err := writeJSON(filepath.Join(o.out, "report.json"), &res); err != nil {
+		return err
+	}
+	if o.gobench != "" {
+		goBench(ctx, w, o)
+	}
+	fmt.Fprintf(w, "\nraw results: %s\n", filepath.Join(o.out, "report.json"))
+	return nil
+}
+
+// startGateway starts layer0 with the upstream as its engine, or the sim where this build has no
+// such engine.
+func startGateway(o options, upURL, slowURL string) (*child, string, error) {
+	kinds := []string{o.engine}
+	if o.engine != "sim" {
+		kinds = append(kinds, "sim")
+	}
+	var firstErr error
+	for _, kind := range kinds {
+		path := filepath.Join(o.out, "layer0-"+kind+".yaml")
+		if err := os.WriteFile(path, []byte(gatewayConfig(kind, upURL, slowURL)), 0o644); err != nil {
+			return nil, "", err
+		}
+		gw, err := startChild(o.out, "layer0-"+kind, childGateway, "--config", path,
+			"--access-log", filepath.Join(o.out, "access-"+kind+".log"))
+		if err == nil {
+			note := fmt.Sprintf("layer0 reaches the upstream as an %q engine (config %s)", kind, path)
+			if kind == "sim" {
+				note = "layer0 runs its embedded sim engine (zero delays), which stands in for the upstream"
+				if firstErr != nil {
+					note += fmt.Sprintf(" because the %q engine failed: %v", o.engine, firstErr)
+				}
+			}
+			return gw, note, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		logf("layer0 with a %s engine: %v", kind, err)
+	}
+	return nil, "", firstErr
+}
+
+// gatewayConfig is the YAML configuration of the gateway child: model "bench" on the fast
+// upstream, "bench-slow" on the paced one (when given).
+func gatewayConfig(kind, upURL, slowURL string) string {
+	engine := func(name, url string, itl time.Duration) string {
+		if kind == "sim" {
+			return fmt.Sprintf("  %s:\n    kind: sim\n    sim:\n      inter_token_latency: %s\n"+
+				"      max_concurrency: 20000\n      max_queue: 20000\n", name, itl)
+		}
+		return fmt.Sprintf("  %s:\n    kind: %s\n    url: %s\n", name, kind, url)
+	}
+	var b strings.Builder
+	b.WriteString("# Written by bench (make bench).\nengines:\n")
+	b.WriteString(engine("upstream", upURL, 0))
+	if slowURL != "" {
+		b.WriteString(engine("upstream-slow", slowURL, slowInterTokenDelay))
+	}
+	fmt.Fprintf(&b, "models:\n  %s:\n    engines: [upstream]\n", benchModel)
+	if slowURL != "" {
+		fmt.Fprintf(&b, "  %s:\n    engines: [upstream-slow]\n", benchSlowModel)
+	}
+	b.WriteString("log:\n  level: warn\n")
+	return b.String()
+}
+
+// waitReady sends single requests until the gateway answers one, for at most 20 seconds.
+func waitReady(ctx context.Context, url string) error {
+	var last string
+	for range 80 {
+		rep, err := bench.Run(ctx, bench.Config{URL: url, Model: benchModel, Requests: 1, Timeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		if rep.OK == 1 {
+			return nil
+		}
+		last = fmt.Sprint(rep.Errors, rep.ErrorSamples)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("layer0 did not answer a request within 20s: %s", last)
+}
+
+// load runs one measurement.
+func load(ctx context.Context, o options, sc scenario, url string, rate float64, d time.Duration) (*bench.Report, error) {
+	cfg := bench.Config{URL: url, Format: sc.format, Stream: sc.stream, Model: benchModel,
+		MaxTokens: streamTokens, Duration: d, Timeout: 10 * time.Second, MaxInFlight: 4000}
+	if rate > 0 {
+		cfg.Rate = rate
+	} else {
+		cfg.Connections = o.conns
+	}
+	return bench.Run(ctx, cfg)
+}
+
+// runScenario measures a scenario at each fixed rate and at saturation, profiling layer0 during
+// its saturation run.
+func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, pprofAddr string) (scenarioResult, error) {
+	r := scenarioResult{Name: sc.Name}
+	for _, url := range []string{upURL, gwURL} {
+		if _, err := load(ctx, o, sc, url, 0, o.warmup); err != nil {
+			return r, err
+		}
+	}
+	for _, rate := range append(sc.rates, 0) {
+		var p pair
+		var err error
+		logf("%s: %s direct", sc.Name, rateName(rate))
+		if p.Direct, err = load(ctx, o, sc, upURL, rate, o.duration); err != nil {
+			return r, err
+		}
+		var prof chan profile
+		if rate == 0 {
+			prof = make(chan profile, 1)
+			file := filepath.Join(o.out, "cpu-"+slug(sc.Name)+".pprof")
+			go func() { prof <- fetchProfile(ctx, pprofAddr, file, o.duration-time.Second) }()
+		}
+		logf("%s: %s through layer0", sc.Name, rateName(rate))
+		if p.Layer0, err = load(ctx, o, sc, gwURL, rate, o.duration); err != nil {
+			return r, err
+		}
+		if rate > 0 {
+			p.Rate = rate
+			r.Fixed = append(r.Fixed, p)
+			continue
+		}
+		r.Saturation = p
+		pr := <-prof
+		r.Profile, r.ProfileFile = pr.top, pr.file
+		if pr.err != nil {
+			r.Profile = "no profile: " + pr.err.Error()
+		}
+	}
+	return r, ctx.Err()
+}
+
+// profile is a fetched CPU profile and the top of its listing.
+type profile struct {
+	file, top string
+	err       error
+}
+
+// fetchProfile records layer0's CPU profile for d and lists its top functions.
+func fetchProfile(ctx context.Context, addr, file string, d time.Duration) profile {
+	secs := max(1, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	if err != nil {
+		return profile{err: err}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return profile{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("pprof: %s: %s", resp.Status, b)
+	}
+	if err != nil {
+		return profile{err: err}
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return profile{err: err}
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", file).Output()
+	if err != nil {
+		return profile{file: file, err: fmt.Errorf("go tool pprof: %w", err)}
+	}
+	return profile{file: file, top: string(out)}
+}
+
+// runStreams holds o.streams streams open through layer0 at once (over h2c, so that the file
+// descriptors of one process suffice) and samples the gateway's memory.
+func runStreams(ctx context.Context, o options, gwURL string, gw *child) (*streamsResult, error) {
+	sr := &streamsResult{Want: o.streams}
+	var err error
+	if sr.IdleRSS, _, err = gw.rss(); err != nil {
+		return nil, err
+	}
+	logf("holding %d concurrent streams through layer0", o.streams)
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() { peak <- sampleRSS(gw, done) }()
+	sr.Report, err = bench.Run(ctx, bench.Config{
+		URL: gwURL, Format: llm.FormatAnthropic, Stream: true, Model: benchSlowModel, MaxTokens: streamTokens,
+		HTTP2: true, H2Conns: o.streams/500 + 1,
+		Rate: float64(o.streams) / streamsSendingPeriod.Seconds(), Duration: streamsSendingPeriod,
+		MaxInFlight: o.streams + 1000, Timeout: time.Minute,
+	})
+	close(done)
+	sr.PeakRSS = <-peak
+	return sr, err
+}
+
+// sampleRSS returns the largest resident size of c seen every 100ms until done.
+func sampleRSS(c *child, done <-chan struct{}) int64 {
+	var peak int64
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if now, _, err := c.rss(); err == nil {
+			peak = max(peak, now)
+		}
+		select {
+		case <-done:
+			return peak
+		case <-t.C:
+		}
+	}
+}
+
+// goBench runs the hot paths' benchmarks and copies their result lines.
+func goBench(ctx context.Context, w io.Writer, o options) {
+	fmt.Fprintf(w, "\n== go test -bench (hot paths, allocations) ==\n")
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", o.benchtime},
+		strings.Fields(strings.ReplaceAll(o.gobench, ",", " "))...)
+	logf("go %s", strings.Join(args, " "))
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Benchmark") || strings.HasPrefix(l, "pkg:") || strings.HasPrefix(l, "FAIL") ||
+			strings.HasPrefix(l, "---") {
+			fmt.Fprintln(w, l)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "go test -bench failed: %v\n", err)
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// machine describes the machine the report ran on.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = " " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d cores (%s), %s%s, %s", runtime.NumCPU(), model, runtime.GOOS, kernel, runtime.Version())
+}
+
+// loadAvg is the 1, 5 and 15-minute load averages (Linux), or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+func rateName(rate float64) string {
+	if rate == 0 {
+		return "saturation"
+	}
+	return fmt.Sprintf("%g req/s", rate)
+}
+
+func slug(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, s)
+}
