@@ -19,7 +19,7 @@ const hexDigits = "0123456789abcdef"
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); {
+	for i := plainRun(s); i < len(s); {
 		c := s[i]
 		if strSafe[c] {
 			i++
@@ -45,6 +45,7 @@ func appendString(dst []byte, s string) []byte {
 			}
 			i++
 			start = i
+			i += plainRun(s[i:])
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])

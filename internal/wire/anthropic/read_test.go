@@ -409,3 +409,32 @@ func FuzzReadStream(f *testing.F) {
 		}
 	})
 }
+
+// nopSink discards events.
+type nopSink struct{}
+
+func (nopSink) Send(*llm.Event) error { return nil }
+func (nopSink) Flush() error          { return nil }
+
+func BenchmarkReadStreamTextDelta(b *testing.B) {
+	const deltas = 1000
+	var sb strings.Builder
+	sb.WriteString(sse("message_start", startData,
+		"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	for range deltas {
+		sb.WriteString(sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" token"}}`))
+	}
+	sb.WriteString(sse("content_block_stop", `{"type":"content_block_stop","index":0}`,
+		"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1000}}`,
+		"message_stop", stopData))
+	stream := sb.String()
+	r := strings.NewReader(stream)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Reset(stream)
+		if err := ReadStream(r, nopSink{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deltas), "ns/delta")
+}

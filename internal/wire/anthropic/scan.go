@@ -50,6 +50,32 @@ var strSafe = func() (t [256]bool) {
 	return t
 }()
 
+// SWAR constants: a byte repeated across a 64-bit word.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plainRun returns the length of the prefix of s, in whole 8-byte words, made of bytes that
+// strSafe allows, checking eight bytes at a time (the zero-byte tests of "Bit Twiddling Hacks").
+// The byte loops after it handle the rest, so a word it stops at costs speed, never correctness.
+func plainRun(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		ctl := (v - lsb*0x20) &^ v // high bit set in a byte < 0x20
+		q := v ^ (lsb * '"')       // zero where v has '"'
+		bs := v ^ (lsb * '\\')     // zero where v has '\\'
+		q = (q - lsb) &^ q
+		bs = (bs - lsb) &^ bs
+		if (ctl|q|bs|v)&msb != 0 { // v's own high bits: a byte >= 0x80
+			break
+		}
+	}
+	return i
+}
+
 // syntaxError is a JSON syntax error at a byte offset of the input. badUTF8 marks a string that
 // is not valid UTF-8, which the decoder reports as such rather than as a syntax error.
 type syntaxError struct {
@@ -120,7 +146,7 @@ func (d *scanner) unexpected(what string) error {
 func (d *scanner) str() (string, error) {
 	s := d.s
 	start := d.i + 1
-	for i := start; i < len(s); {
+	for i := start + plainRun(s[start:]); i < len(s); {
 		c := s[i]
 		if strSafe[c] {
 			i++
