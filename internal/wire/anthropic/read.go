@@ -388,8 +388,8 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			}
 		}
 		if eof {
-			// The SSE spec drops an event not ended by a blank line; a complete message_stop
-			// is taken anyway, since nothing of the message is lost.
+			// The SSE spec drops an event not ended by a blank line; one whose data is complete
+			// JSON is taken anyway, so a final message_stop without it ends the stream cleanly.
 			if len(data) > 0 {
 				if done, err := sr.dispatch(name, data); err != nil || done {
 					return err
