@@ -47,8 +47,8 @@ func (x *exchange) messages() {
 		x.fail(err)
 		return
 	}
-	if !x.wrote { // an engine that sent nothing at all still owes the client a response
-		_ = sw.Flush()
+	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
+		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
 	}
 }
 
