@@ -33,6 +33,7 @@ func (x *exchange) messages() {
 			x.fail(err)
 			return
 		}
+		c.Response.Model = req.Model // the client sees the model it asked for
 		x.writeFull(http.StatusOK, "application/json", x.output(func(b []byte) []byte {
 			return anthropic.AppendResponse(b, &c.Response, msgID)
 		}))
@@ -41,7 +42,7 @@ func (x *exchange) messages() {
 
 	out := &streamWriter{x: x, contentType: "text/event-stream; charset=utf-8"}
 	sw := anthropic.NewStreamWriter(msgID, out, out.flush)
-	x.call.Sink = sw
+	x.call.Sink = clientModel{sw, req.Model}
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)

@@ -96,3 +96,19 @@ func (x *exchange) writeOpenAIError(e *apierr.Error) {
 	x.writeFull(status, "application/json", openai.AppendError(nil, e))
 	x.call.Record.Status = status
 }
+
+// clientModel is a sink that shows the client the model id it asked for in the start event,
+// where the engine names its upstream model. The event is copied: the engine owns it.
+type clientModel struct {
+	llm.Sink
+	model string
+}
+
+func (s clientModel) Send(ev *llm.Event) error {
+	if ev.Kind == llm.EventStart && ev.Model != s.model {
+		start := *ev
+		start.Model = s.model
+		return s.Sink.Send(&start)
+	}
+	return s.Sink.Send(ev)
+}
