@@ -15,10 +15,10 @@
 package openai
 
 import (
-	"crypto/rand"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/ids"
 )
 
 // ChatID returns id as an OpenAI chat completion id: an Anthropic msg_X becomes chatcmpl-X, a
@@ -26,7 +26,7 @@ import (
 func ChatID(id string) string {
 	switch {
 	case id == "":
-		return NewID("chatcmpl-")
+		return ids.Completion()
 	case strings.HasPrefix(id, "chatcmpl-"):
 		return id
 	case strings.HasPrefix(id, "msg_"):
@@ -43,7 +43,7 @@ func CallID(id string) string {
 		return "call_" + id[len("toolu_"):]
 	}
 	if id == "" {
-		return NewID("call_")
+		return ids.ToolCall()
 	}
 	return id
 }
@@ -63,20 +63,6 @@ func ToolUseID(id string) string {
 		return "toolu_" + rest
 	}
 	return id
-}
-
-const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-// NewID returns prefix followed by 24 random alphanumeric characters.
-func NewID(prefix string) string {
-	var b [24]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	out := make([]byte, len(prefix)+len(b))
-	copy(out, prefix)
-	for i, c := range b {
-		out[len(prefix)+i] = idAlphabet[int(c)%len(idAlphabet)]
-	}
-	return string(out)
 }
 
 // Status is the HTTP status an OpenAI client gets for e: as e.Status(), except that Anthropic's

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 )
 
@@ -71,7 +72,6 @@ type reader struct {
 	stop     llm.StopReason
 	stopSeq  string
 	usage    llm.Usage
-	tools    int
 }
 
 func (rd *reader) send(ev *llm.Event) error { return rd.sink.Send(ev) }
@@ -131,9 +131,8 @@ func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
 		rd.seen[idx] = true
 		id := ToolUseID(tc.ID)
 		if id == "" {
-			id = "toolu_" + strconv.Itoa(rd.tools)
+			id = ids.ToolUse()
 		}
-		rd.tools++
 		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: tc.Function.Name}
 		rd.next++
 		rd.open, rd.openTool = true, idx
