@@ -51,8 +51,8 @@ func (x *exchange) chatCompletions() {
 		x.fail(err)
 		return
 	}
-	if !x.wrote {
-		_ = sw.Flush()
+	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
+		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
 	}
 }
 
