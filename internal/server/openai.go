@@ -51,6 +51,9 @@ func (x *exchange) chatCompletions() {
 		x.fail(err)
 		return
 	}
+	if !x.wrote {
+		_ = sw.Flush() // whatever the engine left buffered
+	}
 	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
 		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
 	}
