@@ -17,6 +17,11 @@ const noRank = math.MaxUint32
 // of cl100k never span such a cut except in runs of spaces, so the code is nearly as short, and
 // the merge scratch stays on the stack. Each call encodes its text on its own: encoding the
 // deltas of a stream one by one decodes to the same bytes as encoding their concatenation.
+//
+// internal/tokenizer's EncodeBelow(…, 65536) gives cl100k's exact split but replaces invalid
+// UTF-8 with U+FFFD, as tiktoken does; an engine's delta may end inside a character, and the
+// wire must carry its bytes unchanged, so the wire code has its own byte-exact loop over the
+// served table (which also works for any table Parse reads, not only cl100k's).
 func (v *Vocab) Append(dst []uint32, text string) []uint32 {
 	for len(text) > 0 {
 		n := chunkLen(text)
