@@ -10,6 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -18,6 +23,7 @@ import (
 	"github.com/layer0ai/layer0/internal/engine/sim"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
@@ -57,6 +63,9 @@ type Option func(*options)
 type options struct {
 	logger    *slog.Logger
 	accessLog *accesslog.Logger
+	registry  *prometheus.Registry
+	now       func() time.Time
+	probes    *http.Client // health checks and metrics scrapes
 }
 
 // WithLogger sets the process logger (default: discard).
@@ -65,15 +74,30 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithAccessLog sets the access log that receives one record per HTTP request (default: none).
 func WithAccessLog(l *accesslog.Logger) Option { return func(o *options) { o.accessLog = l } }
 
-// Gateway is a running layer0: the live pipeline and the HTTP server over it.
+// WithMetrics sets the Prometheus registry the gateway's metrics are registered with and GET
+// /metrics serves (default: a new registry with the Go runtime and process collectors).
+func WithMetrics(reg *prometheus.Registry) Option { return func(o *options) { o.registry = reg } }
+
+// WithClock sets the clock of the rate limits and of the replicas' ejection, breaker and retry
+// budget (default time.Now), so tests can move time instead of waiting for it.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Gateway is a running layer0: the live pipeline, the HTTP server over it, and the background
+// loop that reads engines' load and health. Close stops the loop.
 type Gateway struct {
-	mu     sync.Mutex // serializes Reload
-	cfg    *Config
-	srv    *server.Server
-	logger *slog.Logger
+	mu      sync.Mutex // serializes Reload
+	gen     atomic.Pointer[generation]
+	srv     *server.Server
+	logger  *slog.Logger
+	opts    options
+	metrics *metrics.Metrics
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
 
-// New builds a gateway from cfg (DefaultConfig when nil).
+// New builds a gateway from cfg (DefaultConfig when nil). With no API keys configured it serves
+// without auth, and refuses to unless cfg.Server.Addr is a loopback address.
 func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	var o options
 	for _, f := range opts {
@@ -82,15 +106,37 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.registry == nil {
+		o.registry = prometheus.NewRegistry()
+		o.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	o.probes = newProbeClient()
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	p, err := build(cfg)
+	gen, err := build(cfg, nil, &o)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, logger: o.logger}
-	g.srv = server.New(p, server.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, AccessLog: o.accessLog, Logger: o.logger})
+	g := &Gateway{logger: o.logger, opts: o, stop: make(chan struct{}), done: make(chan struct{})}
+	g.gen.Store(gen)
+	if g.metrics, err = metrics.New(o.registry); err != nil {
+		return nil, err
+	}
+	if err := g.metrics.WatchEngines(g.engineStatus); err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+	if o.accessLog != nil {
+		if err := g.metrics.WatchAccessLog(o.accessLog.Dropped, o.accessLog.Written); err != nil {
+			return nil, fmt.Errorf("layer0: %w", err)
+		}
+	}
+	g.srv = server.New(gen.pipe, server.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, AccessLog: o.accessLog,
+		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad})
+	go g.run()
 	return g, nil
 }
 
@@ -98,31 +144,42 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.srv.ServeHTTP(w, r) }
 
 // Config returns the configuration in force.
-func (g *Gateway) Config() *Config {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cfg
-}
+func (g *Gateway) Config() *Config { return g.gen.Load().cfg }
+
+// Authless reports whether the configuration in force has no API keys, so that every caller is
+// served without auth (which New allows only on a loopback address).
+func (g *Gateway) Authless() bool { return len(g.gen.Load().cfg.Keys) == 0 }
 
 // Reload builds a pipeline from cfg and swaps it in atomically; requests in flight finish on the
-// old one. On error the old configuration keeps serving.
+// old one. Engines whose configuration is unchanged keep their state (connections, KV cache,
+// ejection, breaker), and rate-limit counters carry over for every key and limit that is
+// unchanged. On error the old configuration keeps serving.
 func (g *Gateway) Reload(cfg *Config) error {
-	p, err := build(cfg)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gen, err := build(cfg, g.gen.Load(), &g.opts)
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.cfg = cfg
-	g.srv.Swap(p, cfg.Server.MaxBodyBytes)
+	g.gen.Store(gen)
+	g.srv.Swap(gen.pipe, cfg.Server.MaxBodyBytes)
+	return nil
+}
+
+// Close stops the background loop (utilisation and health checks). Requests may still be
+// served; replicas then keep their last known load and health.
+func (g *Gateway) Close() error {
+	g.once.Do(func() { close(g.stop) })
+	<-g.done
 	return nil
 }
 
 // Do runs req through the pipeline in-process and pushes the response events into sink — no
 // HTTP, no serialization. Use a *Collector as the sink for a complete Response. Errors are
-// *Error.
+// *Error. The application is the caller: in-process calls are not authenticated, and the
+// global limits and those of the key name "" apply.
 func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
-	c := pipeline.Call{Request: req, Sink: &idSink{Sink: sink}}
+	c := pipeline.Call{Request: req, Sink: &idSink{Sink: sink}, Key: pipeline.Anonymous()}
 	return g.srv.Pipeline().Serve(ctx, &c)
 }
 
@@ -136,30 +193,6 @@ func (s *idSink) Send(ev *Event) error {
 		ev.ID = ids.Message()
 	}
 	return s.Sink.Send(ev)
-}
-
-// build turns a configuration into a pipeline: one engine per configured engine, one model per
-// configured model.
-func build(cfg *Config) (*pipeline.Pipeline, error) {
-	tok := tokenizer.Default()
-	engines := make(map[string]engine.Engine, len(cfg.Engines))
-	for name, ec := range cfg.Engines {
-		e, err := newEngine(name, ec, tok)
-		if err != nil {
-			return nil, err
-		}
-		engines[name] = e
-	}
-	models := make([]*pipeline.Model, 0, len(cfg.Models))
-	for id, mc := range cfg.Models {
-		m := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created,
-			Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow}
-		for _, en := range mc.Engines {
-			m.Replicas = append(m.Replicas, pipeline.Replica{Name: en, Engine: engines[en]})
-		}
-		models = append(models, m)
-	}
-	return pipeline.New(models, tok), nil
 }
 
 func newEngine(name string, ec config.Engine, tok *tokenizer.Codec) (engine.Engine, error) {

@@ -27,6 +27,19 @@ type Config struct {
 	Models map[string]Model `yaml:"models"`
 	// Log configures the process log and the access log.
 	Log Log `yaml:"log"`
+	// Keys are the API keys clients present, declared by their SHA-256 hashes. Default none:
+	// layer0 then serves without auth, and only on a loopback address.
+	Keys []Key `yaml:"keys"`
+	// Limits are the global rate limits and the request size limits.
+	Limits Limits `yaml:"limits"`
+	// Aliases map another name to a model or a split ("claude-latest": "claude-3-5-sonnet").
+	// Default none.
+	Aliases map[string]string `yaml:"aliases"`
+	// Splits route one name to several models by weight (A/B tests, version rollouts). Default
+	// none.
+	Splits map[string]Split `yaml:"splits"`
+	// Routing configures replica picking, health, fallbacks and retries.
+	Routing Routing `yaml:"routing"`
 }
 
 // Server configures the listener.
@@ -67,6 +80,14 @@ type Engine struct {
 	Timeouts Timeouts `yaml:"timeouts"`
 	// Sim configures the embedded simulator (kind sim only).
 	Sim Sim `yaml:"sim"`
+	// HealthPath, when set, is the path under URL that active health checks GET every
+	// routing.health.interval; a 2xx answer is healthy. Default "" (no active checks).
+	HealthPath string `yaml:"health_path"`
+	// MetricsPath, when set, is the path under URL of the engine's Prometheus metrics, scraped
+	// every routing.utilization_interval for vllm:kv_cache_usage_perc and
+	// vllm:num_requests_waiting to set the replica's utilisation. Default "" (not scraped; sim
+	// engines report their load directly).
+	MetricsPath string `yaml:"metrics_path"`
 }
 
 // Timeouts bound an engine call. Zero means no bound.
@@ -139,6 +160,10 @@ type Model struct {
 	ContextWindow int `yaml:"context_window"`
 	// Created is the model's creation time shown in the models list. Default 2025-01-01T00:00:00Z.
 	Created time.Time `yaml:"created"`
+	// Fallback lists the models tried, in order, when this one cannot serve a request (429, 529,
+	// 5xx, timeout, out of memory, context overflow, or an error inside the stream before any
+	// content). A fallback's own fallbacks follow it. Default none.
+	Fallback []string `yaml:"fallback"`
 }
 
 // Log configures logging.
@@ -287,6 +312,7 @@ func (c *Config) setDefaults() {
 		t := true
 		c.Log.Access = &t
 	}
+	c.setPolicyDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -409,6 +435,7 @@ func (c *Config) Validate() error {
 	default:
 		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
 	}
+	c.validatePolicy(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -1,35 +1,45 @@
 // Package pipeline is the one place the order of the request path lives. A Pipeline is built
 // from one configuration and never mutated; reload builds a new one and swaps it in. Serve runs
-// the stages top to bottom — resolve the model, check the context window, call the engine — and
-// fills one Record per request from which metrics and the access log are written once.
+// the stages top to bottom — auth, size limits, model permission, rate limits, route plan, then
+// engine attempts with retries and fallbacks until one succeeds or content has reached the
+// client — and fills one Record per request from which metrics and the access log are written
+// once.
+//
+// An attempt's events pass through a sink that holds the stream's prelude (message start, block
+// starts) until the first content delta: until then nothing of the attempt has reached the
+// client, so a failure can still go to another replica or fallback model and the client sees
+// one clean stream, or one clean HTTP error. A non-streamed answer is collected whole before
+// anything is written, so for it every failure is still retryable.
 package pipeline
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/upstream"
 )
 
-// Replica is one engine instance serving a model.
-type Replica struct {
-	Name   string
-	Engine engine.Engine
-}
-
-// Model is a model id clients may ask for and the pool that serves it.
+// Model is a name clients may ask for — a model, an alias or a split — as the models list shows
+// it.
 type Model struct {
-	ID            string
-	DisplayName   string
-	Created       time.Time
-	Upstream      string // model name sent to the engine
-	ContextWindow int    // input tokens; 0 means unbounded
-	Replicas      []Replica
+	ID          string
+	DisplayName string
+	Created     time.Time
+	// Tokens counts the input in the model's tokenizer (its engine's, when the engine can);
+	// nil means the pipeline's Counter.
+	Tokens engine.Counter
 }
 
 // Counter counts a request's input tokens when its engine cannot.
@@ -37,28 +47,73 @@ type Counter interface {
 	CountRequest(r *llm.Request) int
 }
 
-// Pipeline is one immutable configuration of the request path. Build it with New.
-type Pipeline struct {
-	models []*Model          // sorted by ID, for listing
-	byID   map[string]*Model // exact ids
-	byNorm map[string]*Model // ids with '-', '.' removed and lowercased
-	tokens Counter
+// Engine is what the pipeline knows of a replica's engine beyond the engine itself.
+type Engine struct {
+	// URL is the engine's base URL, where /v1/layer/negotiate sends legacy clients; "" for an
+	// engine embedded in this process.
+	URL string
+	// FirstByte, when positive, is how long an attempt may wait for its first content before
+	// the pipeline gives up on it (timeout, so the request can fall back). Engines behind a
+	// URL enforce their own timeouts and leave it 0; the embedded sim relies on it.
+	FirstByte time.Duration
 }
 
-// New returns a pipeline serving models, counting tokens with tokens where an engine cannot.
-func New(models []*Model, tokens Counter) *Pipeline {
-	p := &Pipeline{
-		models: append([]*Model(nil), models...),
-		byID:   make(map[string]*Model, len(models)),
-		byNorm: make(map[string]*Model, len(models)),
-		tokens: tokens,
+// Config is what a Pipeline is built from.
+type Config struct {
+	// Keys are the API keys. Nil or empty serves every caller as the anonymous key; the caller
+	// of New enforces that this happens only on loopback (auth.Keys.CheckListen).
+	Keys *auth.Keys
+	// Limits enforces rate limits; nil limits nothing.
+	Limits *limit.Limiter
+	// Sizes bounds headers, message count and content length (the body is bounded as it is
+	// read, by the server).
+	Sizes limit.Sizes
+	// Routes resolves names and plans attempts. Required.
+	Routes *route.Table
+	// Models describe every name Routes knows, for the models list. A name Routes knows but
+	// Models lacks is listed with its name as display name.
+	Models []*Model
+	// Engines describe replicas beyond their engine. Missing entries are the zero Engine.
+	Engines map[*route.Replica]Engine
+	// Tokens counts input tokens for models whose engine cannot. Nil counts 0.
+	Tokens Counter
+}
+
+// Pipeline is one immutable configuration of the request path. Build it with New.
+type Pipeline struct {
+	keys    *auth.Keys
+	limits  *limit.Limiter
+	sizes   limit.Sizes
+	routes  *route.Table
+	models  []*Model          // every name, sorted by ID
+	byID    map[string]*Model // by canonical name
+	engines map[*route.Replica]Engine
+	tokens  Counter
+}
+
+// New builds a pipeline from c.
+func New(c Config) (*Pipeline, error) {
+	if c.Routes == nil {
+		return nil, errors.New("pipeline: no routing table")
+	}
+	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
+		tokens: c.Tokens, byID: map[string]*Model{}}
+	for _, m := range c.Models {
+		if _, ok := c.Routes.Resolve(m.ID); !ok {
+			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
+		}
+		p.byID[m.ID] = m
+	}
+	for _, name := range c.Routes.Names() {
+		if _, ok := p.byID[name]; !ok {
+			p.byID[name] = &Model{ID: name, DisplayName: name}
+		}
+	}
+	for _, m := range p.byID {
+		p.models = append(p.models, m)
 	}
 	sort.Slice(p.models, func(i, j int) bool { return p.models[i].ID < p.models[j].ID })
-	for _, m := range p.models {
-		p.byID[m.ID] = m
-		p.byNorm[NormalizeModel(m.ID)] = m
-	}
-	return p
+	return p, nil
 }
 
 // NormalizeModel folds a model name for loose matching: '-' and '.' removed, ASCII lowercased,
@@ -80,18 +135,20 @@ func NormalizeModel(s string) string {
 	return b.String()
 }
 
-// Models returns the models in id order. The slice must not be modified.
+// Models returns every name clients may ask for, in id order. The slice must not be modified.
 func (p *Pipeline) Models() []*Model { return p.models }
 
-// Model finds a model by exact id, then by its normalized form.
+// Model finds a name clients may ask for, exactly or ignoring '-', '.' and case.
 func (p *Pipeline) Model(id string) (*Model, error) {
-	if m, ok := p.byID[id]; ok {
-		return m, nil
+	name, ok := p.routes.Resolve(id)
+	if !ok {
+		return nil, notFound(id)
 	}
-	if m, ok := p.byNorm[NormalizeModel(id)]; ok {
-		return m, nil
-	}
-	return nil, &apierr.Error{Kind: apierr.NotFound, Param: "model", Code: "model_not_found",
+	return p.byID[name], nil
+}
+
+func notFound(id string) *apierr.Error {
+	return &apierr.Error{Kind: apierr.NotFound, Param: "model", Code: "model_not_found",
 		Message: "model: " + quote(id) + " not found"}
 }
 
@@ -99,17 +156,49 @@ func quote(s string) string {
 	if len(s) > 128 {
 		s = s[:128] + "…"
 	}
-	return `"` + s + `"`
+	return strconv.Quote(s)
 }
+
+// Routes is the routing table, for the replicas' state (metrics, health checks).
+func (p *Pipeline) Routes() *route.Table { return p.routes }
+
+// Limits is the rate limiter (nil when nothing is limited), for the next pipeline to adopt its
+// state on reload.
+func (p *Pipeline) Limits() *limit.Limiter { return p.limits }
 
 // Call is one request going through the pipeline.
 type Call struct {
 	// Request is the decoded request. Serve does not modify it.
 	Request *llm.Request
-	// Sink receives the response events.
+	// Sink receives the response events. A *llm.Collector is recognised: nothing reaches the
+	// client until Serve returns, so Serve resets it and retries after any failure.
 	Sink llm.Sink
+	// Header holds the request's HTTP headers, from which Serve authenticates the caller when
+	// Key is nil.
+	Header http.Header
+	// Key is the caller, when the server authenticated it already (Admit), or Anonymous for an
+	// in-process call.
+	Key *auth.Key
+	// Forward, when set, offers the pass-through path (see Forward).
+	Forward *Forward
 	// Record is filled in by the stages; the server writes metrics and the log from it.
 	Record Record
+
+	up    llm.Request // the request as the engine sees it
+	lease limit.Lease
+	att   attemptSink
+	fw    countingWriter
+}
+
+// Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
+// format (upstream.Forwarder) the client's body goes to it with only the model rewritten, and its
+// bytes come back to Out unchanged, instead of events to the Sink.
+type Forward struct {
+	// Body is the client's request body, not modified.
+	Body []byte
+	// Out receives the engine's answer. Nothing is written to it before an attempt succeeds
+	// in starting, so a failed attempt leaves it untouched.
+	Out io.Writer
 }
 
 // Record is what one request did, filled in as it goes and written once at the end.
@@ -118,21 +207,35 @@ type Record struct {
 	Start     time.Time
 	Format    llm.Format
 	Stream    bool
-	Model     string // the model id resolved
-	Engine    string // the replica that served
+	// Key is the API key's name ("" when serving without auth). Never the key.
+	Key string
+	// Model is the canonical name the client asked for (a model, alias or split).
+	Model string
+	// Served is the model that served the request: Model's, a split's arm, or a fallback.
+	Served    string
+	Engine    string // the replica of the last attempt
 	Simulated bool   // the engine is a simulator
+	// Attempts counts engine attempts (1 when the first succeeded).
+	Attempts int
+	// Fallbacks lists, in order, the reasons the request moved down its fallback chain.
+	Fallbacks []string
+	// RateLimited is set when layer0's own limits refused the request.
+	RateLimited bool
+	// Passed is set when the answer took the pass-through path.
+	Passed    bool
 	Status    int
 	ErrorType string
 	Cause     error // the internal error, for the log only
 	Usage     llm.Usage
 	// TTFT is the time from Start to the first content delta.
 	TTFT time.Duration
-	// EngineTime is the time spent waiting on the engine (excluding time spent writing to the
+	// EngineTime is the time spent waiting on engines (excluding time spent writing to the
 	// client); the gateway's own overhead is the total minus this.
 	EngineTime time.Duration
-	// FirstEventEngine is EngineTime as of the first event, for headers written at that moment.
+	// FirstEventEngine is EngineTime as of the moment the response started towards the client,
+	// for headers written at that moment.
 	FirstEventEngine time.Duration
-	// Deltas counts content deltas sent.
+	// Deltas counts the content deltas of the attempt that served.
 	Deltas int
 }
 
@@ -141,20 +244,39 @@ type Simulator interface {
 	Simulated() bool
 }
 
-// CountTokens resolves the request's model and counts its input tokens in that model's tokenizer.
-func (p *Pipeline) CountTokens(req *llm.Request) (int, error) {
-	m, err := p.Model(req.Model)
-	if err != nil {
-		return 0, err
+// anonymous is the caller without a key: every caller when no keys are configured, and the
+// application itself on the in-process path. It is never modified.
+var anonymous = &auth.Key{}
+
+// Anonymous is the key of a caller that presents none where none is needed: every caller of a
+// pipeline without keys, and in-process calls (the application linking layer0 is trusted). Its
+// name is "" and it may use every model; the limits of the name "" and the global ones apply.
+func Anonymous() *auth.Key { return anonymous }
+
+// Admit runs the checks on a request's headers: their size, then authentication. It returns the
+// caller's key, or a 413 or 401 *apierr.Error. Without keys every caller is Anonymous.
+func (p *Pipeline) Admit(h http.Header) (*auth.Key, error) {
+	if err := p.sizes.CheckHeader(h); err != nil {
+		return nil, err
 	}
-	return p.count(m, req)
+	if p.keys.Len() == 0 {
+		return anonymous, nil
+	}
+	return p.keys.Authenticate(h)
 }
 
-func (p *Pipeline) count(m *Model, req *llm.Request) (int, error) {
-	if len(m.Replicas) > 0 {
-		if c, ok := m.Replicas[0].Engine.(engine.Counter); ok {
-			return c.CountTokens(req)
-		}
+// CountTokens resolves the request's model and counts its input tokens in that model's tokenizer.
+func (p *Pipeline) CountTokens(req *llm.Request) (int, error) {
+	name, ok := p.routes.Resolve(req.Model)
+	if !ok {
+		return 0, notFound(req.Model)
+	}
+	return p.count(name, req)
+}
+
+func (p *Pipeline) count(name string, req *llm.Request) (int, error) {
+	if m := p.byID[name]; m != nil && m.Tokens != nil {
+		return m.Tokens.CountTokens(req)
 	}
 	if p.tokens == nil {
 		return 0, nil
@@ -163,89 +285,354 @@ func (p *Pipeline) count(m *Model, req *llm.Request) (int, error) {
 }
 
 // Serve runs the call through the stages in order. It returns an *apierr.Error where the stage
-// could classify its failure; the server writes it in the client's format.
+// could classify its failure; the server writes it in the client's format (as an HTTP error if
+// nothing was written yet, else inside the stream).
 func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	rec := &c.Record
 	req := c.Request
 
-	// L5 model routing: resolve the model id.
-	m, err := p.Model(req.Model)
+	// L4 auth: who is calling (the server may have admitted the request already).
+	key := c.Key
+	if key == nil {
+		var err error
+		if key, err = p.Admit(c.Header); err != nil {
+			return err
+		}
+	}
+	rec.Key = key.Name
+
+	// L2 size limits on the decoded request (body and headers are checked as they arrive).
+	if err := p.sizes.Check(req); err != nil {
+		return err
+	}
+
+	// L5 the name asked for, and whether this key may use it. Permissions are on the names
+	// clients send, before any rate is spent.
+	name, ok := p.routes.Resolve(req.Model)
+	if !ok {
+		return notFound(req.Model)
+	}
+	rec.Model = name
+	if err := key.Allow(name); err != nil {
+		return err
+	}
+
+	// L2 rate limits, with the input estimated in the model's tokenizer (settled below with
+	// the engine's own count).
+	input, err := p.count(name, req)
 	if err != nil {
 		return err
 	}
-	rec.Model = m.ID
+	c.lease, err = p.limits.Acquire(ctx, key.Name, input)
+	if err != nil {
+		var e *apierr.Error
+		rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+		return err
+	}
+	lease := &c.lease
+	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 
-	// Context window: an input that cannot fit is refused before any engine is called.
-	if m.ContextWindow > 0 {
-		n, err := p.count(m, req)
+	// L3/L5 the route: split arm, context-length filtering, fallback chain.
+	plan, err := p.routes.Plan(name, key.Name, input)
+	if err != nil {
+		_ = lease.Settle(0, 0)
+		return err
+	}
+
+	// Attempts, until one succeeds or content has reached the client. Only then is a failure
+	// final; before it, the plan decides between another replica, the next fallback model, or
+	// giving up with the most useful error.
+	s := &c.att
+	s.init(c, lease)
+	for {
+		a, err := plan.Next()
 		if err != nil {
+			_ = lease.Settle(0, 0) // nothing was served
 			return err
 		}
-		if n > m.ContextWindow {
-			return &apierr.Error{Kind: apierr.InvalidRequest, Param: "messages", Code: "context_length_exceeded",
-				Message: "prompt is too long: " + strconv.Itoa(n) + " tokens > " + strconv.Itoa(m.ContextWindow) + " maximum"}
+		rec.Attempts++
+		if a.Fallback != "" {
+			rec.Fallbacks = append(rec.Fallbacks, a.Fallback)
 		}
+		rec.Served, rec.Engine = a.Model, a.Replica.Name
+		if sim, ok := a.Replica.Engine.(Simulator); ok {
+			rec.Simulated = sim.Simulated()
+		} else {
+			rec.Simulated = false
+		}
+		t0 := time.Now()
+		err = p.attempt(ctx, c, &a, t0)
+		plan.Report(err, time.Since(t0))
+		if err == nil {
+			break
+		}
+		if s.committed {
+			// Content reached the client: the error ends the stream. Settle what was served.
+			_ = lease.Settle(input, rec.Deltas)
+			return err
+		}
+		s.discard()
 	}
 
-	// L3 pick a replica.
-	if len(m.Replicas) == 0 {
-		return apierr.New(apierr.Unavailable, "model %s has no engine", m.ID)
+	// Settle with the engine's own count: refund or charge the estimate's error.
+	u := &rec.Usage
+	if s.stopped || rec.Passed {
+		_ = lease.Settle(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
+	} else {
+		_ = lease.Settle(input, rec.Deltas)
 	}
-	rep := m.Replicas[0]
-	rec.Engine = rep.Name
-	if s, ok := rep.Engine.(Simulator); ok {
-		rec.Simulated = s.Simulated()
-	}
+	return nil
+}
 
-	// The engine sees the upstream model name; the caller's request is left untouched.
-	up := *req
-	up.Model = m.Upstream
-	ts := timingSink{inner: c.Sink, rec: rec, model: req.Model}
-	t0 := time.Now()
-	ts.t0 = t0
-	err = rep.Engine.Generate(ctx, &up, &ts)
-	rec.EngineTime += time.Since(t0) - ts.inSink
+// errFirstByte is the cause of an attempt canceled for sending no content in time.
+var errFirstByte = errors.New("pipeline: no first token within the engine's first_byte timeout")
+
+// attempt runs one engine call: the pass-through path when offered and possible, else events
+// through the attempt sink.
+func (p *Pipeline) attempt(ctx context.Context, c *Call, a *route.Attempt, t0 time.Time) error {
+	info := p.engines[a.Replica]
+	actx := ctx
+	var cancel context.CancelCauseFunc
+	if info.FirstByte > 0 {
+		actx, cancel = context.WithCancelCause(ctx)
+		c.att.timer = time.AfterFunc(info.FirstByte, func() { cancel(errFirstByte) })
+	}
+	err := p.generate(actx, c, a, t0)
+	if cancel != nil {
+		c.att.timer.Stop()
+		c.att.timer = nil
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errFirstByte) {
+			err = &apierr.Error{Kind: apierr.Timeout, Code: "FIRST_BYTE_TIMEOUT",
+				Message: "the engine sent no first token within " + info.FirstByte.String(),
+				Cause:   errors.Join(errFirstByte, err)}
+		}
+		cancel(nil)
+	}
 	return err
 }
 
-// timingSink separates the engine's time from the time spent writing to the client and notes
-// the first content delta; it is the only per-event work the pipeline adds.
-type timingSink struct {
-	inner  llm.Sink
-	rec    *Record
-	t0     time.Time
-	inSink time.Duration
-	first  bool
-	model  string // the model the client asked for, shown instead of the upstream name
+func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 time.Time) error {
+	rec := &c.Record
+	s := &c.att
+	s.begin(t0)
+	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && f.Format() == c.Request.Format {
+		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
+		res, err := f.Forward(ctx, &upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}, &c.fw)
+		rec.EngineTime += time.Since(t0)
+		if err == nil || c.fw.n > 0 {
+			rec.Passed, rec.Usage = true, res.Usage
+		}
+		return err
+	}
+	c.up = *c.Request
+	c.up.Model = a.Upstream
+	err := a.Replica.Engine.Generate(ctx, &c.up, s)
+	rec.EngineTime += time.Since(t0) - s.inSink
+	if err == nil && !s.committed && s.col == nil {
+		// A complete answer that was all prelude (no content, no stop): release it.
+		err = s.commit()
+	}
+	if err == nil && s.pending > 0 {
+		_ = s.lease.Charge(s.pending)
+		s.pending = 0
+	}
+	return err
 }
 
-func (t *timingSink) Send(ev *llm.Event) error {
+// maxHeld bounds the prelude events held before the first content; an engine that sends more
+// structure than that before any content has its prelude released (and the attempt committed).
+const maxHeld = 8
+
+// attemptSink sits between an engine and the client's sink for one call. It knows precisely
+// whether anything of the current attempt has reached the client's encoder (committed): the
+// prelude is held until the first content delta (or the stop), so an attempt that fails before
+// it leaves no trace and the next attempt's stream is the only one the client sees. It also
+// times the engine, notes the first token, stops the first-byte timer, and charges output
+// tokens to the rate limits as they stream (one per content delta, on each Flush; the engine's
+// count settles them at the end).
+type attemptSink struct {
+	inner llm.Sink
+	col   *llm.Collector // inner, when it collects the whole answer before anything is sent
+	rec   *Record
+	lease *limit.Lease
+	timer *time.Timer
+
+	held      [maxHeld]llm.Event
+	nheld     int
+	committed bool // the attempt's events have reached inner: no retry after this
+	first     bool // a content delta arrived in this attempt
+	stopped   bool // EventStop arrived
+	pending   int  // content deltas not yet charged
+	t0        time.Time
+	inSink    time.Duration // time inside inner's Flush and final Send, in this attempt
+}
+
+func (s *attemptSink) init(c *Call, lease *limit.Lease) {
+	s.inner, s.rec, s.lease = c.Sink, &c.Record, lease
+	s.col, _ = c.Sink.(*llm.Collector)
+}
+
+// begin starts an attempt.
+func (s *attemptSink) begin(t0 time.Time) {
+	s.t0, s.inSink = t0, 0
+	s.nheld, s.first, s.stopped, s.pending = 0, false, false, 0
+	s.rec.Deltas = 0
+}
+
+// discard drops a failed attempt's traces: its held prelude, or what a collector gathered.
+func (s *attemptSink) discard() {
+	s.nheld = 0
+	s.pending = 0
+	s.rec.Usage = llm.Usage{}
+	if s.col != nil {
+		*s.col = llm.Collector{}
+	}
+}
+
+// Send implements llm.Sink.
+func (s *attemptSink) Send(ev *llm.Event) error {
 	switch ev.Kind {
 	case llm.EventTextDelta, llm.EventToolDelta:
-		t.rec.Deltas++
-		if !t.first {
-			t.first = true
-			now := time.Now()
-			t.rec.TTFT = now.Sub(t.rec.Start)
+		if ev.Text == "" {
+			return nil
 		}
-	case llm.EventStart:
-		t.rec.FirstEventEngine = t.rec.EngineTime + time.Since(t.t0) - t.inSink
-		if ev.Model != t.model {
-			// The engine names its upstream model; the client sees the id it asked for. A copy,
-			// since the engine owns ev.
-			start := *ev
-			start.Model = t.model
-			return t.inner.Send(&start)
+		s.rec.Deltas++
+		s.pending++
+		if !s.first {
+			s.first = true
+			s.rec.TTFT = time.Since(s.rec.Start)
+			if s.timer != nil {
+				s.timer.Stop()
+			}
+		}
+		if !s.committed && s.col == nil {
+			if err := s.commit(); err != nil {
+				return err
+			}
 		}
 	case llm.EventStop:
-		t.rec.Usage = ev.Usage
+		s.stopped = true
+		s.rec.Usage = ev.Usage
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if !s.committed && s.col == nil {
+			if err := s.commit(); err != nil {
+				return err
+			}
+		}
+		t := time.Now()
+		err := s.inner.Send(ev) // the end of the message is written and flushed at once
+		s.inSink += time.Since(t)
+		return err
+	default:
+		if !s.committed && s.col == nil {
+			if s.nheld < maxHeld {
+				s.held[s.nheld] = *ev
+				s.nheld++
+				return nil
+			}
+			if err := s.commit(); err != nil {
+				return err
+			}
+		}
 	}
-	return t.inner.Send(ev)
+	return s.inner.Send(ev)
 }
 
-func (t *timingSink) Flush() error {
-	s := time.Now()
-	err := t.inner.Flush()
-	t.inSink += time.Since(s)
+// commit releases the held prelude to the client's sink: from here on the attempt's failures
+// end the stream instead of moving the request on.
+func (s *attemptSink) commit() error {
+	s.committed = true
+	s.rec.FirstEventEngine = s.rec.EngineTime + time.Since(s.t0) - s.inSink
+	for i := range s.held[:s.nheld] {
+		if err := s.inner.Send(&s.held[i]); err != nil {
+			return err
+		}
+		s.held[i] = llm.Event{}
+	}
+	s.nheld = 0
+	return nil
+}
+
+// Flush implements llm.Sink. Before the attempt commits there is nothing of it to push.
+func (s *attemptSink) Flush() error {
+	if s.pending > 0 {
+		_ = s.lease.Charge(s.pending) // a store failure leaves the count to the settlement
+		s.pending = 0
+	}
+	if !s.committed && s.col == nil {
+		return nil
+	}
+	t := time.Now()
+	err := s.inner.Flush()
+	s.inSink += time.Since(t)
 	return err
+}
+
+// countingWriter is the pass-through path's writer: the first byte written commits the attempt.
+type countingWriter struct {
+	w   io.Writer
+	att *attemptSink
+	n   int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	if w.n == 0 && len(b) > 0 {
+		w.att.committed = true
+		w.att.rec.TTFT = time.Since(w.att.rec.Start)
+		w.att.rec.FirstEventEngine = w.att.rec.EngineTime + time.Since(w.att.t0)
+		if w.att.timer != nil {
+			w.att.timer.Stop()
+		}
+	}
+	n, err := w.w.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+// Flush passes a flush on to the client's writer, which the engines' pass-through calls after
+// each batch of events.
+func (w *countingWriter) Flush() error {
+	switch f := w.w.(type) {
+	case interface{ Flush() error }:
+		return f.Flush()
+	case http.Flusher:
+		f.Flush()
+	}
+	return nil
+}
+
+// Picked is the replica /v1/layer/negotiate sends a legacy client to.
+type Picked struct {
+	// Model is the model that would serve (a split's arm, or a fallback).
+	Model string
+	// Engine is the replica's name.
+	Engine string
+	// URL is the engine's base URL, "" for an engine embedded in this process.
+	URL string
+}
+
+// Pick makes the routing decision Serve would make for model and key, without serving
+// anything: for the legacy negotiate endpoint (SYSTEM.md §7).
+func (p *Pipeline) Pick(key *auth.Key, model string) (Picked, error) {
+	name, ok := p.routes.Resolve(model)
+	if !ok {
+		return Picked{}, notFound(model)
+	}
+	if err := key.Allow(name); err != nil {
+		return Picked{}, err
+	}
+	plan, err := p.routes.Plan(name, key.Name, 0)
+	if err != nil {
+		return Picked{}, err
+	}
+	a, err := plan.Next()
+	if err != nil {
+		return Picked{}, err
+	}
+	// A pick that serves nothing says nothing about the replica's health: report it as a
+	// cancellation, which frees its outstanding count and counts neither way.
+	plan.Report(context.Canceled, 0)
+	return Picked{Model: a.Model, Engine: a.Replica.Name, URL: p.engines[a.Replica].URL}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
 )
 
@@ -31,6 +32,11 @@ type Options struct {
 	AccessLog *accesslog.Logger
 	// Logger is the process log; nil discards.
 	Logger *slog.Logger
+	// Metrics, when set, observes every request once and is served at GET /metrics.
+	Metrics *metrics.Metrics
+	// EngineLoad, when set, returns the load of an embedded engine by name, served in the vLLM
+	// format at GET /metrics/engines/NAME (so another layer0, or a test, can scrape it).
+	EngineLoad func(name string) (metrics.Load, bool)
 }
 
 // Server is an http.Handler serving the layer0 APIs from the current pipeline.
@@ -39,12 +45,14 @@ type Server struct {
 	maxBody atomic.Int64
 	access  *accesslog.Logger
 	logger  *slog.Logger
+	metrics *metrics.Metrics
+	load    func(string) (metrics.Load, bool)
 	bufs    sync.Pool
 }
 
 // New returns a server running p.
 func New(p *pipeline.Pipeline, o Options) *Server {
-	s := &Server{access: o.AccessLog, logger: o.Logger}
+	s := &Server{access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -92,6 +100,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Request-Id"] = []string{rec.RequestID}
 	h["X-Request-Id"] = h["Request-Id"]
 
+	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
+	if isAPI(r.URL.Path) {
+		key, err := x.p.Admit(r.Header)
+		if err != nil {
+			x.format = clientFormat(r)
+			x.fail(err)
+			x.finish()
+			return
+		}
+		x.call.Key = key
+		rec.Key = key.Name
+	}
+
 	switch path := r.URL.Path; {
 	case path == "/v1/messages" && isBinary(r):
 		x.onlyMethod(http.MethodPost, x.binaryMessages)
@@ -113,6 +134,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.onlyMethod(http.MethodGet, func() { x.getModel(strings.TrimPrefix(path, "/v1/models/")) })
 	case path == "/healthz" || path == "/readyz":
 		x.onlyMethod(http.MethodGet, x.health)
+	case path == "/v1/layer/negotiate":
+		x.negotiate()
+	case path == "/metrics" && s.metrics != nil:
+		x.onlyMethod(http.MethodGet, x.serveMetrics)
+	case strings.HasPrefix(path, enginePrefix) && s.load != nil:
+		x.onlyMethod(http.MethodGet, func() { x.engineMetrics(strings.TrimPrefix(path, enginePrefix)) })
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}
@@ -286,8 +313,12 @@ func (x *exchange) finish() {
 	if rec.Status == 0 {
 		rec.Status = http.StatusOK
 	}
+	total := time.Since(rec.Start)
+	if x.s.metrics != nil && isAPI(x.r.URL.Path) {
+		x.s.metrics.Observe(rec, total)
+	}
 	if x.s.access != nil {
-		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Duration: time.Since(rec.Start)}
+		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
 		x.s.access.Write(&e)
 	}
 	x.s.putBuf(x.buf)

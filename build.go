@@ -1,0 +1,248 @@
+package layer0
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/sim"
+	"github.com/layer0ai/layer0/internal/limit"
+	"github.com/layer0ai/layer0/internal/metrics"
+	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/tokenizer"
+	"github.com/layer0ai/layer0/internal/upstream"
+)
+
+// generation is one built configuration: the pipeline, and what the background loops and the
+// engine metrics endpoint need of it. A generation is never mutated; reload builds the next one,
+// handing over the state that must survive (replicas of unchanged engines, limit counters).
+type generation struct {
+	cfg      *Config
+	pipe     *pipeline.Pipeline
+	replicas map[string]*replica // by engine name, every configured engine
+}
+
+// replica is one engine with its routing state and how its load and health are read.
+type replica struct {
+	cfg    config.Engine
+	policy policyKey
+	route  *route.Replica
+	sim    *sim.Engine // the embedded engine, whose load is read directly; nil otherwise
+	// metricsURL is the engine's Prometheus endpoint to scrape for utilisation; "" when none.
+	metricsURL string
+}
+
+// policyKey is the part of the configuration a replica's routing state was built with: a
+// replica is kept across a reload only when this and its engine's configuration are unchanged.
+type policyKey struct {
+	ejection config.Ejection
+	breaker  config.Breaker
+	health   config.Health
+}
+
+// load returns the replica's load, read from the sim; ok is false for other engines.
+func (r *replica) load() (metrics.Load, bool) {
+	if r.sim == nil {
+		return metrics.Load{}, false
+	}
+	st := r.sim.Stats()
+	return metrics.Load{Running: float64(st.Running), Waiting: float64(st.Waiting), KVCacheUsage: st.KVCacheUsage}, true
+}
+
+// build turns a configuration into a generation. Engines whose configuration and routing policy
+// are unchanged from old keep their engine and replica (connections, KV cache, ejection and
+// breaker state); the limiter adopts old's counters for every key and limit that is unchanged.
+func build(cfg *Config, old *generation, o *options) (*generation, error) {
+	keys, err := auth.New(keySpecs(cfg.Keys))
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.CheckListen(cfg.Server.Addr); err != nil {
+		return nil, err
+	}
+
+	tok := tokenizer.Default()
+	g := &generation{cfg: cfg, replicas: make(map[string]*replica, len(cfg.Engines))}
+	pol := policyKey{cfg.Routing.Ejection, cfg.Routing.Breaker, cfg.Routing.Health}
+	for _, name := range sortedNames(cfg.Engines) {
+		ec := cfg.Engines[name]
+		if old != nil {
+			if r, ok := old.replicas[name]; ok && r.policy == pol && reflect.DeepEqual(r.cfg, ec) {
+				g.replicas[name] = r
+				continue
+			}
+		}
+		r, err := newReplica(name, ec, pol, tok, o)
+		if err != nil {
+			return nil, err
+		}
+		g.replicas[name] = r
+	}
+
+	rc := route.Config{
+		Aliases:              cfg.Aliases,
+		UtilizationThreshold: cfg.Routing.FallbackUtilizationThreshold,
+		Budget: route.BudgetConfig{Ratio: cfg.Routing.RetryBudget.Ratio, MinRetries: cfg.Routing.RetryBudget.MinRetries,
+			Window: cfg.Routing.RetryBudget.Window},
+		Now: o.now,
+	}
+	if cfg.Routing.Picker == config.PickerRoundRobin {
+		rc.Picker = &route.RoundRobin{}
+	}
+	var models []*pipeline.Model
+	byID := map[string]*pipeline.Model{}
+	engines := map[*route.Replica]pipeline.Engine{}
+	for _, id := range sortedNames(cfg.Models) {
+		mc := cfg.Models[id]
+		m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
+		pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created}
+		for _, en := range mc.Engines {
+			r := g.replicas[en]
+			m.Replicas = append(m.Replicas, r.route)
+			if c, ok := r.route.Engine.(engine.Counter); ok && pm.Tokens == nil {
+				pm.Tokens = c
+			}
+			info := pipeline.Engine{URL: r.cfg.URL}
+			if r.sim != nil {
+				// Engines behind a URL enforce their timeouts in the upstream client; the
+				// embedded sim relies on the pipeline for the first byte.
+				info.FirstByte = r.cfg.Timeouts.FirstByte
+			}
+			engines[r.route] = info
+		}
+		rc.Models = append(rc.Models, m)
+		models = append(models, pm)
+		byID[id] = pm
+	}
+	for _, name := range sortedNames(cfg.Splits) {
+		sc := cfg.Splits[name]
+		s := route.Split{Name: name, Sticky: sc.Sticky}
+		for _, t := range sc.Targets {
+			s.Targets = append(s.Targets, route.Target{Model: t.Model, Weight: t.Weight})
+		}
+		rc.Splits = append(rc.Splits, s)
+		first := byID[sc.Targets[0].Model]
+		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens}
+		models = append(models, pm)
+		byID[name] = pm
+	}
+	for _, alias := range sortedNames(cfg.Aliases) {
+		if t := byID[cfg.Aliases[alias]]; t != nil {
+			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens})
+		}
+	}
+	table, err := route.New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+
+	lim, err := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.now})
+	if err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+	if old != nil {
+		lim.Adopt(old.pipe.Limits())
+	}
+
+	g.pipe, err = pipeline.New(pipeline.Config{
+		Keys:   keys,
+		Limits: lim,
+		Sizes: limit.Sizes{MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxMessages: cfg.Limits.MaxMessages,
+			MaxContentBytes: cfg.Limits.MaxContentBytes},
+		Routes:  table,
+		Models:  models,
+		Engines: engines,
+		Tokens:  tok,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+	return g, nil
+}
+
+// newReplica builds an engine and its routing state.
+func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Codec, o *options) (*replica, error) {
+	e, err := newEngine(name, ec, tok)
+	if err != nil {
+		return nil, err
+	}
+	p := route.Policy{
+		Ejection: route.Ejection{ConsecutiveFailures: pol.ejection.ConsecutiveFailures, BaseTime: pol.ejection.BaseTime,
+			MaxTime: pol.ejection.MaxTime},
+		Breaker: route.Breaker{Window: pol.breaker.Window, MinRequests: pol.breaker.MinRequests,
+			FailureRatio: pol.breaker.FailureRatio, OpenTime: pol.breaker.OpenTime, HalfOpenProbes: pol.breaker.HalfOpenProbes},
+		Health: route.Health{UnhealthyThreshold: pol.health.UnhealthyThreshold, HealthyThreshold: pol.health.HealthyThreshold,
+			Timeout: pol.health.Timeout},
+		Now: o.now,
+	}
+	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
+	r.sim, _ = e.(*sim.Engine)
+	base := strings.TrimRight(ec.URL, "/")
+	if ec.HealthPath != "" {
+		r.route.Probe = probe(o.probes, base+ec.HealthPath)
+	}
+	if ec.MetricsPath != "" {
+		r.metricsURL = base + ec.MetricsPath
+	}
+	return r, nil
+}
+
+// probe returns an active health check: GET url, healthy on a 2xx answer.
+func probe(hc *http.Client, url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// newProbeClient is the HTTP client of health checks and metrics scrapes: its own small pool,
+// no redirects, and no engine credential (neither endpoint needs one, so none is sent).
+func newProbeClient() *http.Client {
+	return &http.Client{
+		Transport:     upstream.NewTransport(5*time.Second, nil),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func keySpecs(ks []config.Key) []auth.Spec {
+	specs := make([]auth.Spec, len(ks))
+	for i, k := range ks {
+		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits)}
+	}
+	return specs
+}
+
+func rates(r config.Rates) limit.Limits {
+	return limit.Limits{RequestsPerMinute: r.RequestsPerMinute, InputTokensPerMinute: r.InputTokensPerMinute,
+		OutputTokensPerMinute: r.OutputTokensPerMinute, Concurrent: r.Concurrent}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}

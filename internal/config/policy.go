@@ -1,0 +1,396 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Key declares one API key. The key itself never appears in the file: `layer0 keys new` prints a
+// fresh key and the hash to declare here.
+type Key struct {
+	// Name identifies the key in logs, metrics and limits (never the key itself). Required,
+	// unique.
+	Name string `yaml:"name"`
+	// Hash is the hex SHA-256 of the key, 64 hex digits. Required, unique.
+	Hash string `yaml:"hash"`
+	// Models lists the model names (as clients send them: models, aliases, splits) the key may
+	// use; "*" in a name matches any run of characters ("claude-*"). Default: every model.
+	Models []string `yaml:"models"`
+	// Limits are the key's own rate limits. Default none.
+	Limits Rates `yaml:"limits"`
+}
+
+// Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on
+// that dimension; the zero value limits nothing.
+type Rates struct {
+	// RequestsPerMinute caps requests started per minute. Default 0 (no limit).
+	RequestsPerMinute int64 `yaml:"requests_per_minute"`
+	// InputTokensPerMinute caps input tokens per minute: estimated with the tokenizer before
+	// the call, settled with the engine's count after. Default 0 (no limit).
+	InputTokensPerMinute int64 `yaml:"input_tokens_per_minute"`
+	// OutputTokensPerMinute caps output tokens per minute, charged while they stream. A stream
+	// that crosses the limit finishes; the next requests wait until the debt is repaid.
+	// Default 0 (no limit).
+	OutputTokensPerMinute int64 `yaml:"output_tokens_per_minute"`
+	// Concurrent caps requests in flight at once. Default 0 (no limit).
+	Concurrent int64 `yaml:"concurrent"`
+}
+
+// Limits are the global rate limits and the size limits every request is checked against (the
+// body limit is server.max_body_bytes).
+type Limits struct {
+	// Global limits apply to all requests of this process together, on top of each key's own.
+	// Default none.
+	Global Rates `yaml:"global"`
+	// MaxHeaderBytes is the largest total size of a request's headers, in bytes; larger gets
+	// 413. Default 65536 (64 KiB, the HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE layer0 announces).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxMessages is the most messages one request may carry; more gets 400. Default 10000.
+	MaxMessages int `yaml:"max_messages"`
+	// MaxContentBytes is the largest content of one message or of the system prompt, in bytes
+	// (text, tool input, tool results and image data together); larger gets 400 naming the
+	// message. Default 0 (bounded only by server.max_body_bytes).
+	MaxContentBytes int `yaml:"max_content_bytes"`
+}
+
+// Split routes one name to several models by weight.
+type Split struct {
+	// Targets are the arms: a model and its relative weight. At least one.
+	Targets []SplitTarget `yaml:"targets"`
+	// Sticky sends every request of one API key to the same arm, so that one caller sees one
+	// version. Default false: each request is drawn at random.
+	Sticky bool `yaml:"sticky"`
+}
+
+// SplitTarget is one arm of a split.
+type SplitTarget struct {
+	// Model is a model id. Required.
+	Model string `yaml:"model"`
+	// Weight is the arm's share relative to the other arms'. Required, positive.
+	Weight int `yaml:"weight"`
+}
+
+// Pickers.
+const (
+	PickerP2C        = "p2c"
+	PickerRoundRobin = "round_robin"
+)
+
+// Routing configures how a replica is chosen and when a request moves on.
+type Routing struct {
+	// Picker chooses among a model's replicas: "p2c" (least outstanding requests of two drawn
+	// at random) or "round_robin". Default "p2c".
+	Picker string `yaml:"picker"`
+	// FallbackUtilizationThreshold is the utilisation, 0 to 1, above which a replica is skipped
+	// while another replica or fallback model can serve. 1 or more never skips. Default 0.85.
+	FallbackUtilizationThreshold float64 `yaml:"fallback_utilization_threshold"`
+	// UtilizationInterval is how often each replica's utilisation is read (sim engines) or
+	// scraped (engines with metrics_path). Default 1s.
+	UtilizationInterval time.Duration `yaml:"utilization_interval"`
+	// RetryBudget bounds retries on another replica of the same model.
+	RetryBudget RetryBudget `yaml:"retry_budget"`
+	// Ejection configures passive outlier ejection.
+	Ejection Ejection `yaml:"ejection"`
+	// Breaker configures each replica's circuit breaker.
+	Breaker Breaker `yaml:"breaker"`
+	// Health configures active health checks (engines with health_path).
+	Health Health `yaml:"health"`
+}
+
+// RetryBudget allows, over the last Window, at most MinRetries plus Ratio of the requests as
+// retries, so a failing pool never multiplies the load.
+type RetryBudget struct {
+	// Ratio is the share of requests that may be retried. Default 0.2.
+	Ratio float64 `yaml:"ratio"`
+	// MinRetries is how many retries the window allows whatever the traffic. Default 10.
+	MinRetries int `yaml:"min_retries"`
+	// Window is the span counted. Default 10s.
+	Window time.Duration `yaml:"window"`
+}
+
+// Ejection takes a replica out after ConsecutiveFailures faults in a row, for BaseTime doubled on
+// each further ejection up to MaxTime.
+type Ejection struct {
+	// ConsecutiveFailures is the number of faults in a row that ejects a replica. Default 5;
+	// -1 disables ejection.
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
+	// BaseTime is the first ejection's length. Default 30s.
+	BaseTime time.Duration `yaml:"base_time"`
+	// MaxTime caps an ejection's length. Default 5m.
+	MaxTime time.Duration `yaml:"max_time"`
+}
+
+// Breaker opens when at least FailureRatio of a replica's requests in the last Window failed
+// (with at least MinRequests of them), stays open OpenTime, then lets HalfOpenProbes through.
+type Breaker struct {
+	// Window is the span over which the failure ratio is measured. Default 10s.
+	Window time.Duration `yaml:"window"`
+	// MinRequests is how many requests the window must hold before the breaker may open.
+	// Default 20.
+	MinRequests int `yaml:"min_requests"`
+	// FailureRatio is the share of failed requests, 0 to 1, that opens the breaker; above 1
+	// never opens it. Default 0.5.
+	FailureRatio float64 `yaml:"failure_ratio"`
+	// OpenTime is how long an open breaker refuses requests. Default 30s.
+	OpenTime time.Duration `yaml:"open_time"`
+	// HalfOpenProbes is how many requests a half-open breaker lets through, and how many
+	// successes close it. Default 1.
+	HalfOpenProbes int `yaml:"half_open_probes"`
+}
+
+// Health configures active health checks.
+type Health struct {
+	// Interval is the time between two checks of each engine with a health_path. Default 10s.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one check. Default 5s.
+	Timeout time.Duration `yaml:"timeout"`
+	// UnhealthyThreshold is how many failed checks in a row mark a replica down. Default 2.
+	UnhealthyThreshold int `yaml:"unhealthy_threshold"`
+	// HealthyThreshold is how many passed checks in a row mark it up again. Default 1.
+	HealthyThreshold int `yaml:"healthy_threshold"`
+}
+
+// Policy defaults, also documented on the fields and in docs/config.md.
+const (
+	DefaultMaxHeaderBytes               = 64 << 10
+	DefaultMaxMessages                  = 10000
+	DefaultFallbackUtilizationThreshold = 0.85
+)
+
+func (c *Config) setPolicyDefaults() {
+	l := &c.Limits
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxMessages == 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	r := &c.Routing
+	if r.Picker == "" {
+		r.Picker = PickerP2C
+	}
+	if r.FallbackUtilizationThreshold == 0 {
+		r.FallbackUtilizationThreshold = DefaultFallbackUtilizationThreshold
+	}
+	setDuration(&r.UtilizationInterval, time.Second)
+	b := &r.RetryBudget
+	if b.Ratio == 0 {
+		b.Ratio = 0.2
+	}
+	if b.MinRetries == 0 {
+		b.MinRetries = 10
+	}
+	setDuration(&b.Window, 10*time.Second)
+	e := &r.Ejection
+	if e.ConsecutiveFailures == 0 {
+		e.ConsecutiveFailures = 5
+	}
+	setDuration(&e.BaseTime, 30*time.Second)
+	setDuration(&e.MaxTime, 5*time.Minute)
+	br := &r.Breaker
+	setDuration(&br.Window, 10*time.Second)
+	if br.MinRequests == 0 {
+		br.MinRequests = 20
+	}
+	if br.FailureRatio == 0 {
+		br.FailureRatio = 0.5
+	}
+	setDuration(&br.OpenTime, 30*time.Second)
+	if br.HalfOpenProbes == 0 {
+		br.HalfOpenProbes = 1
+	}
+	h := &r.Health
+	setDuration(&h.Interval, 10*time.Second)
+	setDuration(&h.Timeout, 5*time.Second)
+	if h.UnhealthyThreshold == 0 {
+		h.UnhealthyThreshold = 2
+	}
+	if h.HealthyThreshold == 0 {
+		h.HealthyThreshold = 1
+	}
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+// validatePolicy checks keys, limits, routing names and knobs, adding every problem to errs.
+func (c *Config) validatePolicy(errs *Errors) {
+	names := map[string]int{}
+	hashes := map[string]int{}
+	for i, k := range c.Keys {
+		p := fmt.Sprintf("keys[%d]", i)
+		switch j, dup := names[k.Name]; {
+		case k.Name == "":
+			errs.add(p+".name", "required")
+		case dup:
+			errs.add(p+".name", "%q is also the name of keys[%d]", k.Name, j)
+		default:
+			names[k.Name] = i
+		}
+		h := strings.ToLower(k.Hash)
+		switch j, dup := hashes[h]; {
+		case len(h) != 64:
+			errs.add(p+".hash", "want the key's SHA-256 as 64 hex digits (layer0 keys new prints one), got %d characters", len(h))
+		case !isHex(h):
+			errs.add(p+".hash", "not hexadecimal")
+		case dup:
+			errs.add(p+".hash", "same key as keys[%d]", j)
+		default:
+			hashes[h] = i
+		}
+		for j, m := range k.Models {
+			if m == "" {
+				errs.add(fmt.Sprintf("%s.models[%d]", p, j), "empty model name")
+			}
+		}
+		k.Limits.validate(p+".limits", errs)
+	}
+
+	l := &c.Limits
+	l.Global.validate("limits.global", errs)
+	if l.MaxHeaderBytes < 0 {
+		errs.add("limits.max_header_bytes", "must not be negative")
+	}
+	if l.MaxMessages < 0 {
+		errs.add("limits.max_messages", "must not be negative")
+	}
+	if l.MaxContentBytes < 0 {
+		errs.add("limits.max_content_bytes", "must not be negative")
+	}
+
+	for _, name := range sortedKeys(c.Engines) {
+		e := c.Engines[name]
+		for _, f := range []struct{ key, v string }{{"health_path", e.HealthPath}, {"metrics_path", e.MetricsPath}} {
+			switch {
+			case f.v == "":
+			case e.Kind == KindSim:
+				errs.add("engines."+name+"."+f.key, "not used by kind sim (its load and health are read directly)")
+			case !strings.HasPrefix(f.v, "/"):
+				errs.add("engines."+name+"."+f.key, "must be a path starting with /, got %q", f.v)
+			}
+		}
+	}
+
+	// Names clients may ask for: models, splits and aliases share one namespace.
+	for _, id := range sortedKeys(c.Models) {
+		m := c.Models[id]
+		for i, f := range m.Fallback {
+			p := fmt.Sprintf("models.%s.fallback[%d]", id, i)
+			if _, ok := c.Models[f]; !ok {
+				errs.add(p, "unknown model %q", f)
+			} else if f == id {
+				errs.add(p, "a model cannot fall back to itself")
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Splits) {
+		s := c.Splits[name]
+		p := "splits." + name
+		if _, dup := c.Models[name]; dup {
+			errs.add(p, "the name is already a model")
+		}
+		if len(s.Targets) == 0 {
+			errs.add(p+".targets", "at least one target is required")
+		}
+		for i, t := range s.Targets {
+			tp := fmt.Sprintf("%s.targets[%d]", p, i)
+			if _, ok := c.Models[t.Model]; !ok {
+				errs.add(tp+".model", "unknown model %q", t.Model)
+			}
+			if t.Weight <= 0 {
+				errs.add(tp+".weight", "must be positive, got %d", t.Weight)
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Aliases) {
+		target := c.Aliases[name]
+		p := "aliases." + name
+		_, isModel := c.Models[name]
+		_, isSplit := c.Splits[name]
+		if isModel || isSplit {
+			errs.add(p, "the name is already a model or a split")
+		}
+		_, toModel := c.Models[target]
+		_, toSplit := c.Splits[target]
+		if !toModel && !toSplit {
+			errs.add(p, "unknown model or split %q (an alias cannot point at another alias)", target)
+		}
+	}
+
+	r := &c.Routing
+	switch r.Picker {
+	case PickerP2C, PickerRoundRobin:
+	default:
+		errs.add("routing.picker", "unknown picker %q (want p2c or round_robin)", r.Picker)
+	}
+	if r.FallbackUtilizationThreshold < 0 {
+		errs.add("routing.fallback_utilization_threshold", "must be between 0 and 1, got %g", r.FallbackUtilizationThreshold)
+	}
+	if r.RetryBudget.Ratio < 0 {
+		errs.add("routing.retry_budget.ratio", "must not be negative")
+	}
+	if r.RetryBudget.MinRetries < 0 {
+		errs.add("routing.retry_budget.min_retries", "must not be negative")
+	}
+	if r.Ejection.ConsecutiveFailures < -1 {
+		errs.add("routing.ejection.consecutive_failures", "must be positive, or -1 to disable ejection")
+	}
+	if r.Breaker.MinRequests < 0 {
+		errs.add("routing.breaker.min_requests", "must not be negative")
+	}
+	if r.Breaker.FailureRatio < 0 {
+		errs.add("routing.breaker.failure_ratio", "must not be negative")
+	}
+	if r.Breaker.HalfOpenProbes < 0 {
+		errs.add("routing.breaker.half_open_probes", "must not be negative")
+	}
+	if r.Health.UnhealthyThreshold < 0 {
+		errs.add("routing.health.unhealthy_threshold", "must not be negative")
+	}
+	if r.Health.HealthyThreshold < 0 {
+		errs.add("routing.health.healthy_threshold", "must not be negative")
+	}
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"routing.utilization_interval", r.UtilizationInterval},
+		{"routing.retry_budget.window", r.RetryBudget.Window},
+		{"routing.ejection.base_time", r.Ejection.BaseTime},
+		{"routing.ejection.max_time", r.Ejection.MaxTime},
+		{"routing.breaker.window", r.Breaker.Window},
+		{"routing.breaker.open_time", r.Breaker.OpenTime},
+		{"routing.health.interval", r.Health.Interval},
+		{"routing.health.timeout", r.Health.Timeout},
+	} {
+		if d.v < 0 {
+			errs.add(d.path, "must not be negative")
+		}
+	}
+}
+
+func (r Rates) validate(p string, errs *Errors) {
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"requests_per_minute", r.RequestsPerMinute},
+		{"input_tokens_per_minute", r.InputTokensPerMinute},
+		{"output_tokens_per_minute", r.OutputTokensPerMinute},
+		{"concurrent", r.Concurrent},
+	} {
+		if f.v < 0 {
+			errs.add(p+"."+f.key, "must not be negative")
+		}
+	}
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}

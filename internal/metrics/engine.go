@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/layer0ai/layer0/internal/route"
+)
+
+// engineCollector reads the replicas' state when Prometheus scrapes: the state lives in the
+// router, and copying it into gauges on every change would put metrics on the request path.
+type engineCollector struct {
+	src func() []route.Status
+
+	up, outstanding, util, ejected, breaker, latency *prometheus.Desc
+}
+
+// WatchEngines registers engine health metrics read from src at each scrape: src returns the
+// live replicas' state (the current pipeline's, so a reload changes what is reported).
+func (m *Metrics) WatchEngines(src func() []route.Status) error {
+	l := []string{"engine"}
+	c := &engineCollector{
+		src:         src,
+		up:          prometheus.NewDesc("layer0_engine_up", "1 when the engine replica can take requests: not marked down by health checks, not ejected, breaker not open.", l, nil),
+		outstanding: prometheus.NewDesc("layer0_engine_outstanding_requests", "Requests the engine replica is serving now.", l, nil),
+		util:        prometheus.NewDesc("layer0_engine_utilization", "The engine replica's utilisation, 0 to 1, from its vLLM gauges (KV cache usage; 1 while requests wait).", l, nil),
+		ejected:     prometheus.NewDesc("layer0_engine_ejected", "1 while the engine replica is ejected as an outlier.", l, nil),
+		breaker:     prometheus.NewDesc("layer0_engine_breaker_state", "The engine replica's circuit breaker: 0 closed, 1 open, 2 half-open.", l, nil),
+		latency:     prometheus.NewDesc("layer0_engine_latency_seconds", "Moving average of the engine replica's successful attempts' duration.", l, nil),
+	}
+	return m.reg.Register(c)
+}
+
+// Describe implements prometheus.Collector.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.outstanding, c.util, c.ejected, c.breaker, c.latency} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.src() {
+		ejected := !s.EjectedUntil.IsZero()
+		up := !s.Down && !ejected && s.Breaker != route.Open
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.Name)
+		}
+		gauge(c.up, b2f(up))
+		gauge(c.outstanding, float64(s.Outstanding))
+		gauge(c.util, s.Utilization)
+		gauge(c.ejected, b2f(ejected))
+		gauge(c.breaker, float64(s.Breaker))
+		gauge(c.latency, s.Latency.Seconds())
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WatchAccessLog registers layer0_access_log_dropped_total and layer0_access_log_written_total,
+// read from the access log's counters at each scrape: a dropped record is counted, never silent.
+func (m *Metrics) WatchAccessLog(dropped, written func() uint64) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "layer0_access_log_dropped_total",
+			Help: "Access-log records dropped because the log's queue was full.",
+		}, func() float64 { return float64(dropped()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "layer0_access_log_written_total",
+			Help: "Access-log records written.",
+		}, func() float64 { return float64(written()) }),
+	} {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+// Package metrics computes layer0's Prometheus metrics in process, once per request, from the
+// pipeline's Record — no per-stage timers, no agent. The registry is passed in (no globals), and
+// per-request series are resolved once per model and format and then reused, so observing a
+// request costs a map lookup and a few atomic adds. Engine health is read from the live routing
+// state when Prometheus scrapes, not pushed.
+//
+// It also speaks the engines' side of utilisation: the vLLM gauges a sim engine exports
+// (WriteVLLM), and a parser and scraper that read them back from any engine that serves them
+// (ParseVLLM, Scrape), which the router turns into a replica's utilisation (Load.Utilization).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
+)
+
+// Outcomes of a request, the values of layer0_requests_total's outcome label.
+const (
+	OutcomeOK          = "ok"           // 2xx, complete
+	OutcomeInvalid     = "invalid"      // 4xx other than below: the request was at fault
+	OutcomeDenied      = "denied"       // 401, 403
+	OutcomeRateLimited = "rate_limited" // 429, from layer0's limits or an engine's
+	OutcomeError       = "error"        // 5xx: layer0 or every engine failed
+	OutcomeStreamError = "stream_error" // the stream began and then failed
+	OutcomeCanceled    = "canceled"     // the client went away
+)
+
+var outcomes = [...]string{OutcomeOK, OutcomeInvalid, OutcomeDenied, OutcomeRateLimited, OutcomeError,
+	OutcomeStreamError, OutcomeCanceled}
+
+// fallbackReasons are every reason the router can give, so each series exists from the start.
+var fallbackReasons = [...]string{route.ReasonRateLimit, route.ReasonOverloaded, route.ReasonServerError,
+	route.ReasonTimeout, route.ReasonOOM, route.ReasonContextLength, route.ReasonNetwork,
+	route.ReasonUnavailable, route.ReasonUtilization}
+
+// Token kinds, the values of layer0_tokens_total's kind label.
+const (
+	tokInput = iota
+	tokOutput
+	tokCacheRead
+	tokCacheCreation
+	nTok
+)
+
+var tokenKinds = [nTok]string{"input", "output", "cache_read", "cache_creation"}
+
+// Metrics is the set of request metrics. Safe for concurrent use; make it with New.
+type Metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	ttft      *prometheus.HistogramVec
+	overhead  prometheus.Histogram
+	tokens    *prometheus.CounterVec
+	fallbacks map[string]prometheus.Counter
+	other     prometheus.Counter // a reason outside the known set (never expected)
+	retries   *prometheus.CounterVec
+	limited   *prometheus.CounterVec
+
+	mu     sync.RWMutex
+	series map[seriesKey]*series
+}
+
+type seriesKey struct {
+	model  string
+	format llm.Format
+}
+
+// series are one model and format's resolved metrics.
+type series struct {
+	requests [len(outcomes)]prometheus.Counter
+	duration prometheus.Observer
+	ttft     prometheus.Observer
+	tokens   [nTok]prometheus.Counter
+	retries  prometheus.Counter
+}
+
+// Latency buckets in seconds: 5ms to about 80s for requests, and 10µs to about 0.3s for
+// layer0's own overhead.
+var (
+	latencyBuckets  = prometheus.ExponentialBuckets(0.005, 2, 15)
+	overheadBuckets = prometheus.ExponentialBuckets(10e-6, 2, 16)
+)
+
+// New registers the request metrics with reg and returns them.
+func New(reg *prometheus.Registry) (*Metrics, error) {
+	m := &Metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_requests_total",
+			Help: "Requests served, by model asked for, client format and outcome.",
+		}, []string{"model", "format", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "layer0_request_duration_seconds",
+			Help:    "End-to-end time in layer0, from the request's arrival to its last byte.",
+			Buckets: latencyBuckets,
+		}, []string{"model", "format"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "layer0_time_to_first_token_seconds",
+			Help:    "Time from the request's arrival to its first content token.",
+			Buckets: latencyBuckets,
+		}, []string{"model", "format"}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "layer0_overhead_seconds",
+			Help:    "Time layer0 itself spent on a request: the end-to-end time minus the time waiting on engines.",
+			Buckets: overheadBuckets,
+		}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_tokens_total",
+			Help: "Tokens, as the engines counted them, by model and kind (input, output, cache_read, cache_creation).",
+		}, []string{"model", "format", "kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_retries_total",
+			Help: "Attempts beyond the first on the same or a fallback model, by model asked for.",
+		}, []string{"model", "format"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_rate_limited_total",
+			Help: "Requests refused by layer0's own rate limits, by API key name (\"\" without auth).",
+		}, []string{"key"}),
+		series: map[seriesKey]*series{},
+	}
+	fb := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "layer0_fallback_total",
+		Help: "Requests that moved down their model's fallback chain, by reason.",
+	}, []string{"reason"})
+	m.fallbacks = make(map[string]prometheus.Counter, len(fallbackReasons))
+	for _, r := range fallbackReasons {
+		m.fallbacks[r] = fb.WithLabelValues(r)
+	}
+	m.other = fb.WithLabelValues("other")
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited} {
+		if err := reg.Register(c); err != nil {
+			return nil, errors.Join(errors.New("metrics: register"), err)
+		}
+	}
+	return m, nil
+}
+
+// Handler serves the registry in the Prometheus text format (GET /metrics).
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// Observe records one finished request: r as the pipeline and server filled it, and total, the
+// end-to-end time. Call it once per request.
+func (m *Metrics) Observe(r *pipeline.Record, total time.Duration) {
+	s := m.seriesFor(r.Model, r.Format)
+	s.requests[outcomeIndex(r)].Inc()
+	s.duration.Observe(total.Seconds())
+	if r.TTFT > 0 {
+		s.ttft.Observe(r.TTFT.Seconds())
+	}
+	m.overhead.Observe(max(total-r.EngineTime, 0).Seconds())
+	u := &r.Usage
+	for i, n := range [nTok]int{u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens} {
+		if n > 0 {
+			s.tokens[i].Add(float64(n))
+		}
+	}
+	if r.Attempts > 1 {
+		s.retries.Add(float64(r.Attempts - 1))
+	}
+	for _, reason := range r.Fallbacks {
+		c, ok := m.fallbacks[reason]
+		if !ok {
+			c = m.other
+		}
+		c.Inc()
+	}
+	if r.RateLimited {
+		m.limited.WithLabelValues(r.Key).Inc()
+	}
+}
+
+// seriesFor returns the resolved series of a model and format, creating them on first use.
+func (m *Metrics) seriesFor(model string, f llm.Format) *series {
+	k := seriesKey{model, f}
+	m.mu.RLock()
+	s := m.series[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s = m.series[k]; s != nil {
+		return s
+	}
+	fs := f.String()
+	s = &series{
+		duration: m.duration.WithLabelValues(model, fs),
+		ttft:     m.ttft.WithLabelValues(model, fs),
+		retries:  m.retries.WithLabelValues(model, fs),
+	}
+	for i, o := range outcomes {
+		s.requests[i] = m.requests.WithLabelValues(model, fs, o)
+	}
+	for i, kind := range tokenKinds {
+		s.tokens[i] = m.tokens.WithLabelValues(model, fs, kind)
+	}
+	m.series[k] = s
+	return s
+}
+
+// outcomeIndex classifies a finished request into outcomes.
+func outcomeIndex(r *pipeline.Record) int {
+	switch st := r.Status; {
+	case r.Cause != nil && errors.Is(r.Cause, context.Canceled):
+		return 6
+	case st < 300 && r.ErrorType != "":
+		return 5
+	case st < 300:
+		return 0
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return 2
+	case st == http.StatusTooManyRequests:
+		return 3
+	case st < 500:
+		return 1
+	}
+	return 4
+}
+
+// Outcome names the outcome of a finished request (one of the Outcome constants).
+func Outcome(r *pipeline.Record) string { return outcomes[outcomeIndex(r)] }

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/metrics"
+)
+
+// The gateway's own endpoints beside the client APIs: the legacy negotiate redirect, the
+// Prometheus metrics, and the vLLM-style load of embedded engines.
+
+// enginePrefix + NAME serves an embedded engine's load as vLLM's gauges.
+const enginePrefix = "/metrics/engines/"
+
+// sunset is the Sunset date (RFC 8594) announced for /v1/layer/negotiate.
+const sunset = "Thu, 31 Dec 2026 23:59:59 GMT"
+
+// isAPI reports whether path is a client API endpoint: those need an API key (when keys are
+// configured) and are counted in the request metrics. The binary protocol's vocabulary is public
+// data clients cache, and health and metrics endpoints are for the operator's network.
+func isAPI(path string) bool {
+	return strings.HasPrefix(path, "/v1/") && !isVocabPath(path)
+}
+
+// clientFormat is the client's format as far as the path and headers tell, so that an error
+// written before any handler ran (a refused key) is in the client's own format.
+func clientFormat(r *http.Request) llm.Format {
+	switch p := r.URL.Path; {
+	case p == "/v1/chat/completions":
+		return llm.FormatOpenAI
+	case (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && wantsOpenAI(r):
+		return llm.FormatOpenAI
+	case isBinary(r):
+		return llm.FormatBinary
+	}
+	return llm.FormatAnthropic
+}
+
+// negotiate serves /v1/layer/negotiate for legacy clients (SYSTEM.md §7): the routing decision
+// for ?model=NAME (or a JSON body's "model" on POST) as a 302 to the engine the router picks —
+// its base URL, or this server's /v1/messages for an engine embedded here — with Deprecation and
+// Sunset headers. The request is authenticated like any other; the key must be allowed the model.
+func (x *exchange) negotiate() {
+	if x.r.Method != http.MethodGet && x.r.Method != http.MethodPost {
+		x.w.Header().Set("Allow", "GET, POST")
+		x.fail(&apierr.Error{Kind: apierr.InvalidRequest, Code: "method_not_allowed",
+			Message: x.r.Method + " /v1/layer/negotiate: method not allowed, use GET or POST"})
+		return
+	}
+	model := x.r.URL.Query().Get("model")
+	if model == "" && x.r.Method == http.MethodPost {
+		body, ok := x.readBody()
+		if !ok {
+			return
+		}
+		var v struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			x.fail(apierr.Wrap(apierr.InvalidRequest, err, "body: not a JSON object with a \"model\""))
+			return
+		}
+		model = v.Model
+	}
+	if model == "" {
+		x.fail(apierr.Invalid("model", "required: send ?model=NAME, or a JSON body with \"model\""))
+		return
+	}
+	key := x.call.Key
+	if key == nil {
+		var err error
+		if key, err = x.p.Admit(x.r.Header); err != nil {
+			x.fail(err)
+			return
+		}
+	}
+	picked, err := x.p.Pick(key, model)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	rec := &x.call.Record
+	rec.Model, rec.Served, rec.Engine = model, picked.Model, picked.Engine
+	loc := picked.URL
+	if loc == "" {
+		scheme := "http"
+		if x.r.TLS != nil {
+			scheme = "https"
+		}
+		loc = scheme + "://" + x.r.Host + "/v1/messages"
+	}
+	h := x.w.Header()
+	h.Set("Location", loc)
+	h.Set("Deprecation", "true")
+	h.Set("Sunset", sunset)
+	b, err := json.Marshal(struct {
+		Model    string `json:"model"`
+		Engine   string `json:"engine"`
+		Location string `json:"location"`
+	}{picked.Model, picked.Engine, loc})
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.writeFull(http.StatusFound, "application/json", b)
+}
+
+// serveMetrics serves GET /metrics.
+func (x *exchange) serveMetrics() {
+	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
+	x.s.metrics.Handler().ServeHTTP(sw, x.r)
+	x.call.Record.Status = sw.status
+	x.wrote = true
+}
+
+// engineMetrics serves an embedded engine's load under the vLLM gauge names.
+func (x *exchange) engineMetrics(name string) {
+	l, ok := x.s.load(name)
+	if !ok {
+		x.fail(apierr.New(apierr.NotFound, "no embedded engine named %q", sanitize(name)))
+		return
+	}
+	x.writeFull(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", metrics.AppendVLLM(nil, name, l))
+}
