@@ -45,9 +45,12 @@ func printReport(w io.Writer, o options, res *result) {
 	}
 	if st := res.Streams; st != nil {
 		r := st.Report
-		fmt.Fprintf(w, "\n== %d concurrent streams through layer0 (h2c, %s between tokens) ==\n", st.Want, slowInterTokenDelay)
+		fmt.Fprintf(w, "\n== %d concurrent streams through layer0 (h2c, %d tokens %s apart) ==\n",
+			st.Want, slowTokens, slowInterTokenDelay)
 		fmt.Fprintf(w, "held %d at once, %d ok, %d failed; layer0 RSS %s idle, %s peak  %s\n",
-			r.PeakInFlight, r.OK, r.Failed, mib(st.IdleRSS), mib(st.PeakRSS), errNote("", r))
+			r.PeakInFlight, r.OK, r.Failed, mib(st.IdleRSS), mib(st.PeakRSS), errNote("layer0", r))
+		fmt.Fprintf(w, "stream duration p50 %s, p99 %s (the upstream alone: %s); time to first token p50 %s, p99 %s\n",
+			dur(r.Latency.P50), dur(r.Latency.P99), dur((slowTokens-1)*slowInterTokenDelay), dur(r.TTFT.P50), dur(r.TTFT.P99))
 	}
 	printTargets(w, res)
 }

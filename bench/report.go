@@ -29,7 +29,8 @@ const (
 	streamTokens         = 100
 	benchModel           = "bench"
 	benchSlowModel       = "bench-slow"
-	slowInterTokenDelay  = 50 * time.Millisecond
+	slowTokens           = 25                     // tokens of each held-open stream
+	slowInterTokenDelay  = 400 * time.Millisecond // so each stream lasts about 10s
 	streamsSendingPeriod = 4 * time.Second
 )
 
@@ -106,7 +107,7 @@ func report(ctx context.Context, o options, w io.Writer) error {
 	upURL := "http://" + up.fields[0]
 	var slowURL string
 	if o.streams > 0 {
-		slow, err := startChild(o.out, "upstream-slow", childUpstream, "--tokens", fmt.Sprint(streamTokens),
+		slow, err := startChild(o.out, "upstream-slow", childUpstream, "--tokens", fmt.Sprint(slowTokens),
 			"--itl", slowInterTokenDelay.String())
 		if err != nil {
 			return err
@@ -322,7 +323,9 @@ func fetchProfile(ctx context.Context, addr, file string, d time.Duration) profi
 }
 
 // runStreams holds o.streams streams open through layer0 at once (over h2c, so that the file
-// descriptors of one process suffice) and samples the gateway's memory.
+// descriptors of one process suffice) and samples the gateway's memory. Each stream has
+// slowTokens tokens slowInterTokenDelay apart (about 10s); all are started within
+// streamsSendingPeriod, so all are open together at its end.
 func runStreams(ctx context.Context, o options, gwURL string, gw *child) (*streamsResult, error) {
 	sr := &streamsResult{Want: o.streams}
 	var err error
@@ -334,7 +337,7 @@ func runStreams(ctx context.Context, o options, gwURL string, gw *child) (*strea
 	peak := make(chan int64, 1)
 	go func() { peak <- sampleRSS(gw, done) }()
 	sr.Report, err = bench.Run(ctx, bench.Config{
-		URL: gwURL, Format: llm.FormatAnthropic, Stream: true, Model: benchSlowModel, MaxTokens: streamTokens,
+		URL: gwURL, Format: llm.FormatAnthropic, Stream: true, Model: benchSlowModel, MaxTokens: slowTokens,
 		HTTP2: true, H2Conns: o.streams/500 + 1,
 		Rate: float64(o.streams) / streamsSendingPeriod.Seconds(), Duration: streamsSendingPeriod,
 		MaxInFlight: o.streams + 1000, Timeout: time.Minute,

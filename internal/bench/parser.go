@@ -299,7 +299,7 @@ func (p *parser) feedBinary(b []byte) {
 		switch f.Type {
 		case binary.FrameToken:
 			if p.binVer == binary.V1 {
-				p.tokens += binary.TokenCount(f.Payload)
+				p.tokens += len(f.Payload) / 2 // uint16 IDs
 			} else {
 				for _, c := range f.Payload { // uvarint IDs: each ends with a byte below 0x80
 					if c < 0x80 {
