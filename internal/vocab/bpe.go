@@ -52,7 +52,7 @@ func chunkLen(s string) int {
 
 // appendChunk encodes one chunk of 1 to maxChunk bytes.
 func (v *Vocab) appendChunk(dst []uint32, s string) []uint32 {
-	if id, ok := v.ids[s]; ok {
+	if id, ok := v.lookup(s); ok {
 		return append(dst, id)
 	}
 	// Part i is s[pos[i]:pos[i+1]] with ID id[i]; rank[i] is the ID of the entry that merges
@@ -100,7 +100,7 @@ func (v *Vocab) appendChunk(dst []uint32, s string) []uint32 {
 }
 
 func (v *Vocab) rank(s string) uint32 {
-	if id, ok := v.ids[s]; ok {
+	if id, ok := v.lookup(s); ok {
 		return id
 	}
 	return noRank

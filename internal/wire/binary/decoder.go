@@ -230,9 +230,6 @@ func (r *Reader) fill() (int, error) {
 // next Next may block on the network.
 func (r *Reader) Buffered() bool { return r.d.Buffered() > 0 }
 
-// TokenCount is the number of IDs in a version-1 token frame's payload.
-func TokenCount(p []byte) int { return len(p) / 2 }
-
 // AppendTokens appends the IDs of a token frame's payload to dst.
 func AppendTokens(dst []uint32, v Version, p []byte) ([]uint32, error) {
 	if v == V1 {
