@@ -54,6 +54,7 @@ type turn struct {
 	stop     string // canonical spelling: end_turn, tool_use, max_tokens
 	input    int64
 	output   int64
+	id       string
 }
 
 const toolPrompt = "What is the weather in Paris? Use get_weather."
@@ -133,6 +134,11 @@ func openAITurns(ctx context.Context, t *testing.T, base, model string, stream, 
 	for i := 0; i < 2; i++ {
 		msg, tr := openAICall(ctx, t, &c, p, stream)
 		turns = append(turns, tr)
+		// An OpenAI client on an OpenAI engine takes the pass-through path: the engine's own
+		// completion id comes back, where translation would have made a new one.
+		if passed := tr.id == "chatcmpl-8d2f0c5b1e7a4c3f9b6a2d1e0f3c4b5a"; passed != (model == "vllm") {
+			t.Errorf("got id %q: pass-through taken %v, want %v", tr.id, passed, model == "vllm")
+		}
 		if !tools || t.Failed() || len(msg.ToolCalls) == 0 {
 			break
 		}
@@ -181,7 +187,7 @@ func openAICall(ctx context.Context, t *testing.T, c *oai.Client, p oai.ChatComp
 		t.Fatalf("got %d choices", len(cc.Choices))
 	}
 	ch := cc.Choices[0]
-	tr := turn{text: ch.Message.Content, input: cc.Usage.PromptTokens, output: cc.Usage.CompletionTokens}
+	tr := turn{text: ch.Message.Content, input: cc.Usage.PromptTokens, output: cc.Usage.CompletionTokens, id: cc.ID}
 	tr.stop = map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[ch.FinishReason]
 	if len(ch.Message.ToolCalls) > 0 {
 		tc := ch.Message.ToolCalls[0]

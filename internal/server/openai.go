@@ -7,6 +7,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/wire/openai"
 )
 
@@ -28,11 +29,24 @@ func (x *exchange) chatCompletions() {
 	rec.Format, rec.Stream = llm.FormatOpenAI, req.Stream
 	id, created := ids.Completion(), time.Now().Unix()
 
+	// The pass-through offer: an OpenAI-compatible engine gets the client's own bytes and its
+	// answer comes back unchanged but for the model name (the pipeline decides whether to take
+	// it). The writer sends the status and headers on the first byte.
+	ct := "application/json"
+	if req.Stream {
+		ct = "text/event-stream; charset=utf-8"
+	}
+	out := &streamWriter{x: x, contentType: ct}
+	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
+
 	if !req.Stream {
 		var c llm.Collector
 		x.call.Sink = &c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 			x.fail(err)
+			return
+		}
+		if rec.Passed {
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for
@@ -42,7 +56,6 @@ func (x *exchange) chatCompletions() {
 		return
 	}
 
-	out := &streamWriter{x: x, contentType: "text/event-stream; charset=utf-8"}
 	sw := openai.NewStreamWriter(flushWriter{out})
 	sw.ID, sw.Model, sw.Created, sw.IncludeUsage = id, req.Model, created, extra.IncludeUsage
 	x.call.Sink = sw
