@@ -191,11 +191,11 @@ func (p *parser) appendLine(b []byte) {
 }
 
 var (
-	prefixEvent         = []byte("event:")
-	prefixData          = []byte("data:")
-	keyType             = []byte(`"type"`)
-	keyContent          = []byte(`"content"`)
-	keyError            = []byte(`"error"`)
+	prefixEvent = []byte("event:")
+	prefixData  = []byte("data:")
+	keyType     = []byte(`"type"`)
+	keyContent  = []byte(`"content"`)
+	keyError    = []byte(`"error"`)
 	// textDelta finds `"text_delta"` by its tail: bytes.Index looks for the needle's first byte
 	// first, and 'x' is rare in these events where '"' is everywhere: the reader got 1.5x faster.
 	textDelta           = []byte(`xt_delta"`)
