@@ -209,6 +209,11 @@ func anthropicTurns(ctx context.Context, t *testing.T, base, model string, strea
 	for i := 0; i < 2; i++ {
 		msg, tr := anthropicCall(ctx, t, &c, p, stream)
 		turns = append(turns, tr)
+		// An Anthropic client on a Messages engine takes the pass-through path: the engine's
+		// own message id comes back.
+		if passed := tr.id == "msg_01XFDUDYJgAACzvnptvVoYEL"; passed != (model == "claude") {
+			t.Errorf("got id %q: pass-through taken %v, want %v", tr.id, passed, model == "claude")
+		}
 		if !tools || t.Failed() || tr.toolID == "" {
 			break
 		}
@@ -243,7 +248,7 @@ func anthropicCall(ctx context.Context, t *testing.T, c *anthropic.Client, p ant
 	if string(msg.Model) != string(p.Model) {
 		t.Errorf("model: got %q, want %q", msg.Model, p.Model)
 	}
-	tr := turn{stop: string(msg.StopReason), input: msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens, output: msg.Usage.OutputTokens}
+	tr := turn{stop: string(msg.StopReason), input: msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens, output: msg.Usage.OutputTokens, id: msg.ID}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":

@@ -6,6 +6,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
 )
 
@@ -26,11 +27,23 @@ func (x *exchange) messages() {
 	rec.Format, rec.Stream = llm.FormatAnthropic, req.Stream
 	msgID := ids.Message()
 
+	// The pass-through offer (see chatCompletions): an Anthropic or layer0 engine gets the
+	// client's own bytes.
+	ct := "application/json"
+	if req.Stream {
+		ct = "text/event-stream; charset=utf-8"
+	}
+	out := &streamWriter{x: x, contentType: ct}
+	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
+
 	if !req.Stream {
 		var c llm.Collector
 		x.call.Sink = &c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 			x.fail(err)
+			return
+		}
+		if rec.Passed {
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for
@@ -40,7 +53,6 @@ func (x *exchange) messages() {
 		return
 	}
 
-	out := &streamWriter{x: x, contentType: "text/event-stream; charset=utf-8"}
 	sw := anthropic.NewStreamWriter(msgID, out, out.flush)
 	x.call.Sink = clientModel{sw, req.Model}
 	x.streamErr = sw.WriteError
