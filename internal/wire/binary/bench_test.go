@@ -211,7 +211,7 @@ func BenchmarkDecodeFrame(b *testing.B) {
 			frames := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				d = resetDecoder(d, m.Version)
+				d.Reset(m.Version)
 				d.Write(stream)
 				for {
 					f, ok, err := d.Next()

@@ -259,7 +259,7 @@ func TestDecodeAllocs(t *testing.T) {
 		d := NewDecoder(v)
 		var ids []uint32
 		n := testing.AllocsPerRun(200, func() {
-			d = resetDecoder(d, v)
+			d.Reset(v)
 			d.Write(stream)
 			for {
 				f, ok, err := d.Next()
@@ -278,12 +278,6 @@ func TestDecodeAllocs(t *testing.T) {
 			t.Errorf("v%d: %v allocs per stream, want 0", v, n)
 		}
 	}
-}
-
-// resetDecoder readies d for a new stream, keeping its buffer.
-func resetDecoder(d *Decoder, v Version) *Decoder {
-	*d = Decoder{v: v, buf: d.buf[:0]}
-	return d
 }
 
 func FuzzDecodeStream(f *testing.F) {

@@ -77,12 +77,20 @@ func (s *streamState) openText() error {
 	if s.open {
 		return nil
 	}
+	return s.openBlock(llm.BlockText, nil, nil)
+}
+
+// openBlock closes the open block, if any, and opens the next one.
+func (s *streamState) openBlock(typ llm.BlockType, id, name []byte) error {
 	if err := s.start(); err != nil {
+		return err
+	}
+	if err := s.closeBlock(); err != nil {
 		return err
 	}
 	s.blocks++
 	s.open = true
-	s.ev.Index, s.ev.Block = s.blocks, llm.BlockText
+	s.ev.Index, s.ev.Block, s.ev.ID, s.ev.Name = s.blocks, typ, string(id), string(name)
 	return s.send(llm.EventBlockStart)
 }
 
@@ -193,19 +201,10 @@ func (s *streamState) frame(f Frame) error {
 		if err != nil {
 			return err
 		}
-		if err := s.start(); err != nil {
-			return err
-		}
-		if err := s.closeBlock(); err != nil {
-			return err
-		}
-		s.blocks++
-		s.open = true
-		s.ev.Index, s.ev.Block = s.blocks, llm.BlockText
 		if bs.Kind == BlockKindToolUse {
-			s.ev.Block, s.ev.ID, s.ev.Name = llm.BlockToolUse, string(bs.ID), string(bs.Name)
+			return s.openBlock(llm.BlockToolUse, bs.ID, bs.Name)
 		}
-		return s.send(llm.EventBlockStart)
+		return s.openBlock(llm.BlockText, nil, nil)
 	case FrameToolInput:
 		if !s.open {
 			return fmt.Errorf("%w: tool_input frame outside a block", ErrPayload)

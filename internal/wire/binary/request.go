@@ -715,21 +715,9 @@ func appendV2(b []byte, req *llm.Request, mode Mode) []byte {
 		}
 	}
 	param := func(b []byte, tag paramTag, val func([]byte) []byte) []byte {
-		// The value is appended after a one-byte length guess and moved if its length needs more.
 		b = append(b, byte(tag), 0)
 		start := len(b)
-		b = val(b)
-		n := len(b) - start
-		if n < 0x80 {
-			b[start-1] = byte(n)
-			return b
-		}
-		var lb [ebin.MaxVarintLen64]byte
-		l := ebin.PutUvarint(lb[:], uint64(n))
-		b = append(b, lb[:l-1]...) // grow by the extra length bytes
-		copy(b[start+l-1:], b[start:start+n])
-		copy(b[start-1:], lb[:l])
-		return b
+		return patchUvarintLen(val(b), start)
 	}
 	for _, s := range req.System {
 		b = param(b, paramSystem, func(b []byte) []byte { return append(b, s.Text...) })
