@@ -68,7 +68,10 @@ const (
 // names the byte offset and the field ("binary: offset 5: model: length 40 exceeds the body
 // (12 bytes left)").
 //
-// The request's strings share one copy of the body; DecodeRequest does not keep body.
+// The model name is kept as sent: the pipeline matches names ignoring '-', '.' and case
+// (pipeline.NormalizeModel), so the source's "claude35sonnet20240620" finds
+// "claude-3-5-sonnet-20240620". The request's strings share one copy of the body; DecodeRequest
+// does not keep body.
 func DecodeRequest(body []byte, h http.Header) (*llm.Request, Mode, error) {
 	v, err := NegotiateVersion(h)
 	if err != nil {
