@@ -45,7 +45,7 @@ type UpstreamConfig struct {
 //
 // Request bodies are read and searched for "stream" but not otherwise parsed: max_tokens, the
 // model and the messages do not change the answer. The token texts are words from a fixed list,
-// so one token is one SSE delta and one binary token ID.
+// one per SSE delta; binary token IDs are 0, 1, 2…, one per frame (they index no vocabulary).
 type Upstream struct {
 	cfg   UpstreamConfig
 	fixed [numUpstreamResponses][]byte   // complete responses, head and body, for zero delays

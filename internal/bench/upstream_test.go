@@ -6,9 +6,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,6 +204,49 @@ func BenchmarkUpstreamReadRequest(b *testing.B) {
 		buf = req.body
 		if up.route(&req) != upAnthropicSSE {
 			b.Fatal("wrong route")
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestUpstreamGolden pins the upstream's precomputed responses, head and body, in testdata/
+// (regenerate with go test -run TestUpstreamGolden -update and review the diff).
+func TestUpstreamGolden(t *testing.T) {
+	up, err := NewUpstream(UpstreamConfig{Tokens: 3, Model: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		file string
+		r    upstreamResponse
+	}{
+		{"anthropic.json.golden", upAnthropicJSON},
+		{"anthropic.sse.golden", upAnthropicSSE},
+		{"openai.json.golden", upOpenAIJSON},
+		{"openai.sse.golden", upOpenAISSE},
+		{"binary-v1.golden", upBinary},
+		{"binary-v2.golden", upBinaryV2},
+		{"models.golden", upModels},
+		{"bad-binary.golden", upBadBinary},
+	} {
+		path := filepath.Join("testdata", "upstream", tt.file)
+		got := up.fixed[tt.r]
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the upstream's response:\ngot  %q\nwant %q", path, got, want)
 		}
 	}
 }
