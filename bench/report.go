@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -254,7 +255,7 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 			return r, err
 		}
 	}
-	for _, rate := range append(sc.rates, 0) {
+	for _, rate := range slices.Concat(sc.rates, []float64{0}) { // 0: saturation
 		var p pair
 		var err error
 		logf("%s: %s direct", sc.Name, rateName(rate))
