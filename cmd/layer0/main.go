@@ -13,6 +13,7 @@ const usage = `layer0 — an LLM gateway in one process
 Usage:
   layer0 serve [--addr HOST:PORT] [--config FILE]   serve the APIs (default: the embedded sim engine)
   layer0 config check FILE                          validate a configuration file
+  layer0 keys new                                   print a fresh API key and the hash to configure
   layer0 help                                       this text
 `
 
@@ -32,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runServe(args[1:], stdout, stderr)
 	case "config":
 		err = runConfig(args[1:], stdout)
+	case "keys":
+		err = runKeys(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

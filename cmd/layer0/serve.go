@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/accesslog"
@@ -56,51 +57,44 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer g.Close()
 	if *path != "" {
-		go reloadOnHUP(ctx, g, *path, logger)
+		r := newReloader(*path, g, logger, level)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		go r.run(ctx, hup, tick.C)
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
 	})
 	return server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on http://%s (models: %s)\n", a, modelList(cfg))
 		if *path == "" {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
 		}
+		if g.Authless() {
+			fmt.Fprintln(stdout, "no API keys configured: serving WITHOUT AUTH, which layer0 allows on loopback only (layer0 keys new makes a key)")
+			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
+		}
 	})
 }
 
 func modelList(cfg *config.Config) string {
-	ids := make([]string, 0, len(cfg.Models))
+	ids := make([]string, 0, len(cfg.Models)+len(cfg.Aliases)+len(cfg.Splits))
 	for id := range cfg.Models {
+		ids = append(ids, id)
+	}
+	for id := range cfg.Splits {
+		ids = append(ids, id)
+	}
+	for id := range cfg.Aliases {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	return strings.Join(ids, ", ")
-}
-
-// reloadOnHUP reloads the configuration file on SIGHUP; a broken file is logged with all its
-// problems and the running configuration keeps serving.
-func reloadOnHUP(ctx context.Context, g *layer0.Gateway, path string, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		cfg, err := config.Load(path)
-		if err == nil {
-			cfg.Server.Addr = g.Config().Server.Addr
-			err = g.Reload(cfg)
-		}
-		if err != nil {
-			logger.Error("config reload rejected; the previous configuration keeps serving", "path", path, "err", err)
-			continue
-		}
-		logger.Info("config reloaded", "path", path)
-	}
 }

@@ -71,7 +71,7 @@ func (l *Logger) Close() {
 
 func (l *Logger) run() {
 	defer close(l.done)
-	attrs := make([]slog.Attr, 0, 24)
+	attrs := make([]slog.Attr, 0, 28)
 	for e := range l.ch {
 		attrs = appendAttrs(attrs[:0], &e)
 		l.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
@@ -93,6 +93,18 @@ func appendAttrs(a []slog.Attr, e *Entry) []slog.Attr {
 	)
 	if e.Key != "" {
 		a = append(a, slog.String("key", e.Key))
+	}
+	if r.Served != "" && r.Served != r.Model {
+		a = append(a, slog.String("served_model", r.Served))
+	}
+	if r.Attempts > 1 {
+		a = append(a, slog.Int("attempts", r.Attempts))
+	}
+	if len(r.Fallbacks) > 0 {
+		a = append(a, slog.Any("fallbacks", r.Fallbacks))
+	}
+	if r.RateLimited {
+		a = append(a, slog.Bool("rate_limited", true))
 	}
 	if r.Simulated {
 		a = append(a, slog.Bool("simulated", true))

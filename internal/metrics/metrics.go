@@ -26,7 +26,7 @@ import (
 
 // Outcomes of a request, the values of layer0_requests_total's outcome label.
 const (
-	OutcomeOK          = "ok"           // 2xx, complete
+	OutcomeOK          = "ok"           // 2xx or 3xx, complete
 	OutcomeInvalid     = "invalid"      // 4xx other than below: the request was at fault
 	OutcomeDenied      = "denied"       // 401, 403
 	OutcomeRateLimited = "rate_limited" // 429, from layer0's limits or an engine's
@@ -218,9 +218,9 @@ func outcomeIndex(r *pipeline.Record) int {
 	switch st := r.Status; {
 	case r.Cause != nil && errors.Is(r.Cause, context.Canceled):
 		return 6
-	case st < 300 && r.ErrorType != "":
+	case st < 400 && r.ErrorType != "":
 		return 5
-	case st < 300:
+	case st < 400:
 		return 0
 	case st == http.StatusUnauthorized || st == http.StatusForbidden:
 		return 2

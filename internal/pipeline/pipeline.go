@@ -15,6 +15,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -402,9 +403,11 @@ func (p *Pipeline) attempt(ctx context.Context, c *Call, a *route.Attempt, t0 ti
 		c.att.timer.Stop()
 		c.att.timer = nil
 		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errFirstByte) {
+			// The engine's own error is a context cancellation, which must not reach
+			// Classify (a canceled request is never retried): keep only its text.
 			err = &apierr.Error{Kind: apierr.Timeout, Code: "FIRST_BYTE_TIMEOUT",
 				Message: "the engine sent no first token within " + info.FirstByte.String(),
-				Cause:   errors.Join(errFirstByte, err)}
+				Cause:   fmt.Errorf("%w (the engine returned: %v)", errFirstByte, err)}
 		}
 		cancel(nil)
 	}
@@ -441,7 +444,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 
 // maxHeld bounds the prelude events held before the first content; an engine that sends more
 // structure than that before any content has its prelude released (and the attempt committed).
-const maxHeld = 8
+const maxHeld = 4
 
 // attemptSink sits between an engine and the client's sink for one call. It knows precisely
 // whether anything of the current attempt has reached the client's encoder (committed): the

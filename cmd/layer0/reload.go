@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/config"
+)
+
+// fingerprint identifies a version of the config file. Modification time and size catch almost
+// every change; the content hash catches the rest (an edit that keeps the size within the file
+// system's timestamp resolution) and ignores a touch that changes nothing.
+type fingerprint struct {
+	mod  time.Time
+	size int64
+	sum  [sha256.Size]byte
+}
+
+func fingerprintOf(path string) (fingerprint, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fingerprint{}, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fingerprint{}, err
+	}
+	return fingerprint{mod: st.ModTime(), size: st.Size(), sum: sha256.Sum256(b)}, nil
+}
+
+// reloader re-reads the config file on SIGHUP and whenever its content changes (polled once a
+// second: no dependency, and it works on every file system, including the symlink swaps of a
+// Kubernetes ConfigMap). A file that fails to load is rejected with every problem logged, and the
+// running configuration keeps serving.
+type reloader struct {
+	path   string
+	g      *layer0.Gateway
+	logger *slog.Logger
+	level  *slog.LevelVar
+	last   fingerprint // the version last loaded or rejected
+}
+
+func newReloader(path string, g *layer0.Gateway, logger *slog.Logger, level *slog.LevelVar) *reloader {
+	r := &reloader{path: path, g: g, logger: logger, level: level}
+	r.last, _ = fingerprintOf(path) // the version New was given, near enough: a change after it is seen
+	return r
+}
+
+// run reloads on each signal from hup and each tick on which the file changed, until ctx ends.
+func (r *reloader) run(ctx context.Context, hup <-chan os.Signal, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.reload("SIGHUP")
+		case <-tick:
+			r.poll()
+		}
+	}
+}
+
+// poll reloads when the file's fingerprint changed since the last attempt.
+func (r *reloader) poll() {
+	fp, err := fingerprintOf(r.path)
+	if err != nil {
+		if r.last != (fingerprint{}) {
+			r.logger.Error("config file unreadable; the running configuration keeps serving", "path", r.path, "err", err)
+			r.last = fingerprint{}
+		}
+		return
+	}
+	if fp == r.last {
+		return
+	}
+	r.last = fp
+	r.reload("file changed")
+}
+
+// reload loads the file and swaps the new configuration in, or logs why not. The listener's own
+// settings cannot change without a restart: the address in force is kept, and a change to the
+// others is reported.
+func (r *reloader) reload(why string) bool {
+	if fp, err := fingerprintOf(r.path); err == nil {
+		r.last = fp
+	}
+	cfg, err := config.Load(r.path)
+	running := r.g.Config()
+	if err == nil {
+		fileAddr := cfg.Server.Addr
+		cfg.Server.Addr = running.Server.Addr
+		err = r.g.Reload(cfg)
+		if err == nil {
+			s, rs := cfg.Server, running.Server
+			if fileAddr != rs.Addr || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
+				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access ||
+				cfg.Limits.MaxHeaderBytes != running.Limits.MaxHeaderBytes {
+				r.logger.Warn("config reloaded, but the listener's settings (server.addr, timeouts, log.access, "+
+					"limits.max_header_bytes at the listener) apply only after a restart", "path", r.path)
+			}
+		}
+	}
+	if err != nil {
+		var problems *config.Errors
+		if errors.As(err, &problems) {
+			r.logger.Error("config reload rejected; the previous configuration keeps serving",
+				"path", r.path, "reason", why, "problems", problems.List)
+		} else {
+			r.logger.Error("config reload rejected; the previous configuration keeps serving",
+				"path", r.path, "reason", why, "err", err)
+		}
+		return false
+	}
+	_ = r.level.UnmarshalText([]byte(cfg.Log.Level))
+	r.logger.Info("config reloaded", "path", r.path, "reason", why)
+	return true
+}
