@@ -160,8 +160,8 @@ func TestServeLimits(t *testing.T) {
 			{advance: time.Minute, key: "a", words: 25, status: 429}, // more than the limit: never fits
 		}},
 		{"input settled with the engine's count", limit.Limits{InputTokensPerMinute: 50}, limit.Limits{}, []step{
-			{key: "a", words: 1, input: 40, status: 200}, // estimated 2, the engine counted 40
-			{key: "a", words: 1, input: 2, status: 200},  // 42 of 50 used
+			{key: "a", words: 1, input: 40, status: 200},                      // estimated 2, the engine counted 40
+			{key: "a", words: 1, input: 2, status: 200},                       // 42 of 50 used
 			{key: "a", words: 9, status: 429, retry: 2400 * time.Millisecond}, // needs 10, 8 left
 		}},
 		{"output tokens per minute", limit.Limits{OutputTokensPerMinute: 5}, limit.Limits{}, []step{
