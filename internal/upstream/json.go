@@ -3,6 +3,8 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // ErrNotObject is returned by Field for a body that is not a JSON object.
@@ -163,31 +165,13 @@ func RewriteModel(dst, body []byte, model string) ([]byte, error) {
 		i := skipWS(body, 0) + 1
 		dst = append(dst, body[:i]...)
 		dst = append(dst, `"model":`...)
-		dst = AppendString(dst, model)
+		dst = jsontext.AppendString(dst, model)
 		if j := skipWS(body, i); j < len(body) && body[j] != '}' {
 			dst = append(dst, ',')
 		}
 		return append(dst, body[i:]...), nil
 	}
 	dst = append(dst, body[:s]...)
-	dst = AppendString(dst, model)
+	dst = jsontext.AppendString(dst, model)
 	return append(dst, body[e:]...), nil
-}
-
-// AppendString appends s as a JSON string. It is meant for model names: it escapes quotes,
-// backslashes and control characters, and copies every other byte.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // Pass is one pass-through call: the client's body goes to an engine of the same format with
@@ -97,5 +98,5 @@ func ReplaceModel(dst, event, old, repl []byte) []byte {
 
 // ModelNeedle returns `"model":"name"` as it appears in the engines' compact JSON.
 func ModelNeedle(name string) []byte {
-	return AppendString([]byte(`"model":`), name)
+	return jsontext.AppendString([]byte(`"model":`), name)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // Path is the Messages endpoint under the engine's URL.
@@ -192,7 +193,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	defer e.c.PutBuffer(buf)
 	if model != "" {
 		b := append(*buf, p.Body[:ms]...)
-		b = upstream.AppendString(b, model)
+		b = jsontext.AppendString(b, model)
 		b = append(b, p.Body[me:]...)
 		*buf, body = b, b
 	} else {

@@ -19,6 +19,7 @@ import (
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	wire "github.com/layer0ai/layer0/internal/wire/openai"
 )
 
@@ -170,7 +171,7 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 	}
 	if model != "" {
 		b = append(b, p.Body[open:ms]...)
-		b = upstream.AppendString(b, model)
+		b = jsontext.AppendString(b, model)
 		b = append(b, p.Body[me:]...)
 	} else {
 		b = append(b, p.Body[open:]...)

@@ -6,10 +6,10 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // chooseTool returns the index of the tool the simulated model calls, or -1 for a text answer,
@@ -284,7 +284,7 @@ func (g *inputGen) objectOf(dst []byte, s *schema, depth int) []byte {
 			dst = append(dst, ',')
 		}
 		n++
-		dst = appendString(dst, k)
+		dst = jsontext.AppendString(dst, k)
 		dst = append(dst, ':')
 		dst = g.value(dst, vals[i], depth+1)
 	}
@@ -296,9 +296,9 @@ func (g *inputGen) objectOf(dst []byte, s *schema, depth int) []byte {
 			dst = append(dst, ',')
 		}
 		n++
-		dst = appendString(dst, r)
+		dst = jsontext.AppendString(dst, r)
 		dst = append(dst, ':')
-		dst = appendString(dst, g.words(1))
+		dst = jsontext.AppendString(dst, g.words(1))
 	}
 	return append(dst, '}')
 }
@@ -483,7 +483,7 @@ func (g *inputGen) str(dst []byte, s *schema) []byte {
 			v = v[:n] // generated strings are ASCII
 		}
 	}
-	return appendString(dst, v)
+	return jsontext.AppendString(dst, v)
 }
 
 // words returns n lorem words separated by spaces.
@@ -500,32 +500,4 @@ func (g *inputGen) words(n int) string {
 		b.WriteString(list[g.r.intn(len(list))])
 	}
 	return b.String()
-}
-
-// appendString appends s as a JSON string.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-		default:
-			r, w := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && w == 1 {
-				dst = append(dst, `\ufffd`...)
-			} else {
-				dst = append(dst, s[i:i+w]...)
-			}
-			i += w
-			continue
-		}
-		i++
-	}
-	return append(dst, '"')
 }

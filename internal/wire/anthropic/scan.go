@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // kind is the JSON type of the value at the scanner's position, judged by its first byte.
@@ -39,41 +41,6 @@ func (k kind) String() string {
 		return "end of input"
 	}
 	return "invalid JSON"
-}
-
-// strSafe marks the bytes a JSON string may hold as they are: printable ASCII except '"' and
-// '\\'. The decoder uses it to find the end of a string, the encoder to find what to escape.
-var strSafe = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// SWAR constants: a byte repeated across a 64-bit word.
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// plainRun returns the length of the prefix of s, in whole 8-byte words, made of bytes that
-// strSafe allows, checking eight bytes at a time (the zero-byte tests of "Bit Twiddling Hacks").
-// The byte loops after it handle the rest, so a word it stops at costs speed, never correctness.
-func plainRun(s string) int {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		ctl := (v - lsb*0x20) &^ v // high bit set in a byte < 0x20
-		q := v ^ (lsb * '"')       // zero where v has '"'
-		bs := v ^ (lsb * '\\')     // zero where v has '\\'
-		q = (q - lsb) &^ q
-		bs = (bs - lsb) &^ bs
-		if (ctl|q|bs|v)&msb != 0 { // v's own high bits: a byte >= 0x80
-			break
-		}
-	}
-	return i
 }
 
 // syntaxError is a JSON syntax error at a byte offset of the input. badUTF8 marks a string that
@@ -146,9 +113,9 @@ func (d *scanner) unexpected(what string) error {
 func (d *scanner) str() (string, error) {
 	s := d.s
 	start := d.i + 1
-	for i := start + plainRun(s[start:]); i < len(s); {
+	for i := start + jsontext.PlainRun(s[start:]); i < len(s); {
 		c := s[i]
-		if strSafe[c] {
+		if jsontext.Safe(c) {
 			i++
 			continue
 		}
@@ -188,7 +155,7 @@ func (d *scanner) strEscaped(start, i int, build bool) (string, error) {
 	}
 	for i < len(s) {
 		c := s[i]
-		if strSafe[c] {
+		if jsontext.Safe(c) {
 			if build {
 				buf = append(buf, c)
 			}

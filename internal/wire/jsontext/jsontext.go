@@ -1,0 +1,106 @@
+// Package jsontext appends JSON strings without allocating, for every hand-written encoder in the
+// repository (the Anthropic and OpenAI codecs, the upstream model rewriter, the sim's tool
+// inputs). Its output is valid JSON for any input: control characters are escaped, invalid UTF-8
+// becomes U+FFFD, and U+2028/U+2029 are escaped so the text is also safe inside JavaScript.
+// Runs of plain ASCII are found eight bytes at a time.
+package jsontext
+
+import "unicode/utf8"
+
+const hexDigits = "0123456789abcdef"
+
+// safe marks the bytes a JSON string may hold as they are: printable ASCII except '"' and '\\'.
+var safe = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// Safe reports whether c may stand unescaped inside a JSON string and is plain ASCII.
+func Safe(c byte) bool { return safe[c] }
+
+// SWAR constants: a byte repeated across a 64-bit word.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// PlainRun returns the length of the prefix of s, in whole 8-byte words, made of bytes Safe
+// allows, checking eight bytes at a time (the zero-byte tests of "Bit Twiddling Hacks"). Callers
+// handle the rest byte by byte, so a word it stops at costs speed, never correctness.
+func PlainRun(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		ctl := (v - lsb*0x20) &^ v // high bit set in a byte < 0x20
+		q := v ^ (lsb * '"')       // zero where v has '"'
+		bs := v ^ (lsb * '\\')     // zero where v has '\\'
+		q = (q - lsb) &^ q
+		bs = (bs - lsb) &^ bs
+		if (ctl|q|bs|v)&msb != 0 { // v's own high bits: a byte >= 0x80
+			break
+		}
+	}
+	return i
+}
+
+// AppendString appends s as a quoted JSON string.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = AppendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendEscaped appends the inside of a JSON string for s, without the quotes.
+func AppendEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := PlainRun(s); i < len(s); {
+		c := s[i]
+		if safe[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			i += PlainRun(s[i:])
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += n
+			start = i
+			continue
+		}
+		i += n
+	}
+	return append(dst, s[start:]...)
+}
