@@ -2,9 +2,10 @@
 // latency measured from the time it was scheduled to be sent (so a stalled server cannot hide its
 // queue, the "coordinated omission" of closed-loop tools), or closed-loop with N connections. It
 // speaks Anthropic and OpenAI JSON/SSE and the binary protocol over HTTP/1.1 (its own zero-alloc
-// client) and HTTP/2, counts tokens with minimal readers of its own, and records latency, time to
-// first token and inter-token time into fixed-size log-linear histograms. It also holds the fast
-// upstream that benchmarks put behind layer0 (see Upstream).
+// client) and HTTP/2, counts tokens with zero-alloc readers (SSE of its own, binary frames through
+// internal/wire/binary's decoder), and records latency, time to first token and inter-token time
+// into fixed-size log-linear histograms. It also holds the fast upstream that benchmarks put
+// behind layer0 (see Upstream).
 package bench
 
 import (
