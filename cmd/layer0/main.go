@@ -14,6 +14,8 @@ Usage:
   layer0 serve [--addr HOST:PORT] [--config FILE]   serve the APIs (default: the embedded sim engine)
   layer0 config check FILE                          validate a configuration file
   layer0 keys new                                   print a fresh API key and the hash to configure
+  layer0 bench [flags] --url URL                    load-test layer0 or any compatible server (bench -h)
+  layer0 bench upstream [--addr HOST:PORT]          a minimal fast upstream to benchmark against
   layer0 help                                       this text
 `
 
@@ -35,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runConfig(args[1:], stdout)
 	case "keys":
 		err = runKeys(args[1:], stdout)
+	case "bench":
+		err = runBench(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
