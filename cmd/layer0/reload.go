@@ -12,25 +12,17 @@ import (
 	"github.com/layer0ai/layer0/internal/config"
 )
 
-// fingerprint identifies a version of the config file. Modification time and size catch almost
-// every change; the content hash catches the rest (an edit that keeps the size within the file
-// system's timestamp resolution) and ignores a touch that changes nothing.
-type fingerprint struct {
-	mod  time.Time
-	size int64
-	sum  [sha256.Size]byte
-}
+// fingerprint identifies a version of the config file by its content's SHA-256: a touch that
+// changes nothing is not a reload, and an edit is seen whatever the file system's timestamp
+// resolution. Reading a config file once a second costs nothing.
+type fingerprint [sha256.Size]byte
 
 func fingerprintOf(path string) (fingerprint, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return fingerprint{}, err
-	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fingerprint{}, err
 	}
-	return fingerprint{mod: st.ModTime(), size: st.Size(), sum: sha256.Sum256(b)}, nil
+	return sha256.Sum256(b), nil
 }
 
 // reloader re-reads the config file on SIGHUP and whenever its content changes (polled once a

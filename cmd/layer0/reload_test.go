@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/config"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader on other goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const cfgOne = "engines: {s: {kind: sim}}\nmodels: {one: {engines: [s]}}\n"
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newTestReloader(t *testing.T, text string) (*reloader, *layer0.Gateway, *syncBuffer, *slog.LevelVar) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "layer0.yaml")
+	writeFile(t, path, text)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := layer0.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	var log syncBuffer
+	level := new(slog.LevelVar)
+	r := newReloader(path, g, slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: level})), level)
+	return r, g, &log, level
+}
+
+func models(g *layer0.Gateway) string {
+	return modelList(g.Config())
+}
+
+func TestReloaderPoll(t *testing.T) {
+	r, g, log, level := newTestReloader(t, cfgOne)
+	first := g.Config()
+	r.poll()
+	if g.Config() != first {
+		t.Fatal("poll without a change reloaded")
+	}
+
+	// An edit is picked up by the next poll.
+	writeFile(t, r.path, "engines: {s: {kind: sim}}\nmodels: {one: {engines: [s]}, two: {engines: [s]}}\nlog: {level: debug}\n")
+	r.poll()
+	if got := models(g); got != "one, two" {
+		t.Errorf("after an edit: models %q, want \"one, two\"", got)
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Errorf("log level: got %v, want debug from the new file", level.Level())
+	}
+	if !strings.Contains(log.String(), `"msg":"config reloaded"`) || !strings.Contains(log.String(), `"reason":"file changed"`) {
+		t.Errorf("log: got %s, want a reload record", log.String())
+	}
+
+	// Touching the file without changing it is not a reload.
+	second := g.Config()
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(r.path, future, future); err != nil {
+		t.Fatal(err)
+	}
+	r.poll()
+	if g.Config() != second {
+		t.Error("a touch reloaded")
+	}
+
+	// A broken edit is rejected with every problem logged; the running configuration stays.
+	writeFile(t, r.path, "engines: {s: {kind: warp}}\nmodels: {one: {engines: [s, ghost]}}\nrouting: {picker: dice}\n")
+	r.poll()
+	if g.Config() != second {
+		t.Error("a broken file replaced the running configuration")
+	}
+	out := log.String()
+	for _, want := range []string{"config reload rejected", `engines.s.kind: unknown kind \"warp\"`,
+		`models.one.engines[1]: unknown engine \"ghost\"`, `routing.picker: unknown picker \"dice\"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	// The same broken content is not retried every second.
+	n := strings.Count(log.String(), "config reload rejected")
+	r.poll()
+	if got := strings.Count(log.String(), "config reload rejected"); got != n {
+		t.Errorf("rejections: got %d, want %d (the broken version is rejected once)", got, n)
+	}
+	// A missing file is reported, and serving goes on.
+	if err := os.Remove(r.path); err != nil {
+		t.Fatal(err)
+	}
+	r.poll()
+	if !strings.Contains(log.String(), "config file unreadable") || g.Config() != second {
+		t.Errorf("missing file: log %s", log.String())
+	}
+}
+
+func TestReloaderRunSIGHUPAndTicks(t *testing.T) {
+	r, g, _, _ := newTestReloader(t, cfgOne)
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal)
+	tick := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		r.run(ctx, hup, tick)
+		close(done)
+	}()
+	// SIGHUP reloads even what polling would call unchanged: keep the fingerprint, change the
+	// file, and signal.
+	writeFile(t, r.path, "engines: {s: {kind: sim}}\nmodels: {three: {engines: [s]}}\n")
+	r.last, _ = fingerprintOf(r.path)
+	hup <- syscall.SIGHUP
+	tick <- time.Now() // run handled the signal before taking the tick
+	if got := models(g); got != "three" {
+		t.Errorf("after SIGHUP: models %q, want three", got)
+	}
+	writeFile(t, r.path, "engines: {s: {kind: sim}}\nmodels: {four: {engines: [s]}}\n")
+	tick <- time.Now()
+	tick <- time.Now()
+	if got := models(g); got != "four" {
+		t.Errorf("after a tick: models %q, want four", got)
+	}
+	cancel()
+	<-done
+}
+
+// TestReloadKeepsListenAddr checks that a reload keeps the address in force (it cannot move
+// without a restart) and warns that the file's new one is not applied.
+func TestReloadKeepsListenAddr(t *testing.T) {
+	r, g, log, _ := newTestReloader(t, cfgOne)
+	writeFile(t, r.path, "server: {addr: '127.0.0.1:9999'}\n"+cfgOne)
+	if !r.reload("test") {
+		t.Fatalf("reload refused: %s", log.String())
+	}
+	if got := g.Config().Server.Addr; got != "127.0.0.1:8080" {
+		t.Errorf("addr: got %s, want the running 127.0.0.1:8080", got)
+	}
+	if !strings.Contains(log.String(), "apply only after a restart") {
+		t.Errorf("no warning about the listener: %s", log.String())
+	}
+}
+
+func TestServeRefusesOpenAddrWithoutKeys(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := runServe([]string{"--addr", "0.0.0.0:0"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("got %v, want a refusal naming the loopback rule", err)
+	}
+}
+
+// TestServeSaysWhenAuthless starts the real command on loopback without keys, checks that it
+// says it serves without auth, and stops it with SIGTERM (which it has registered by then).
+func TestServeSaysWhenAuthless(t *testing.T) {
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--addr", "127.0.0.1:0"}, &out, &errOut) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "WITHOUT AUTH") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start message; stdout %q stderr %q", out.String(), errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(errOut.String(), "serving without auth on a loopback address") {
+		t.Errorf("process log: %q, want the warning", errOut.String())
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
