@@ -72,8 +72,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
 	})
+	scheme := "http"
+	if t := cfg.Server.TLS; t.CertFile != "" {
+		if err := server.EnableTLS(srv, t.CertFile, t.KeyFile, logger); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
 	return server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
-		fmt.Fprintf(stdout, "layer0 listening on http://%s (models: %s)\n", a, modelList(cfg))
+		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
 		}

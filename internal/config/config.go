@@ -55,6 +55,18 @@ type Server struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout is how long in-flight requests may run after a stop signal. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
+	// cleartext HTTP/1.1 + h2c. Default: off.
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS names the certificate and key files (PEM). Both or neither. They are re-read when they
+// change, without a restart.
+type TLS struct {
+	// CertFile is the certificate chain, PEM.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the private key, PEM.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Engine kinds.
@@ -388,6 +400,9 @@ func (e *Errors) Error() string {
 // Validate checks the configuration and returns an *Errors with every problem, or nil.
 func (c *Config) Validate() error {
 	errs := &Errors{}
+	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
+		errs.add("server.tls", "cert_file and key_file must be given together")
+	}
 	if c.Server.MaxBodyBytes < 0 {
 		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
 	}
