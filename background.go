@@ -16,12 +16,7 @@ import (
 // watches and how often. Timing here is the wall clock: it schedules work, it decides nothing.
 func (g *Gateway) run() {
 	defer close(g.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-g.stop
-		cancel()
-	}()
+	ctx := g.ctx
 	var lastHealth time.Time
 	t := time.NewTimer(0)
 	defer t.Stop()

@@ -91,9 +91,9 @@ type Gateway struct {
 	logger  *slog.Logger
 	opts    options
 	metrics *metrics.Metrics
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	ctx     context.Context // the background loop's; canceled by Close
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the loop has ended
 }
 
 // New builds a gateway from cfg (DefaultConfig when nil). With no API keys configured it serves
@@ -121,7 +121,7 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{logger: o.logger, opts: o, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Gateway{logger: o.logger, opts: o, done: make(chan struct{})}
 	g.gen.Store(gen)
 	if g.metrics, err = metrics.New(o.registry); err != nil {
 		return nil, err
@@ -136,6 +136,7 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	}
 	g.srv = server.New(gen.pipe, server.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, AccessLog: o.accessLog,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad})
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	go g.run()
 	return g, nil
 }
@@ -169,7 +170,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 // Close stops the background loop (utilisation and health checks). Requests may still be
 // served; replicas then keep their last known load and health.
 func (g *Gateway) Close() error {
-	g.once.Do(func() { close(g.stop) })
+	g.cancel()
 	<-g.done
 	return nil
 }
