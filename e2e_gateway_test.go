@@ -20,6 +20,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	oai "github.com/openai/openai-go/v3"
+	oaiopt "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/accesslog"
@@ -839,3 +842,66 @@ func TestGatewayMetrics(t *testing.T) {
 }
 
 func authHash(key string) string { return auth.HashHex(key) }
+
+// TestGatewayOpenAIClients checks that auth and limits answer OpenAI clients in OpenAI's own
+// error format, with OpenAI's rate-limit headers.
+func TestGatewayOpenAIClients(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, `
+keys:
+  - {name: alpha, hash: `+authHash("l0-oai-alpha")+`, limits: {requests_per_minute: 1}}
+  - {name: beta, hash: `+authHash("l0-oai-beta")+`, models: [small]}
+engines:
+  sim: {kind: sim}
+models:
+  small: {engines: [sim]}
+  chat: {engines: [sim]}
+`))
+	ctx := context.Background()
+	call := func(key, model string) (*oai.Error, error) {
+		c := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey(key), oaiopt.WithMaxRetries(0))
+		_, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: shared.ChatModel(model), MaxTokens: oai.Int(3),
+			Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}})
+		var e *oai.Error
+		errors.As(err, &e)
+		return e, err
+	}
+	if _, err := call("l0-oai-alpha", "chat"); err != nil {
+		t.Fatalf("alpha's first request: %v", err)
+	}
+	for _, tt := range []struct {
+		key, model string
+		status     int
+	}{
+		{"l0-oai-nobody", "chat", 401},
+		{"l0-oai-beta", "chat", 403},
+		{"l0-oai-alpha", "chat", 429},
+	} {
+		e, err := call(tt.key, tt.model)
+		if e == nil {
+			t.Errorf("%s on %s: got %v, want an OpenAI error %d", tt.key, tt.model, err, tt.status)
+			continue
+		}
+		if e.StatusCode != tt.status || e.Message == "" || strings.Contains(e.Message, tt.key) {
+			t.Errorf("%s on %s: got %d %q, want %d with a message that does not echo the key", tt.key, tt.model,
+				e.StatusCode, e.Message, tt.status)
+		}
+		if tt.status == 429 {
+			h := e.Response.Header
+			if h.Get("X-Ratelimit-Limit-Requests") != "1" || h.Get("X-Ratelimit-Remaining-Requests") != "0" ||
+				h.Get("X-Ratelimit-Reset-Requests") == "" || h.Get("Retry-After") == "" {
+				t.Errorf("429 headers: got %v, want OpenAI's x-ratelimit-* and retry-after", h)
+			}
+		}
+	}
+
+	// The models list without a key: a 401 in OpenAI's shape (no anthropic-version header).
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(string(b), `{"error":{`) {
+		t.Errorf("models without a key: got %d %s, want 401 in OpenAI's error shape", resp.StatusCode, b)
+	}
+}
