@@ -905,3 +905,29 @@ models:
 		t.Errorf("models without a key: got %d %s, want 401 in OpenAI's error shape", resp.StatusCode, b)
 	}
 }
+
+// TestGatewayDo checks the in-process path: the application is trusted whatever keys exist, and
+// a collected answer moves to the fallback even after the primary broke mid-answer.
+func TestGatewayDo(t *testing.T) {
+	g, err := layer0.New(parseConfig(t, `
+keys: [{name: k, hash: `+authHash("l0-do")+`}]
+engines:
+  mid: {kind: sim, sim: {fail: {after_tokens: 2}}}
+  ok: {kind: sim}
+models:
+  m: {engines: [mid], fallback: [backup]}
+  backup: {engines: [ok]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	req := &layer0.Request{Model: "m", MaxTokens: 8, Messages: []layer0.Message{{Content: []layer0.Block{{Text: "in process"}}}}}
+	var c layer0.Collector
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c.Response.ID, "msg_") || len(c.Response.Content) != 1 || c.Response.Usage.OutputTokens != 8 {
+		t.Errorf("got %+v, want the fallback's whole answer with a msg_ id", c.Response)
+	}
+}

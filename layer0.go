@@ -181,7 +181,17 @@ func (g *Gateway) Close() error {
 // global limits and those of the key name "" apply.
 func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
 	c := pipeline.Call{Request: req, Sink: &idSink{Sink: sink}, Key: pipeline.Anonymous()}
-	return g.srv.Pipeline().Serve(ctx, &c)
+	col, _ := sink.(*Collector)
+	if col != nil {
+		// Passed as itself, the pipeline recognises a collector: nothing of it reaches anyone
+		// before Do returns, so any failure can still move to another replica or model.
+		c.Sink = col
+	}
+	err := g.srv.Pipeline().Serve(ctx, &c)
+	if col != nil && err == nil && col.Response.ID == "" {
+		col.Response.ID = ids.Message()
+	}
+	return err
 }
 
 // idSink gives in-process responses a message id, as the HTTP encoders do.

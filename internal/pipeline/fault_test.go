@@ -337,7 +337,7 @@ func TestPick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Picked{Model: "primary", Engine: "a", URL: "http://a.example:8000"}); got != want {
+	if want := (Picked{Name: "primary", Model: "primary", Engine: "a", URL: "http://a.example:8000"}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 	if o := r.reps["a"].Outstanding(); o != 0 {

@@ -608,6 +608,8 @@ func (w *countingWriter) Flush() error {
 
 // Picked is the replica /v1/layer/negotiate sends a legacy client to.
 type Picked struct {
+	// Name is the canonical spelling of the name asked for.
+	Name string
 	// Model is the model that would serve (a split's arm, or a fallback).
 	Model string
 	// Engine is the replica's name.
@@ -637,5 +639,5 @@ func (p *Pipeline) Pick(key *auth.Key, model string) (Picked, error) {
 	// A pick that serves nothing says nothing about the replica's health: report it as a
 	// cancellation, which frees its outstanding count and counts neither way.
 	plan.Report(context.Canceled, 0)
-	return Picked{Model: a.Model, Engine: a.Replica.Name, URL: p.engines[a.Replica].URL}, nil
+	return Picked{Name: name, Model: a.Model, Engine: a.Replica.Name, URL: p.engines[a.Replica].URL}, nil
 }

@@ -84,7 +84,7 @@ func (x *exchange) negotiate() {
 		return
 	}
 	rec := &x.call.Record
-	rec.Model, rec.Served, rec.Engine = model, picked.Model, picked.Engine
+	rec.Model, rec.Served, rec.Engine = picked.Name, picked.Model, picked.Engine
 	loc := picked.URL
 	if loc == "" {
 		scheme := "http"

@@ -105,6 +105,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key, err := x.p.Admit(r.Header)
 		if err != nil {
 			x.format = clientFormat(r)
+			rec.Format = x.format
 			x.fail(err)
 			x.finish()
 			return
