@@ -143,6 +143,16 @@ func TestGatewayExample(t *testing.T) {
 	if got := resp.Header.Get("X-Layer0-Engine"); got != "fallback" {
 		t.Errorf("chat served by %q, want the fallback sim", got)
 	}
+	// A successful answer carries the key's rate-limit state, as the Anthropic API's do.
+	if got := resp.Header.Get("anthropic-ratelimit-requests-limit"); got != "5" {
+		t.Errorf("anthropic-ratelimit-requests-limit on success: got %q, want 5", got)
+	}
+	if got := resp.Header.Get("anthropic-ratelimit-requests-remaining"); got != "4" {
+		t.Errorf("anthropic-ratelimit-requests-remaining on success: got %q, want 4", got)
+	}
+	if resp.Header.Get("x-ratelimit-limit-requests") == "" {
+		t.Error("x-ratelimit-limit-requests missing on success")
+	}
 	if msg.Model != "chat" || len(msg.Content) == 0 {
 		t.Errorf("chat answer: model %q content %+v", msg.Model, msg.Content)
 	}

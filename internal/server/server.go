@@ -244,6 +244,13 @@ func (x *exchange) writeTimingHeaders(engine time.Duration) {
 	if rec.Engine != "" {
 		h["X-Layer0-Engine"] = []string{rec.Engine}
 	}
+	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
+	// (a 429 carries its own, filled when it was refused).
+	if !rec.RateLimited && rec.Status < 400 {
+		if l := x.p.Limits(); l != nil {
+			l.Header(rec.Key, h)
+		}
+	}
 }
 
 func fmtMillis(d time.Duration) string {
