@@ -46,19 +46,68 @@ func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.
 	req, okReq := tightest(ctx, now, &key.req, &l.global.req)
 	in, okIn := tightest(ctx, now, &key.in, &l.global.in)
 	out, okOut := tightest(ctx, now, &key.out, &l.global.out)
+	var buf [384]byte
+	w := headerWriter{b: buf[:0]}
 	if okReq {
-		setAnthropic(h, now, req, hAnthropicRequestsLimit, hAnthropicRequestsRemaining, hAnthropicRequestsReset)
-		setOpenAI(h, now, req, hOpenAILimitRequests, hOpenAIRemainingRequests, hOpenAIResetRequests)
+		w.anthropic(now, req, hAnthropicRequestsLimit, hAnthropicRequestsRemaining, hAnthropicRequestsReset)
+		w.openAI(now, req, hOpenAILimitRequests, hOpenAIRemainingRequests, hOpenAIResetRequests)
 	}
 	if okIn {
-		setAnthropic(h, now, in, hAnthropicInputTokensLimit, hAnthropicInputTokensRemaining, hAnthropicInputTokensReset)
-		setOpenAI(h, now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+		w.anthropic(now, in, hAnthropicInputTokensLimit, hAnthropicInputTokensRemaining, hAnthropicInputTokensReset)
+		w.openAI(now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
 	}
 	if okOut {
-		setAnthropic(h, now, out, hAnthropicOutputTokensLimit, hAnthropicOutputTokensRemaining, hAnthropicOutputTokensReset)
+		w.anthropic(now, out, hAnthropicOutputTokensLimit, hAnthropicOutputTokensRemaining, hAnthropicOutputTokensReset)
 		if !okIn {
-			setOpenAI(h, now, out, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+			w.openAI(now, out, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
 		}
+	}
+	w.set(h)
+}
+
+// headerWriter formats up to 15 header values into one buffer and sets them with one string and
+// one slice allocation in all, rather than two per header: these headers go on every answer.
+type headerWriter struct {
+	names [15]string
+	ends  [15]int
+	n     int
+	b     []byte
+}
+
+func (w *headerWriter) add(name string) {
+	w.names[w.n], w.ends[w.n] = name, len(w.b)
+	w.n++
+}
+
+func (w *headerWriter) anthropic(now time.Time, st Status, limit, remaining, reset string) {
+	w.b = strconv.AppendInt(w.b, st.Limit, 10)
+	w.add(limit)
+	w.b = strconv.AppendInt(w.b, st.Remaining, 10)
+	w.add(remaining)
+	w.b = resetTime(now, st.Reset).UTC().AppendFormat(w.b, time.RFC3339)
+	w.add(reset)
+}
+
+func (w *headerWriter) openAI(now time.Time, st Status, limit, remaining, reset string) {
+	w.b = strconv.AppendInt(w.b, st.Limit, 10)
+	w.add(limit)
+	w.b = strconv.AppendInt(w.b, st.Remaining, 10)
+	w.add(remaining)
+	w.b = append(w.b, roundUp(max(st.Reset.Sub(now), 0)).String()...)
+	w.add(reset)
+}
+
+func (w *headerWriter) set(h http.Header) {
+	if w.n == 0 {
+		return
+	}
+	text := string(w.b)
+	vals := make([]string, w.n)
+	start := 0
+	for i := range w.n {
+		vals[i] = text[start:w.ends[i]]
+		start = w.ends[i]
+		h[w.names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
@@ -80,18 +129,6 @@ func tightest(ctx context.Context, now time.Time, slots ...*rateSlot) (Status, b
 		}
 	}
 	return best, found
-}
-
-func setAnthropic(h http.Header, now time.Time, st Status, limit, remaining, reset string) {
-	h[limit] = []string{strconv.FormatInt(st.Limit, 10)}
-	h[remaining] = []string{strconv.FormatInt(st.Remaining, 10)}
-	h[reset] = []string{resetTime(now, st.Reset).UTC().Format(time.RFC3339)}
-}
-
-func setOpenAI(h http.Header, now time.Time, st Status, limit, remaining, reset string) {
-	h[limit] = []string{strconv.FormatInt(st.Limit, 10)}
-	h[remaining] = []string{strconv.FormatInt(st.Remaining, 10)}
-	h[reset] = []string{roundUp(max(st.Reset.Sub(now), 0)).String()}
 }
 
 // resetTime rounds a reset instant up to the whole second RFC 3339 shows, so it is never early.
