@@ -129,7 +129,17 @@ func TestGatewayExample(t *testing.T) {
 		t.Fatalf("beta streaming small: %v", err)
 	}
 
-	// beta may not use chat.
+	// beta sees only the model it may use, and may not use chat.
+	var seen []string
+	for it := beta.Models.ListAutoPaging(ctx, anthropic.ModelListParams{}); it.Next(); {
+		seen = append(seen, it.Current().ID)
+	}
+	if len(seen) != 1 || seen[0] != "small" {
+		t.Errorf("beta's models: got %v, want [small]", seen)
+	}
+	if _, err := beta.Models.Get(ctx, "chat", anthropic.ModelGetParams{}); err == nil {
+		t.Error("beta got model chat, want a permission error")
+	}
 	_, err = beta.Messages.New(ctx, params("chat"))
 	assertAPIError(t, err, 403, "permission_error")
 

@@ -87,7 +87,7 @@ func (x *exchange) countTokens() {
 }
 
 func (x *exchange) anthropicModels() []anthropic.Model {
-	ms := x.p.Models()
+	ms := x.models()
 	out := make([]anthropic.Model, len(ms))
 	for i, m := range ms {
 		out[i] = anthropic.Model{ID: m.ID, DisplayName: m.DisplayName, Created: m.Created}
@@ -107,7 +107,7 @@ func (x *exchange) listModels() {
 
 // getModel serves GET /v1/models/{id}.
 func (x *exchange) getModel(id string) {
-	m, err := x.p.Model(id)
+	m, err := x.model(id)
 	if err != nil {
 		x.fail(err)
 		return
@@ -127,4 +127,34 @@ func (x *exchange) writeErrorBody(e *apierr.Error) {
 		x.writeFull(e.Status(), "application/json", body)
 	}
 	x.call.Record.Status = e.Status()
+}
+
+// models returns the models the caller's key may use, in id order.
+func (x *exchange) models() []*pipeline.Model {
+	all := x.p.Models()
+	k := x.call.Key
+	if k == nil {
+		return all
+	}
+	out := make([]*pipeline.Model, 0, len(all))
+	for _, m := range all {
+		if k.Allow(m.ID) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// model finds a model by name (or alias) that the caller's key may use.
+func (x *exchange) model(id string) (*pipeline.Model, error) {
+	m, err := x.p.Model(id)
+	if err != nil {
+		return nil, err
+	}
+	if k := x.call.Key; k != nil {
+		if err := k.Allow(m.ID); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }

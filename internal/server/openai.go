@@ -81,7 +81,7 @@ func (f flushWriter) Flush() error                { return f.sw.flush() }
 // openAIModels serves GET /v1/models in the OpenAI shape.
 func (x *exchange) openAIModels() {
 	x.format = llm.FormatOpenAI
-	ms := x.p.Models()
+	ms := x.models()
 	list := make([]openai.Model, len(ms))
 	for i, m := range ms {
 		list[i] = openai.Model{ID: m.ID, Created: m.Created.Unix()}
@@ -92,7 +92,7 @@ func (x *exchange) openAIModels() {
 // openAIModel serves GET /v1/models/{id} in the OpenAI shape.
 func (x *exchange) openAIModel(id string) {
 	x.format = llm.FormatOpenAI
-	m, err := x.p.Model(id)
+	m, err := x.model(id)
 	if err != nil {
 		x.fail(err)
 		return
