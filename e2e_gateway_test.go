@@ -140,6 +140,11 @@ func TestGatewayExample(t *testing.T) {
 	if _, err := beta.Models.Get(ctx, "chat", anthropic.ModelGetParams{}); err == nil {
 		t.Error("beta got model chat, want a permission error")
 	}
+	if _, err := beta.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+		Model: "chat", Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	}); err == nil {
+		t.Error("beta counted tokens on chat, want a permission error")
+	}
 	_, err = beta.Messages.New(ctx, params("chat"))
 	assertAPIError(t, err, 403, "permission_error")
 

@@ -77,6 +77,10 @@ func (x *exchange) countTokens() {
 		return
 	}
 	x.call.Record.Format = llm.FormatAnthropic
+	if _, err := x.model(req.Model); err != nil { // unknown, or not this key's to use
+		x.fail(err)
+		return
+	}
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
