@@ -170,6 +170,10 @@ func TestProtocolsAgree(t *testing.T) {
 			if r.Usage.OutputTokens == 0 || r.Usage.OutputTokens > 60 {
 				t.Errorf("%v %v: got %d output tokens, want 1-60", p, tr, r.Usage.OutputTokens)
 			}
+			// Every protocol that carries a message id carries a msg_ one (version 1 has none).
+			if p != Binary1 && !strings.HasPrefix(r.ID, "msg_") {
+				t.Errorf("%v %v: got message id %q, want msg_…", p, tr, r.ID)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/vocab"
 	"github.com/layer0ai/layer0/internal/wire/binary"
@@ -51,6 +52,7 @@ func (x *exchange) binaryMessages() {
 		x.fail(err)
 		return
 	}
+	sw.ID = ids.Message()
 	x.call.Sink = sw
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {

@@ -30,6 +30,10 @@ var errStreamDone = errors.New("binary: event after the end of the stream")
 // deltas and the stop reason have no version-1 frame and are dropped. Version 2 writes
 // "ANTH" 0x02 and a frame per event kind.
 type StreamWriter struct {
+	// ID is the message id sent in version 2's start frame when the engine's start event has
+	// none (engines leave ids to the front; the server sets a msg_ id here).
+	ID string
+
 	w     io.Writer
 	flush func() error // may be nil
 	mode  Mode
@@ -97,7 +101,11 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		if v2 {
 			s.closePend()
 			s.frame(FrameStart, func(b []byte) []byte {
-				b = appendStr(b, ev.ID)
+				id := ev.ID
+				if id == "" {
+					id = s.ID
+				}
+				b = appendStr(b, id)
 				b = appendStr(b, ev.Model)
 				b = ebin.AppendUvarint(b, uint64(nonNeg(ev.Usage.InputTokens)))
 				b = ebin.AppendUvarint(b, uint64(nonNeg(ev.Usage.CacheCreationInputTokens)))
