@@ -28,7 +28,7 @@ func TestMalformedOverHTTP(t *testing.T) {
 		{"temperature out of range", "POST", "/v1/messages", strings.Replace(ok, `"max_tokens"`, `"temperature":3,"max_tokens"`, 1), 400, "invalid_request_error", "temperature"},
 		{"over the body limit", "POST", "/v1/messages", `{"model":"sim","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_too_large", "exceeds the limit of 4096 bytes"},
 		{"empty body", "POST", "/v1/messages", ``, 400, "invalid_request_error", "body"},
-		{"wrong method", "GET", "/v1/messages", ``, 400, "invalid_request_error", "method not allowed"},
+		{"wrong method", "GET", "/v1/messages", ``, 405, "invalid_request_error", "method not allowed"},
 		{"unknown path", "POST", "/v1/complete", ok, 404, "not_found_error", "no such endpoint"},
 		{"count_tokens bad", "POST", "/v1/messages/count_tokens", `{"model":"sim"}`, 400, "invalid_request_error", "messages"},
 		{"models bad limit", "GET", "/v1/models?limit=0", ``, 400, "invalid_request_error", "limit"},

@@ -16,17 +16,18 @@ type Kind uint8
 
 // Error kinds, one per Anthropic error type.
 const (
-	API             Kind = iota // 500 api_error; the zero value, for anything unclassified
-	InvalidRequest              // 400 invalid_request_error
-	Authentication              // 401 authentication_error
-	Permission                  // 403 permission_error
-	NotFound                    // 404 not_found_error
-	RequestTooLarge             // 413 request_too_large
-	RateLimit                   // 429 rate_limit_error
-	Timeout                     // 504 timeout_error
-	Overloaded                  // 529 overloaded_error
-	BadGateway                  // 502 api_error: the engine failed
-	Unavailable                 // 503 api_error: no engine can serve
+	API              Kind = iota // 500 api_error; the zero value, for anything unclassified
+	InvalidRequest               // 400 invalid_request_error
+	Authentication               // 401 authentication_error
+	Permission                   // 403 permission_error
+	NotFound                     // 404 not_found_error
+	RequestTooLarge              // 413 request_too_large
+	RateLimit                    // 429 rate_limit_error
+	Timeout                      // 504 timeout_error
+	Overloaded                   // 529 overloaded_error
+	BadGateway                   // 502 api_error: the engine failed
+	Unavailable                  // 503 api_error: no engine can serve
+	MethodNotAllowed             // 405 invalid_request_error: wrong HTTP method for the path
 )
 
 // Status is the HTTP status code of the kind.
@@ -52,6 +53,8 @@ func (k Kind) Status() int {
 		return http.StatusBadGateway
 	case Unavailable:
 		return http.StatusServiceUnavailable
+	case MethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	}
 	return http.StatusInternalServerError
 }
@@ -59,7 +62,7 @@ func (k Kind) Status() int {
 // AnthropicType is the error type the Anthropic API sends for the kind.
 func (k Kind) AnthropicType() string {
 	switch k {
-	case InvalidRequest:
+	case InvalidRequest, MethodNotAllowed:
 		return "invalid_request_error"
 	case Authentication:
 		return "authentication_error"

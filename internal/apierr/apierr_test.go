@@ -24,6 +24,7 @@ func TestKinds(t *testing.T) {
 		{Overloaded, 529, "overloaded_error"},
 		{BadGateway, 502, "api_error"},
 		{Unavailable, 503, "api_error"},
+		{MethodNotAllowed, 405, "invalid_request_error"},
 	}
 	for _, tt := range tests {
 		if got := tt.kind.Status(); got != tt.status {

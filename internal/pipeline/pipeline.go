@@ -368,8 +368,13 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 			break
 		}
 		if s.committed {
-			// Content reached the client: the error ends the stream. Settle what was served.
+			// Content reached the client: the error ends the stream. Settle and record what was
+			// served: the input estimate and one output token per delta sent (the engine never
+			// sent its own count).
 			_ = lease.Settle(input, rec.Deltas)
+			if rec.Usage.OutputTokens == 0 {
+				rec.Usage.InputTokens, rec.Usage.OutputTokens = input, rec.Deltas
+			}
 			return err
 		}
 		s.discard()

@@ -6,6 +6,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -92,9 +93,10 @@ type exchange struct {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{s: s, w: w, r: r, p: s.pipe.Load()}
+	x := &exchange{s: s, w: w, r: r, p: s.pipe.Load(), format: clientFormat(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
+	rec.Format = x.format
 	rec.RequestID = ids.Request()
 	h := w.Header()
 	h["Request-Id"] = []string{rec.RequestID}
@@ -104,8 +106,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isAPI(r.URL.Path) {
 		key, err := x.p.Admit(r.Header)
 		if err != nil {
-			x.format = clientFormat(r)
-			rec.Format = x.format
 			x.fail(err)
 			x.finish()
 			return
@@ -150,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (x *exchange) onlyMethod(method string, f func()) {
 	if x.r.Method != method && !(method == http.MethodGet && x.r.Method == http.MethodHead) {
 		x.w.Header().Set("Allow", method)
-		x.fail(&apierr.Error{Kind: apierr.InvalidRequest, Code: "method_not_allowed",
+		x.fail(&apierr.Error{Kind: apierr.MethodNotAllowed, Code: "method_not_allowed",
 			Message: x.r.Method + " " + sanitize(x.r.URL.Path) + ": method not allowed, use " + method})
 		return
 	}
@@ -197,15 +197,28 @@ func tooLarge(n, limit int64) *apierr.Error {
 			strconv.FormatInt(limit, 10) + " bytes"}
 }
 
+// statusClientClosed is recorded (never sent) for a request whose client left before any
+// response: nginx's 499.
+const statusClientClosed = 499
+
 // fail records err and writes it in the client's format: as an HTTP error response when nothing
 // was sent yet, else inside the stream.
 func (x *exchange) fail(err error) {
 	e := apierr.From(err)
 	rec := &x.call.Record
-	rec.Status = e.Status()
 	rec.ErrorType = e.Kind.AnthropicType()
 	rec.Cause = err
+	if errors.Is(err, context.Canceled) && x.r.Context().Err() != nil {
+		// The client went away: nothing more reaches it. The record keeps the status it was
+		// sent (or 499, nginx's "client closed request", when it was sent none).
+		rec.ErrorType = "canceled"
+		if !x.wrote {
+			rec.Status = statusClientClosed
+		}
+		return
+	}
 	if x.wrote {
+		// The status line went out with the stream; the record keeps it and the error type.
 		if x.streamErr != nil {
 			if werr := x.streamErr(e); werr != nil {
 				x.s.logger.Debug("stream error not delivered", "request_id", rec.RequestID, "err", werr)
@@ -213,6 +226,7 @@ func (x *exchange) fail(err error) {
 		}
 		return
 	}
+	rec.Status = e.Status()
 	h := x.w.Header()
 	code := e.Code
 	if code == "" {

@@ -80,6 +80,8 @@ func errorTypeCode(k apierr.Kind) (typ, code string) {
 	switch k {
 	case apierr.InvalidRequest:
 		return "invalid_request_error", ""
+	case apierr.MethodNotAllowed:
+		return "invalid_request_error", "method_not_allowed"
 	case apierr.Authentication:
 		return "invalid_request_error", "invalid_api_key"
 	case apierr.Permission:
