@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -79,7 +80,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		scheme = "https"
 	}
-	return server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
+	err = server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
@@ -89,6 +90,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
 		}
 	})
+	if errors.Is(err, server.ErrDrainTimeout) {
+		// A stop that had to end slow requests is still an orderly stop: each got an error.
+		logger.Warn("stopped", "err", err)
+		return nil
+	}
+	return err
 }
 
 func modelList(cfg *config.Config) string {

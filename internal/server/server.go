@@ -208,7 +208,12 @@ func (x *exchange) fail(err error) {
 	rec := &x.call.Record
 	rec.ErrorType = e.Kind.AnthropicType()
 	rec.Cause = err
-	if errors.Is(err, context.Canceled) && x.r.Context().Err() != nil {
+	if context.Cause(x.r.Context()) == ErrShutdown {
+		// The drain time ran out: the client is still there and is told why its request ends.
+		e = &apierr.Error{Kind: apierr.Unavailable, Code: "shutting_down", Cause: err,
+			Message: "the server is shutting down; retry the request"}
+		rec.ErrorType = e.Kind.AnthropicType()
+	} else if errors.Is(err, context.Canceled) && x.r.Context().Err() != nil {
 		// The client went away: nothing more reaches it. The record keeps the status it was
 		// sent (or 499, nginx's "client closed request", when it was sent none).
 		rec.ErrorType = "canceled"
