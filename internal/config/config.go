@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,6 +216,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
+	errs := &Errors{}
 	if len(root.Content) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
@@ -222,18 +225,30 @@ func Parse(b []byte) (*Config, error) {
 			if !errors.As(err, &te) {
 				return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 			}
+			// The decoder went on past these: report them, then everything Validate finds in
+			// what was decoded, so one typo does not hide the other problems.
 			paths := map[int]string{}
 			nodePaths(root.Content[0], "", paths)
-			errs := &Errors{}
 			for _, m := range te.Errors {
 				errs.List = append(errs.List, withPath(strings.TrimPrefix(m, "yaml: "), paths))
 			}
-			return nil, errs
+		}
+		var extra yaml.Node
+		if err := dec.Decode(&extra); err == nil {
+			errs.add("", "line %d: a second YAML document; the configuration is one document", extra.Line)
 		}
 	}
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, err
+		var v *Errors
+		if errors.As(err, &v) {
+			errs.List = append(errs.List, v.List...)
+		} else {
+			errs.List = append(errs.List, err.Error())
+		}
+	}
+	if len(errs.List) > 0 {
+		return nil, errs
 	}
 	return c, nil
 }
@@ -415,8 +430,8 @@ func (c *Config) Validate() error {
 		case KindOpenAI, KindAnthropic, KindLayer0:
 			if e.URL == "" {
 				errs.add(p+".url", "required for kind %s", e.Kind)
-			} else if !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
-				errs.add(p+".url", "must start with http:// or https://, got %q", e.URL)
+			} else if msg := checkURL(e.URL); msg != "" {
+				errs.add(p+".url", "%s, got %q", msg, e.URL)
 			}
 		case "":
 			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
@@ -503,4 +518,25 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// checkURL says what is wrong with an engine's base URL, or "".
+func checkURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must start with http:// or https://"
+	case u.Hostname() == "":
+		return "must name a host"
+	case u.RawQuery != "" || u.Fragment != "":
+		return "must not have a query or fragment"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "port must be 1-65535"
+		}
+	}
+	return ""
 }

@@ -119,6 +119,18 @@ log: {level: loud}
 			`log.level: unknown level "loud"`,
 		}},
 		{"not yaml", "server: [", []string{"did not find expected node content"}},
+		{"unknown key does not hide the rest", "bogus: 1\nengines:\n  a: {kind: openai}\nmodels:\n  m: {engines: [missing]}\n",
+			[]string{"field bogus not found", "engines.a.url: required for kind openai", `models.m.engines[0]: unknown engine "missing"`}},
+		{"second document", "server: {addr: '127.0.0.1:1'}\n---\nserver: {addr: '0.0.0.0:2'}\n",
+			[]string{"a second YAML document"}},
+		{"bad urls", `
+engines:
+  a: {kind: openai, url: "http://"}
+  b: {kind: openai, url: "http://h:99999"}
+  c: {kind: openai, url: "https://h/v1?x=1"}
+models:
+  m: {engines: [a, b, c]}
+`, []string{"engines.a.url: must name a host", "engines.b.url: port must be 1-65535", "engines.c.url: must not have a query"}},
 		{"models without engines", "models:\n  m: {engines: [x]}\n", []string{`models.m.engines[0]: unknown engine "x"`}},
 	}
 	for _, tt := range tests {

@@ -17,7 +17,7 @@ import (
 const enginePrefix = "/metrics/engines/"
 
 // sunset is the Sunset date (RFC 8594) announced for /v1/layer/negotiate.
-const sunset = "Thu, 31 Dec 2026 23:59:59 GMT"
+const sunset = "Fri, 31 Dec 2027 23:59:59 GMT"
 
 // isAPI reports whether path is a client API endpoint: those need an API key (when keys are
 // configured) and are counted in the request metrics. The binary protocol's vocabulary is public
