@@ -228,7 +228,12 @@ func anthropicCall(ctx context.Context, t *testing.T, c *anthropic.Client, p ant
 	if stream {
 		s := c.Messages.NewStreaming(ctx, p)
 		for s.Next() {
-			if err := msg.Accumulate(s.Current()); err != nil {
+			ev := s.Current()
+			// Clients read the prompt's size from message_start, whatever the engine.
+			if u := ev.Message.Usage; ev.Type == "message_start" && u.InputTokens+u.CacheReadInputTokens == 0 {
+				t.Errorf("message_start without input tokens: %s", ev.RawJSON())
+			}
+			if err := msg.Accumulate(ev); err != nil {
 				t.Fatalf("accumulate: %v", err)
 			}
 		}

@@ -344,7 +344,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// final; before it, the plan decides between another replica, the next fallback model, or
 	// giving up with the most useful error.
 	s := &c.att
-	s.init(c, lease)
+	s.init(c, lease, input)
 	for {
 		a, err := plan.Next()
 		if err != nil {
@@ -464,6 +464,7 @@ type attemptSink struct {
 	rec   *Record
 	lease *limit.Lease
 	timer *time.Timer
+	input int // the request's input tokens as estimated by the tokenizer
 
 	held      [maxHeld]llm.Event
 	nheld     int
@@ -475,8 +476,8 @@ type attemptSink struct {
 	inSink    time.Duration // time inside inner's Flush and final Send, in this attempt
 }
 
-func (s *attemptSink) init(c *Call, lease *limit.Lease) {
-	s.inner, s.rec, s.lease = c.Sink, &c.Record, lease
+func (s *attemptSink) init(c *Call, lease *limit.Lease, input int) {
+	s.inner, s.rec, s.lease, s.input = c.Sink, &c.Record, lease, input
 	s.col, _ = c.Sink.(*llm.Collector)
 }
 
@@ -534,6 +535,14 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 		s.inSink += time.Since(t)
 		return err
 	default:
+		if ev.Kind == llm.EventStart && ev.Usage.InputTokens == 0 && ev.Usage.CacheReadInputTokens == 0 && s.input > 0 {
+			// Engines that count input only at the end (OpenAI-compatible streams) start with 0;
+			// clients read message_start's input_tokens, so it carries the tokenizer's estimate
+			// until the engine's own count arrives with the stop.
+			e := *ev
+			e.Usage.InputTokens = s.input
+			ev = &e
+		}
 		if !s.committed && s.col == nil {
 			if s.nheld < maxHeld {
 				s.held[s.nheld] = *ev
