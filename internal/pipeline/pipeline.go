@@ -464,7 +464,8 @@ type attemptSink struct {
 	rec   *Record
 	lease *limit.Lease
 	timer *time.Timer
-	input int // the request's input tokens as estimated by the tokenizer
+	input int       // the request's input tokens as estimated by the tokenizer
+	start llm.Event // a start event completed with input, without allocating
 
 	held      [maxHeld]llm.Event
 	nheld     int
@@ -539,9 +540,9 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 			// Engines that count input only at the end (OpenAI-compatible streams) start with 0;
 			// clients read message_start's input_tokens, so it carries the tokenizer's estimate
 			// until the engine's own count arrives with the stop.
-			e := *ev
-			e.Usage.InputTokens = s.input
-			ev = &e
+			s.start = *ev
+			s.start.Usage.InputTokens = s.input
+			ev = &s.start
 		}
 		if !s.committed && s.col == nil {
 			if s.nheld < maxHeld {
