@@ -37,6 +37,7 @@ func (x *exchange) messages() {
 	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
 
 	if !req.Stream {
+		x.call.Forward.Out = bodyBuffer{x}
 		var c llm.Collector
 		x.call.Sink = &c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
@@ -44,6 +45,7 @@ func (x *exchange) messages() {
 			return
 		}
 		if rec.Passed {
+			x.writePassed(ct)
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for

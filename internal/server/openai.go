@@ -40,6 +40,7 @@ func (x *exchange) chatCompletions() {
 	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
 
 	if !req.Stream {
+		x.call.Forward.Out = bodyBuffer{x}
 		var c llm.Collector
 		x.call.Sink = &c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
@@ -47,6 +48,7 @@ func (x *exchange) chatCompletions() {
 			return
 		}
 		if rec.Passed {
+			x.writePassed(ct)
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for
