@@ -177,12 +177,20 @@ func (g *Gateway) Close() error {
 
 // Do runs req through the pipeline in-process and pushes the response events into sink — no
 // HTTP, no serialization. Use a *Collector as the sink for a complete Response. Errors are
-// *Error. The application is the caller: in-process calls are not authenticated, and the
-// global limits and those of the key name "" apply.
+// *Error. req is checked first by the rules every HTTP front applies (Request.Validate): an
+// invalid or nil request, or a nil sink, is a 400 invalid_request_error naming the field, and
+// nothing reaches the sink. The application is the caller: in-process calls are not
+// authenticated, and the global limits and those of the key name "" apply.
 func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	col, isCol := sink.(*Collector)
+	if sink == nil || isCol && col == nil {
+		return apierr.New(apierr.InvalidRequest, "sink is missing (nil)")
+	}
 	c := pipeline.Call{Request: req, Sink: &idSink{Sink: sink}, Key: pipeline.Anonymous()}
-	col, _ := sink.(*Collector)
-	if col != nil {
+	if isCol {
 		// Passed as itself, the pipeline recognises a collector: nothing of it reaches anyone
 		// before Do returns, so any failure can still move to another replica or model.
 		c.Sink = col

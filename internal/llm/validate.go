@@ -1,0 +1,344 @@
+package llm
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+)
+
+// Bounds of the sampling parameters and of max_tokens.
+const (
+	// MaxTemperature is the highest temperature: the Anthropic API's, which the binary protocol
+	// and the in-process path share.
+	MaxTemperature = 1.0
+	// MaxTemperatureOpenAI is the highest temperature of a request in OpenAI's format, whose
+	// API allows up to 2; an engine that cannot take it refuses it.
+	MaxTemperatureOpenAI = 2.0
+	// MaxMaxTokens is the largest max_tokens (and top_k): what an int32 holds.
+	MaxMaxTokens = math.MaxInt32
+	// MaxToolName is the longest tool name, in bytes.
+	MaxToolName = 128
+)
+
+// Validate checks the rules every request must meet whatever front it came through, so that
+// the Anthropic, OpenAI and binary decoders and the in-process path (layer0.Do) accept the same
+// requests. The decoders check syntax and name fields as their format spells them; this is the
+// one place the meaning is checked, and what a decoder leaves unchecked is caught here:
+//
+//   - model is not empty;
+//   - max_tokens is 1 to MaxMaxTokens (a request in OpenAI's format may leave it 0: the API
+//     makes it optional and engines apply their default);
+//   - there is at least one message; roles are user or assistant; every message has content
+//     except an optional final assistant message; text blocks are not empty; images have
+//     media_type and data, or a URL; tool_use blocks (id, name, input a JSON object) appear in
+//     assistant messages only and tool_result blocks (tool_use_id; text and image content) in
+//     user messages only;
+//   - system blocks are non-empty text;
+//   - temperature is 0 to MaxTemperature (MaxTemperatureOpenAI for OpenAI's format), top_p 0
+//     to 1, top_k 0 to MaxMaxTokens;
+//   - stop sequences are not empty;
+//   - tools have unique names matching ^[a-zA-Z0-9_-]{1,128}$ and an input schema that is a
+//     JSON object; tool_choice has a known type, and a named tool_choice names one of the tools;
+//   - every string is valid UTF-8.
+//
+// The error is an *apierr.Error (400 invalid_request_error) whose Param names the field by its
+// path in the Anthropic shape ("messages.1.content.0.text"). A nil request is an error too.
+// Validate allocates nothing when the request is valid.
+func (r *Request) Validate() error { return r.validate(true) }
+
+// ValidateCount is Validate for a token count (count_tokens): max_tokens may be left 0.
+func (r *Request) ValidateCount() error { return r.validate(false) }
+
+func (r *Request) validate(needMaxTokens bool) error {
+	if r == nil {
+		return apierr.New(apierr.InvalidRequest, "request is missing (nil)")
+	}
+	switch {
+	case r.Model == "":
+		return apierr.Invalid("model", "must not be empty")
+	case !utf8.ValidString(r.Model):
+		return badUTF8("model")
+	}
+	if r.MaxTokens != 0 || needMaxTokens && r.Format != FormatOpenAI {
+		if err := intRange("max_tokens", r.MaxTokens, 1); err != nil {
+			return err
+		}
+	}
+	if err := r.validateMessages(); err != nil {
+		return err
+	}
+	for i := range r.System {
+		b := &r.System[i]
+		if b.Type != BlockText {
+			return apierr.Invalid(path("system", i, "type"), `must be "text", got %q`, b.Type.String())
+		}
+		if err := checkText(b.Text, "system", i); err != nil {
+			return err
+		}
+	}
+	maxTemp := MaxTemperature
+	if r.Format == FormatOpenAI {
+		maxTemp = MaxTemperatureOpenAI
+	}
+	if err := floatRange("temperature", r.Temperature, maxTemp); err != nil {
+		return err
+	}
+	if err := floatRange("top_p", r.TopP, 1); err != nil {
+		return err
+	}
+	if r.TopK != nil {
+		if err := intRange("top_k", *r.TopK, 0); err != nil {
+			return err
+		}
+	}
+	for i, s := range r.StopSequences {
+		switch {
+		case s == "":
+			return apierr.Invalid(path("stop_sequences", i, ""), "must be non-empty")
+		case !utf8.ValidString(s):
+			return badUTF8(path("stop_sequences", i, ""))
+		}
+	}
+	if err := r.validateTools(); err != nil {
+		return err
+	}
+	if !utf8.ValidString(r.UserID) {
+		return badUTF8("metadata.user_id")
+	}
+	return nil
+}
+
+func (r *Request) validateMessages() error {
+	if len(r.Messages) == 0 {
+		return apierr.Invalid("messages", "at least one message is required")
+	}
+	last := len(r.Messages) - 1
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.Role > RoleAssistant {
+			return apierr.Invalid(path("messages", i, "role"), `must be "user" or "assistant", got role %d`, m.Role)
+		}
+		if len(m.Content) == 0 && (i != last || m.Role != RoleAssistant) {
+			return apierr.Invalid(path("messages", i, "content"),
+				"all messages must have non-empty content except for the optional final assistant message")
+		}
+		for j := range m.Content {
+			if err := checkBlock(&m.Content[j], m.Role, i, j); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkBlock checks block j of message i.
+func checkBlock(b *Block, role Role, i, j int) error {
+	switch b.Type {
+	case BlockText:
+		return checkText(b.Text, "messages", i, j)
+	case BlockImage:
+		return checkImage(b, "messages", i, j)
+	case BlockToolUse:
+		switch {
+		case role != RoleAssistant:
+			return apierr.Invalid(path("messages", i, "content", j), "tool_use blocks are only allowed in assistant messages")
+		case b.ID == "":
+			return apierr.Invalid(path("messages", i, "content", j, "id"), "must be non-empty")
+		case !utf8.ValidString(b.ID):
+			return badUTF8(path("messages", i, "content", j, "id"))
+		case b.Name == "":
+			return apierr.Invalid(path("messages", i, "content", j, "name"), "must be non-empty")
+		case !utf8.ValidString(b.Name):
+			return badUTF8(path("messages", i, "content", j, "name"))
+		case len(b.Input) > 0 && !jsonObject(b.Input):
+			return apierr.Invalid(path("messages", i, "content", j, "input"), "must be a JSON object")
+		}
+		return nil
+	case BlockToolResult:
+		switch {
+		case role != RoleUser:
+			return apierr.Invalid(path("messages", i, "content", j), "tool_result blocks are only allowed in user messages")
+		case b.ToolUseID == "":
+			return apierr.Invalid(path("messages", i, "content", j, "tool_use_id"), "must be non-empty")
+		case !utf8.ValidString(b.ToolUseID):
+			return badUTF8(path("messages", i, "content", j, "tool_use_id"))
+		}
+		for k := range b.Content {
+			c := &b.Content[k]
+			var err error
+			switch c.Type {
+			case BlockText:
+				err = checkText(c.Text, "messages", i, j, k)
+			case BlockImage:
+				err = checkImage(c, "messages", i, j, k)
+			default:
+				err = apierr.Invalid(path("messages", i, "content", j, "content", k, "type"),
+					`must be "text" or "image" inside a tool_result, got %q`, c.Type.String())
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return apierr.Invalid(path("messages", i, "content", j, "type"), "unknown block type %d", b.Type)
+}
+
+// checkText checks a text block; idx are the indexes of the message, block and nested block
+// under list ("messages" or "system", whose blocks have one index).
+func checkText(s, list string, idx ...int) error {
+	switch {
+	case s == "":
+		return apierr.Invalid(blockPath(list, idx, "text"), "text content blocks must be non-empty")
+	case !utf8.ValidString(s):
+		return badUTF8(blockPath(list, idx, "text"))
+	}
+	return nil
+}
+
+func checkImage(b *Block, list string, idx ...int) error {
+	switch {
+	case b.URL == "" && (b.MediaType == "" || b.Data == ""):
+		return apierr.Invalid(blockPath(list, idx, "source"), "an image needs media_type and data, or url")
+	case !utf8.ValidString(b.MediaType):
+		return badUTF8(blockPath(list, idx, "source.media_type"))
+	case !utf8.ValidString(b.Data):
+		return badUTF8(blockPath(list, idx, "source.data"))
+	case !utf8.ValidString(b.URL):
+		return badUTF8(blockPath(list, idx, "source.url"))
+	}
+	return nil
+}
+
+func (r *Request) validateTools() error {
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		switch {
+		case !ValidToolName(t.Name):
+			return apierr.Invalid(path("tools", i, "name"), "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clip(t.Name))
+		case !utf8.ValidString(t.Description):
+			return badUTF8(path("tools", i, "description"))
+		case len(t.InputSchema) == 0:
+			return apierr.Invalid(path("tools", i, "input_schema"), "field required")
+		case !jsonObject(t.InputSchema):
+			return apierr.Invalid(path("tools", i, "input_schema"), "must be a JSON object")
+		}
+		// Quadratic is cheaper than a map for the usual handful of tools.
+		for j := range i {
+			if r.Tools[j].Name == t.Name {
+				return apierr.Invalid(path("tools", i, "name"), "tool names must be unique; %q is also tools.%d.name", t.Name, j)
+			}
+		}
+	}
+	tc := &r.ToolChoice
+	switch tc.Type {
+	case ToolAuto, ToolAny, ToolNone:
+		return nil
+	case ToolNamed:
+		for i := range r.Tools {
+			if r.Tools[i].Name == tc.Name {
+				return nil
+			}
+		}
+		if tc.Name == "" {
+			return apierr.Invalid("tool_choice.name", "field required")
+		}
+		return apierr.Invalid("tool_choice.name", "no tool named %q in tools", clip(tc.Name))
+	}
+	return apierr.Invalid("tool_choice.type", "unknown tool choice type %d", tc.Type)
+}
+
+// ValidToolName reports whether s is a valid tool name: ^[a-zA-Z0-9_-]{1,128}$, as both the
+// Anthropic and the OpenAI APIs require.
+func ValidToolName(s string) bool {
+	if s == "" || len(s) > MaxToolName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonObject reports whether b is one valid JSON object, surrounding white space allowed.
+func jsonObject(b []byte) bool {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i < len(b) && b[i] == '{' && json.Valid(b)
+}
+
+func intRange(field string, v, lo int) error {
+	switch {
+	case v < lo:
+		return apierr.Invalid(field, "must be at least %d, got %d", lo, v)
+	case v > MaxMaxTokens:
+		return apierr.Invalid(field, "must be at most %d, got %d", MaxMaxTokens, v)
+	}
+	return nil
+}
+
+func floatRange(field string, v *float64, hi float64) error {
+	if v != nil && !(*v >= 0 && *v <= hi) { // NaN fails both comparisons
+		return apierr.Invalid(field, "must be between 0 and %g, got %g", hi, *v)
+	}
+	return nil
+}
+
+func badUTF8(field string) error { return apierr.Invalid(field, "string is not valid UTF-8") }
+
+// path joins a field path in the Anthropic shape: segments are member names or indexes,
+// separated by dots; empty names are left out. It runs only on the error path.
+func path(segs ...any) string {
+	var b []byte
+	for _, s := range segs {
+		var seg string
+		switch v := s.(type) {
+		case string:
+			seg = v
+		case int:
+			seg = strconv.Itoa(v)
+		}
+		if seg == "" {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, seg...)
+	}
+	return string(b)
+}
+
+// blockPath is the path of member field of a block: list.i.content.j[.content.k].field for a
+// message's, list.i.field for a system block's.
+func blockPath(list string, idx []int, field string) string {
+	segs := []any{list}
+	for n, i := range idx {
+		if n > 0 {
+			segs = append(segs, "content")
+		}
+		segs = append(segs, i)
+	}
+	return path(append(segs, field)...)
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
