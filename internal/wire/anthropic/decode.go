@@ -31,6 +31,17 @@ func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
 	if err := d.request(r, needMaxTokens); err != nil {
 		return nil, err
 	}
+	// The decoder checked the syntax and most rules with their exact paths; Validate holds the
+	// rules every front shares (a named tool_choice must name a tool, for one).
+	var err error
+	if needMaxTokens {
+		err = r.Validate()
+	} else {
+		err = r.ValidateCount()
+	}
+	if err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -326,6 +326,9 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"tool_choice auto with name", req(okMsgs + `,"tool_choice":{"type":"auto","name":"f"}`), "tool_choice.name: extra inputs are not permitted"},
 		{"tool_choice none with parallel flag", req(okMsgs + `,"tool_choice":{"type":"none","disable_parallel_tool_use":true}`), "tool_choice.disable_parallel_tool_use: extra inputs are not permitted"},
 		{"tool_choice string", req(okMsgs + `,"tool_choice":"auto"`), "tool_choice: must be an object, got string"},
+		// Rules llm.Request.Validate holds for every front.
+		{"tool_choice names no tool", req(okMsgs + `,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"}`), `tool_choice.name: no tool named "g" in tools`},
+		{"tool_choice names a tool without tools", req(okMsgs + `,"tool_choice":{"type":"tool","name":"g"}`), `tool_choice.name: no tool named "g" in tools`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

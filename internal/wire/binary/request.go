@@ -66,7 +66,9 @@ const (
 // true), with the version negotiated from the headers (see NegotiateVersion) and the options
 // the body carries. Every error is a 400 *apierr.Error with Code INVALID_BINARY whose message
 // names the byte offset and the field ("binary: offset 5: model: length 40 exceeds the body
-// (12 bytes left)").
+// (12 bytes left)"). The decoded request then meets the rules every front shares
+// (llm.Request.Validate): the decoder checks them where it reads the field, with its offset, and
+// Validate is the backstop, its message prefixed "binary: ".
 //
 // The model name is kept as sent: the pipeline matches names ignoring '-', '.' and case
 // (pipeline.NormalizeModel), so the source's "claude35sonnet20240620" finds
@@ -100,6 +102,12 @@ func DecodeRequestVersion(body []byte, v Version) (*llm.Request, Mode, error) {
 		err = d.fail(0, "version", "unsupported version %d", v)
 	}
 	if err != nil {
+		return nil, Mode{}, err
+	}
+	if err := req.Validate(); err != nil {
+		if e, ok := err.(*apierr.Error); ok {
+			e.Code, e.Message = ErrorCode, "binary: "+e.Message
+		}
 		return nil, Mode{}, err
 	}
 	return req, mode, nil
@@ -378,7 +386,7 @@ func (d *reqDecoder) message(m *llm.Message) error {
 	m.Content = make([]llm.Block, n)
 	for j := range m.Content {
 		d.idx[1] = j
-		if err := d.block(&m.Content[j], "messages[].content[].", true); err != nil {
+		if err := d.block(&m.Content[j], "messages[].content[].", m.Role, true); err != nil {
 			return err
 		}
 	}
@@ -386,9 +394,9 @@ func (d *reqDecoder) message(m *llm.Message) error {
 	return nil
 }
 
-// block reads one content block; top is false inside a tool_result, where only text and
-// images may appear.
-func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
+// block reads one content block of a message of the role; top is false inside a tool_result,
+// where only text and images may appear.
+func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) error {
 	at := d.off
 	typ, err := d.u8(path + "type")
 	if err != nil {
@@ -413,14 +421,14 @@ func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
 		}
 		switch src {
 		case 0:
-			if b.MediaType, err = d.str(path+"media_type", 255); err != nil {
+			if b.MediaType, err = d.nonEmpty(path+"media_type", 255); err != nil {
 				return err
 			}
-			if b.Data, err = d.str(path+"data", math.MaxInt32); err != nil {
+			if b.Data, err = d.nonEmpty(path+"data", math.MaxInt32); err != nil {
 				return err
 			}
 		case 1:
-			if b.URL, err = d.str(path+"url", math.MaxInt32); err != nil {
+			if b.URL, err = d.nonEmpty(path+"url", math.MaxInt32); err != nil {
 				return err
 			}
 		default:
@@ -430,11 +438,14 @@ func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
 		if !top {
 			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
 		}
+		if role != llm.RoleAssistant {
+			return d.fail(at, path+"type", "tool_use blocks are only allowed in assistant messages")
+		}
 		b.Type = llm.BlockToolUse
-		if b.ID, err = d.str(path+"id", 255); err != nil {
+		if b.ID, err = d.nonEmpty(path+"id", 255); err != nil {
 			return err
 		}
-		if b.Name, err = d.str(path+"name", 255); err != nil {
+		if b.Name, err = d.nonEmpty(path+"name", 255); err != nil {
 			return err
 		}
 		if b.Input, err = d.jsonObject(path + "input"); err != nil {
@@ -444,8 +455,11 @@ func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
 		if !top {
 			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
 		}
+		if role != llm.RoleUser {
+			return d.fail(at, path+"type", "tool_result blocks are only allowed in user messages")
+		}
 		b.Type = llm.BlockToolResult
-		if b.ToolUseID, err = d.str(path+"tool_use_id", 255); err != nil {
+		if b.ToolUseID, err = d.nonEmpty(path+"tool_use_id", 255); err != nil {
 			return err
 		}
 		at := d.off
@@ -465,7 +479,7 @@ func (d *reqDecoder) block(b *llm.Block, path string, top bool) error {
 			b.Content = make([]llm.Block, n)
 			for k := range b.Content {
 				d.idx[2] = k
-				if err := d.block(&b.Content[k], path+"content[].", false); err != nil {
+				if err := d.block(&b.Content[k], path+"content[].", role, false); err != nil {
 					return err
 				}
 			}
@@ -507,7 +521,9 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 			if err != nil {
 				return err
 			}
-			req.System = append(req.System, llm.Block{Type: llm.BlockText, Text: s})
+			if s != "" { // an empty system block says nothing, as in version 1
+				req.System = append(req.System, llm.Block{Type: llm.BlockText, Text: s})
+			}
 		case paramTemperature, paramTopP:
 			if n != 8 {
 				return d.fail(valAt, name, "length %d, want 8 (float64)", n)
@@ -544,8 +560,13 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 			if tl.Name, err = d.str("tools[].name", 255); err != nil {
 				return err
 			}
-			if tl.Name == "" {
-				return d.fail(valAt, "tools[].name", "empty")
+			if !llm.ValidToolName(tl.Name) {
+				return d.fail(valAt, "tools[].name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, tl.Name)
+			}
+			for j := range req.Tools {
+				if req.Tools[j].Name == tl.Name {
+					return d.fail(valAt, "tools[].name", "tool names must be unique; %q is also tools[%d].name", tl.Name, j)
+				}
 			}
 			if tl.Description, err = d.str("tools[].description", math.MaxInt32); err != nil {
 				return err
@@ -607,10 +628,28 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 		}
 		d.end = 0
 	}
-	if len(req.Tools) == 0 && req.ToolChoice.Type == llm.ToolNamed {
-		return d.fail(len(d.b), "tool_choice.name", "names tool %q but the request has no tools", req.ToolChoice.Name)
+	if tc := &req.ToolChoice; tc.Type == llm.ToolNamed {
+		for i := range req.Tools {
+			if req.Tools[i].Name == tc.Name {
+				return nil
+			}
+		}
+		if len(req.Tools) == 0 {
+			return d.fail(len(d.b), "tool_choice.name", "names tool %q but the request has no tools", tc.Name)
+		}
+		return d.fail(len(d.b), "tool_choice.name", "no tool named %q in tools", tc.Name)
 	}
 	return nil
+}
+
+// nonEmpty reads a str that must not be empty.
+func (d *reqDecoder) nonEmpty(field string, maxLen int) (string, error) {
+	at := d.off
+	s, err := d.str(field, maxLen)
+	if err == nil && s == "" {
+		err = d.fail(at, field, "empty")
+	}
+	return s, err
 }
 
 // String names the parameter as docs/protocol.md and the JSON API do.

@@ -165,6 +165,27 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"v2 empty stop sequence", V2, joined(cat(v2head, userHi, u8(5, ""), uv(0, ""))), "stop_sequences", "empty"},
 		{"v2 schema not an object", V2, joined(cat(v2head, userHi, u8(6, ""), uv(6, ""), str("f", ""), str("", ""), str("[]", ""))), "tools[0].input_schema", "not a JSON object"},
 		{"v2 tool choice named without tools", V2, joined(cat(v2head, userHi, u8(7, ""), uv(4, ""), u8(2, ""), str("f", ""), u8(0, ""))), "tool_choice.name", "no tools"},
+		{"v2 tool choice names a missing tool", V2, joined(cat(v2head, userHi, u8(6, ""), uv(6, ""), str("f", ""), str("", ""), str("{}", ""),
+			u8(7, ""), uv(4, ""), u8(2, ""), str("g", ""), u8(0, ""))), "tool_choice.name", `no tool named "g" in tools`},
+		{"v2 tool name pattern", V2, joined(cat(v2head, userHi, u8(6, ""), uv(8, ""), str("a b", ""), str("", ""), str("{}", ""))),
+			"tools[0].name", `must match ^[a-zA-Z0-9_-]{1,128}$, got "a b"`},
+		{"v2 duplicate tool names", V2, joined(cat(v2head, userHi, u8(6, ""), uv(6, ""), str("f", ""), str("", ""), str("{}", ""),
+			u8(6, ""), uv(6, ""), str("f", ""), str("", ""), str("{}", ""))), "tools[1].name", `offset 27: tools[1].name: tool names must be unique; "f" is also tools[0].name`},
+		{"v2 tool_use in a user message", V2, joined(cat(v2head, uv(1, ""), u8(0, ""), uv(1, ""), u8(2, ""), str("t1", ""), str("f", ""), str("{}", ""))),
+			"messages[0].content[0].type", "offset 13: messages[0].content[0].type: tool_use blocks are only allowed in assistant messages"},
+		{"v2 tool_result in an assistant message", V2, joined(cat(v2head, uv(1, ""), u8(1, ""), uv(1, ""), u8(3, ""), str("t1", ""), u8(0, ""), uv(0, ""), pad)),
+			"messages[0].content[0].type", "tool_result blocks are only allowed in user messages"},
+		{"v2 tool_use without id", V2, joined(cat(v2head, uv(1, ""), u8(1, ""), uv(1, ""), u8(2, ""), str("", ""), str("f", ""), str("{}", ""))),
+			"messages[0].content[0].id", "offset 14: messages[0].content[0].id: empty"},
+		{"v2 tool_use without name", V2, joined(cat(v2head, uv(1, ""), u8(1, ""), uv(1, ""), u8(2, ""), str("t1", ""), str("", ""), str("{}", ""))),
+			"messages[0].content[0].name", "empty"},
+		{"v2 tool_result without id", V2, joined(cat(v2head, uv(1, ""), u8(0, ""), uv(1, ""), u8(3, ""), str("", ""), u8(0, ""), uv(0, ""), pad)),
+			"messages[0].content[0].tool_use_id", "empty"},
+		{"v2 image without url", V2, joined(cat(v2head, uv(1, ""), u8(0, ""), uv(1, ""), u8(1, ""), u8(1, ""), str("", ""), pad)),
+			"messages[0].content[0].url", "empty"},
+		{"v2 image without media type", V2, joined(cat(v2head, uv(1, ""), u8(0, ""), uv(1, ""), u8(1, ""), u8(0, ""), str("", ""), str("AAAA", ""))),
+			"messages[0].content[0].media_type", "empty"},
+		{"v2 temperature above 1", V2, joined(cat(v2head, userHi, u8(2, ""), uv(8, ""), f64(1.5, ""))), "temperature", "binary: temperature: must be between 0 and 1, got 1.5"},
 		{"v2 bad tool choice", V2, joined(cat(v2head, userHi, u8(7, ""), uv(2, ""), u8(5, ""), u8(0, ""))), "tool_choice.type", "5: want"},
 		{"v2 bad output", V2, joined(cat(v2head, userHi, u8(9, ""), uv(1, ""), u8(2, ""))), "output", "2: want 0"},
 		{"v2 varint overflow", V2, joined(cat(txt("ANTH", ""), u8(2, ""), str("sim", ""), bs("ff ff ff ff ff ff ff ff ff ff 01", ""))), "max_tokens", "overflows"},
@@ -178,6 +199,18 @@ func TestDecodeRequestErrors(t *testing.T) {
 				t.Errorf("got param %q, want %q", e.Param, tc.param)
 			}
 		})
+	}
+}
+
+func TestEmptySystemParamSkipped(t *testing.T) {
+	body := joined(cat(txt("ANTH", ""), u8(2, ""), str("sim", ""), uv(5, ""), uv(1, ""), u8(0, ""), uv(1, ""), u8(0, ""), str("hi", ""),
+		u8(0x01, "system"), uv(0, "empty")))
+	req, _, err := DecodeRequestVersion(body, V2)
+	if err != nil {
+		t.Fatalf("DecodeRequestVersion: %v", err)
+	}
+	if len(req.System) != 0 {
+		t.Errorf("got system %+v, want none", req.System)
 	}
 }
 
@@ -260,7 +293,7 @@ func randRequest(r *rand.Rand, v Version) *llm.Request {
 			m.Content = []llm.Block{{Type: llm.BlockText, Text: randText(r, 300)}}
 		} else {
 			for range 1 + r.IntN(3) {
-				m.Content = append(m.Content, randBlock(r, true))
+				m.Content = append(m.Content, randBlock(r, m.Role, true))
 			}
 		}
 		req.Messages = append(req.Messages, m)
@@ -270,7 +303,7 @@ func randRequest(r *rand.Rand, v Version) *llm.Request {
 	}
 	req.MaxTokens = 1 + r.IntN(MaxTokensV2)
 	if r.IntN(2) == 0 {
-		req.Temperature = ptrF(r.Float64() * 2)
+		req.Temperature = ptrF(r.Float64())
 	}
 	if r.IntN(2) == 0 {
 		req.TopP = ptrF(r.Float64())
@@ -297,12 +330,18 @@ func randRequest(r *rand.Rand, v Version) *llm.Request {
 	return req
 }
 
-func randBlock(r *rand.Rand, top bool) llm.Block {
+// randBlock returns a random block a message of the role may hold (a tool_result's when top is
+// false).
+func randBlock(r *rand.Rand, role llm.Role, top bool) llm.Block {
 	kinds := 2
 	if top {
 		kinds = 4
 	}
-	switch r.IntN(kinds) {
+	k := r.IntN(kinds)
+	if k == 2 && role == llm.RoleUser || k == 3 && role == llm.RoleAssistant {
+		k = 5 - k // tool_use in assistant messages, tool_result in user messages
+	}
+	switch k {
 	case 1:
 		if r.IntN(2) == 0 {
 			return llm.Block{Type: llm.BlockImage, URL: "https://example.com/" + randText(r, 20)}
@@ -314,7 +353,7 @@ func randBlock(r *rand.Rand, top bool) llm.Block {
 	case 3:
 		b := llm.Block{Type: llm.BlockToolResult, ToolUseID: "toolu_x", IsError: r.IntN(2) == 0}
 		for range r.IntN(3) {
-			b.Content = append(b.Content, randBlock(r, false))
+			b.Content = append(b.Content, randBlock(r, role, false))
 		}
 		return b
 	}

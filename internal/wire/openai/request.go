@@ -100,7 +100,13 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // text and image parts (data URLs become base64 blocks, http(s) URLs stay URLs); assistant
 // tool_calls become tool_use blocks whose input is the parsed arguments object; a run of tool
 // messages becomes one user message of tool_result blocks, followed in the same message by the
-// next user turn's content. n other than 1 is refused: layer0 generates one choice.
+// next user turn's content; empty text is dropped. n other than 1 is refused: layer0 generates
+// one choice.
+//
+// The request then meets the rules every front shares (llm.Request.Validate): the decoder checks
+// those an OpenAI client can break with the field named as OpenAI spells it, and Validate is the
+// backstop. The differences are the OpenAI API's own: max_tokens is optional and temperature goes
+// up to 2.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	var x Extras
 	var cr chatRequest
@@ -120,19 +126,19 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	}
 	switch {
 	case cr.MaxCompletionTokens != nil:
-		if *cr.MaxCompletionTokens < 1 {
-			return nil, x, apierr.Invalid("max_completion_tokens", "must be at least 1, got %d", *cr.MaxCompletionTokens)
+		if err := tokenCount("max_completion_tokens", *cr.MaxCompletionTokens, 1); err != nil {
+			return nil, x, err
 		}
 		r.MaxTokens = *cr.MaxCompletionTokens
 	case cr.MaxTokens != nil:
-		if *cr.MaxTokens < 1 {
-			return nil, x, apierr.Invalid("max_tokens", "must be at least 1, got %d", *cr.MaxTokens)
+		if err := tokenCount("max_tokens", *cr.MaxTokens, 1); err != nil {
+			return nil, x, err
 		}
 		r.MaxTokens = *cr.MaxTokens
 	}
 	if t := cr.Temperature; t != nil {
-		if *t < 0 || *t > 2 {
-			return nil, x, apierr.Invalid("temperature", "must be between 0 and 2, got %g", *t)
+		if !(*t >= 0 && *t <= llm.MaxTemperatureOpenAI) {
+			return nil, x, apierr.Invalid("temperature", "must be between 0 and %g, got %g", llm.MaxTemperatureOpenAI, *t)
 		}
 		r.Temperature = t
 	}
@@ -143,8 +149,8 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		r.TopP = p
 	}
 	if k := cr.TopK; k != nil && *k != -1 { // vLLM spells "disabled" as -1
-		if *k < 0 {
-			return nil, x, apierr.Invalid("top_k", "must not be negative, got %d", *k)
+		if err := tokenCount("top_k", *k, 0); err != nil {
+			return nil, x, err
 		}
 		r.TopK = k
 	}
@@ -170,7 +176,21 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if err := decodeMessages(r, cr.Messages); err != nil {
 		return nil, x, err
 	}
+	if err := r.Validate(); err != nil {
+		return nil, x, err
+	}
 	return r, x, nil
+}
+
+// tokenCount checks an integer parameter against [lo, llm.MaxMaxTokens].
+func tokenCount(field string, v, lo int) error {
+	switch {
+	case v < lo:
+		return apierr.Invalid(field, "must be at least %d, got %d", lo, v)
+	case v > llm.MaxMaxTokens:
+		return apierr.Invalid(field, "must be at most %d, got %d", llm.MaxMaxTokens, v)
+	}
+	return nil
 }
 
 // jsonError turns an encoding/json error into a 400 naming the field where it can.
@@ -230,6 +250,14 @@ func decodeTools(r *llm.Request, tools []chatTool) error {
 		}
 		if t.Function == nil || t.Function.Name == "" {
 			return apierr.Invalid(p+".function.name", "required")
+		}
+		if !llm.ValidToolName(t.Function.Name) {
+			return apierr.Invalid(p+".function.name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, t.Function.Name)
+		}
+		for j := range r.Tools {
+			if r.Tools[j].Name == t.Function.Name {
+				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", t.Function.Name, j)
+			}
 		}
 		schema := t.Function.Parameters
 		if isNull(schema) {
@@ -296,9 +324,13 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 		return apierr.Invalid("messages", "at least one message is required")
 	}
 	toolRun := false // the last canonical message holds tool results and may take more
+	emptyAt := -1    // the index of an assistant message without content, allowed only last
 	for i := range msgs {
 		m := &msgs[i]
 		p := fmt.Sprintf("messages[%d]", i)
+		if emptyAt >= 0 && m.Role != "system" && m.Role != "developer" {
+			return emptyContent(emptyAt)
+		}
 		switch m.Role {
 		case "system", "developer":
 			text, err := decodeText(p+".content", m.Content, true)
@@ -314,10 +346,13 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			if err != nil {
 				return err
 			}
-			if toolRun {
+			switch {
+			case toolRun:
 				last := &r.Messages[len(r.Messages)-1]
 				last.Content = append(last.Content, blocks...)
-			} else {
+			case len(blocks) == 0:
+				return emptyContent(i)
+			default:
 				r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Content: blocks})
 			}
 			toolRun = false
@@ -325,6 +360,9 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			blocks, err := decodeAssistant(p, m)
 			if err != nil {
 				return err
+			}
+			if len(blocks) == 0 {
+				emptyAt = i
 			}
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: blocks})
 			toolRun = false
@@ -359,6 +397,11 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 		return apierr.Invalid("messages", "at least one user or assistant message is required")
 	}
 	return nil
+}
+
+func emptyContent(i int) error {
+	return apierr.Invalid(fmt.Sprintf("messages[%d].content", i),
+		"all messages must have non-empty content except for the optional final assistant message")
 }
 
 // decodeText decodes content that must be text: a string or an array of text parts, joined.
@@ -402,6 +445,9 @@ func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, apierr.Invalid(p, "must be a string or an array of content parts")
 		}
+		if s == "" {
+			return nil, nil
+		}
 		return []llm.Block{{Type: llm.BlockText, Text: s}}, nil
 	}
 	var parts []contentPart
@@ -419,7 +465,9 @@ func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
 			if part.Text == nil {
 				return nil, apierr.Invalid(pp+".text", "required")
 			}
-			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+			if *part.Text != "" {
+				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+			}
 		case "image_url":
 			if part.ImageURL == nil || part.ImageURL.URL == "" {
 				return nil, apierr.Invalid(pp+".image_url.url", "required")
@@ -477,7 +525,9 @@ func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
 					}
 				case part.Type == "refusal" && part.Refusal != nil:
-					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Refusal})
+					if *part.Refusal != "" {
+						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Refusal})
+					}
 				default:
 					return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
 				}

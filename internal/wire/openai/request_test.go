@@ -66,6 +66,17 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"tool_choice bad type", `{"model":"m","tool_choice":{"type":"x"},"messages":[{"role":"user","content":"hi"}]}`, "tool_choice.type"},
 		{"tool_choice number", `{"model":"m","tool_choice":3,"messages":[{"role":"user","content":"hi"}]}`, "tool_choice"},
 		{"functions", `{"model":"m","functions":[{"name":"f"}],"messages":[{"role":"user","content":"hi"}]}`, "functions"},
+		// The rules every front shares (llm.Request.Validate), named as OpenAI spells the fields.
+		{"user content empty", `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":""}]}`, "messages[1].content"},
+		{"user text parts empty", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`, "messages[0].content"},
+		{"assistant empty in the middle", `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":""},{"role":"system","content":"s"},{"role":"user","content":"b"}]}`, "messages[1].content"},
+		{"assistant empty before a tool result", `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":null},{"role":"tool","tool_call_id":"c","content":"r"}]}`, "messages[1].content"},
+		{"max_tokens above int32", `{"model":"m","max_tokens":2147483648,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{"max_completion_tokens above int32", `{"model":"m","max_completion_tokens":9999999999,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{"top_k above int32", `{"model":"m","top_k":2147483648,"messages":[{"role":"user","content":"hi"}]}`, "top_k"},
+		{"temperature NaN-like", `{"model":"m","temperature":-0.5,"messages":[{"role":"user","content":"hi"}]}`, "temperature"},
+		{"tool name with a space", `{"model":"m","tools":[{"type":"function","function":{"name":"get weather"}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].function.name"},
+		{"tool names duplicated", `{"model":"m","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[1].function.name"},
 	}
 	if len(tests) < 30 {
 		t.Fatalf("got %d malformed cases, want at least 30", len(tests))
@@ -155,6 +166,17 @@ func TestDecodeRequest(t *testing.T) {
 				Tools:      []llm.Tool{{Name: "f", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}},
 				ToolChoice: llm.ToolChoice{Type: llm.ToolAny},
 				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "x"}}},
+					{Role: llm.RoleAssistant}}},
+		},
+		{
+			name: "empty text dropped, temperature up to 2",
+			body: `{"model":"gpt","temperature":1.5,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":""}]},
+				{"role":"assistant","content":[{"type":"refusal","refusal":""},{"type":"text","text":"b"}]},
+				{"role":"user","content":"c"},{"role":"assistant","content":""}]}`,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, Temperature: ptr(1.5),
+				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "a"}}},
+					{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "b"}}},
+					{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "c"}}},
 					{Role: llm.RoleAssistant}}},
 		},
 	}
