@@ -387,41 +387,122 @@ func TestGatewayFaults(t *testing.T) {
 	})
 }
 
-// TestGatewayHTTPEngineErrorBeforeContent uses an OpenAI-compatible engine that answers 200 and
-// then an error event before any content: the request falls back and the client sees one clean
-// stream.
+// TestGatewayHTTPEngineErrorBeforeContent uses real HTTP engines that answer 200 and then an
+// error before any content — vLLM's role chunk then an error chunk, the Messages API's
+// message_start, content_block_start and ping then an overloaded error event; for a request that
+// is not streamed, an error object with the 200 — for every pair of client and engine format,
+// translated and passed through, streamed and not: the request falls back, the client sees one
+// clean answer from the fallback (one prelude, no error, its own model name), and the fallback
+// is counted. An error after content is not retried: the client gets the content once, then
+// its format's error event.
 func TestGatewayHTTPEngineErrorBeforeContent(t *testing.T) {
-	up := fake.NewOpenAI(fake.Script{ErrorAfter: 1})
-	defer up.Close()
+	vllm := fake.NewOpenAI(fake.Script{ErrorAfter: 1})
+	defer vllm.Close()
+	claude := fake.NewAnthropic(fake.Script{ErrorAfter: 3})
+	defer claude.Close()
 	_, base := serveGateway(t, parseConfig(t, `
 engines:
-  vllm: {kind: openai, url: "`+up.URL+`"}
+  vllm: {kind: openai, url: "`+vllm.URL+`"}
+  claude: {kind: anthropic, url: "`+claude.URL+`"}
   ok: {kind: sim}
 models:
   m: {engines: [vllm], fallback: [backup]}
+  a: {engines: [claude], fallback: [backup]}
   backup: {engines: [ok]}
+routing:
+  ejection: {consecutive_failures: -1}
+  breaker: {failure_ratio: 2}
 `))
-	c := anthropicClient(base)
-	var resp *http.Response
-	s := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
-		Model: "m", MaxTokens: 8, Messages: userText("hello")}, option.WithResponseInto(&resp))
-	starts := 0
-	for s.Next() {
-		if s.Current().Type == "message_start" {
-			starts++
+	post := func(t *testing.T, path, model string, stream bool) (*http.Response, string) {
+		t.Helper()
+		body := `{"model":"` + model + `","max_tokens":8,"stream":` + strconv.FormatBool(stream) +
+			`,"messages":[{"role":"user","content":"hello"}]}`
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	const (
+		chat     = "/v1/chat/completions"
+		messages = "/v1/messages"
+	)
+	tests := []struct {
+		name   string
+		path   string
+		model  string
+		up     *fake.Server
+		reason string
+	}{
+		{"anthropic client, openai engine (translated)", messages, "m", vllm, "server_error"},
+		{"openai client, openai engine (passed through)", chat, "m", vllm, "server_error"},
+		{"anthropic client, anthropic engine (passed through)", messages, "a", claude, "overloaded"},
+		{"openai client, anthropic engine (translated)", chat, "a", claude, "overloaded"},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{true, false} {
+			t.Run(tt.name+"/stream="+strconv.FormatBool(stream), func(t *testing.T) {
+				calls := len(tt.up.Requests())
+				before, _ := findMetric(t, base, "layer0_fallback_total", `reason="`+tt.reason+`"`)
+				resp, body := post(t, tt.path, tt.model, stream)
+				if resp.StatusCode != 200 || resp.Header.Get("X-Layer0-Engine") != "ok" {
+					t.Fatalf("got %d from %q, want 200 from the fallback ok:\n%s", resp.StatusCode, resp.Header.Get("X-Layer0-Engine"), body)
+				}
+				if strings.Contains(body, `"error"`) || !strings.Contains(body, `"model":"`+tt.model+`"`) {
+					t.Errorf("got an error or another model name in the answer:\n%s", body)
+				}
+				switch {
+				case stream && tt.path == chat:
+					if n := strings.Count(body, `"role":"assistant"`); n != 1 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+						t.Errorf("got %d role chunks, want one clean stream:\n%s", n, body)
+					}
+				case stream:
+					if n := strings.Count(body, "event: message_start\n"); n != 1 || !strings.HasSuffix(body, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+						t.Errorf("got %d message_start, want one clean stream:\n%s", n, body)
+					}
+				}
+				if got := len(tt.up.Requests()) - calls; got != 1 {
+					t.Errorf("failing engine calls: got %d, want 1", got)
+				}
+				if got := metricValue(t, base, "layer0_fallback_total", `reason="`+tt.reason+`"`); got != before+1 {
+					t.Errorf("layer0_fallback_total{reason=%q}: got %v, want %v", tt.reason, got, before+1)
+				}
+			})
 		}
 	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if starts != 1 || resp.Header.Get("X-Layer0-Engine") != "ok" {
-		t.Errorf("got %d message_start from %q, want 1 from ok", starts, resp.Header.Get("X-Layer0-Engine"))
-	}
-	if len(up.Requests()) != 1 {
-		t.Errorf("engine calls: got %d, want 1", len(up.Requests()))
-	}
-	if got := metricValue(t, base, "layer0_fallback_total", `reason="server_error"`); got != 1 {
-		t.Errorf("layer0_fallback_total{reason=server_error}: got %v, want 1", got)
+
+	// After content the attempt is committed: the content arrives once, then the error event
+	// in the client's format, from the engine that failed; nothing falls back.
+	vllm.SetScript(fake.Script{ErrorAfter: 3})   // the role chunk and two words
+	claude.SetScript(fake.Script{ErrorAfter: 5}) // the prelude and two words
+	for _, tt := range []struct {
+		name, path, model, engine, want, reason string
+	}{
+		{"openai", chat, "m", "vllm", `data: {"error":`, "server_error"},
+		{"anthropic", messages, "a", "claude", "event: error\n", "overloaded"},
+	} {
+		t.Run("after content/"+tt.name, func(t *testing.T) {
+			before, _ := findMetric(t, base, "layer0_fallback_total", `reason="`+tt.reason+`"`)
+			resp, body := post(t, tt.path, tt.model, true)
+			if resp.StatusCode != 200 || resp.Header.Get("X-Layer0-Engine") != tt.engine {
+				t.Fatalf("got %d from %q, want 200 from %s", resp.StatusCode, resp.Header.Get("X-Layer0-Engine"), tt.engine)
+			}
+			i, hello := strings.Index(body, tt.want), strings.Index(body, `"Hello"`)
+			if hello < 0 || i < hello || strings.Count(body, "Hello") != 1 || !strings.Contains(body, `" from"`) ||
+				strings.Contains(body, "[DONE]") || strings.Contains(body, "message_stop") {
+				t.Errorf("got a stream without the content once then the error event:\n%s", body)
+			}
+			if after, _ := findMetric(t, base, "layer0_fallback_total", `reason="`+tt.reason+`"`); after != before {
+				t.Errorf("layer0_fallback_total{reason=%q}: got %v, want %v (no fallback)", tt.reason, after, before)
+			}
+		})
 	}
 }
 

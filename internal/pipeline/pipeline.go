@@ -589,6 +589,8 @@ func (s *attemptSink) Flush() error {
 }
 
 // countingWriter is the pass-through path's writer: the first byte written commits the attempt.
+// The engines hold a stream's prelude back until its first content (upstream.Out), so, as with
+// attemptSink, an attempt that fails before content writes nothing and can still fall back.
 type countingWriter struct {
 	w   io.Writer
 	att *attemptSink

@@ -10,6 +10,9 @@ import (
 // ErrNotObject is returned by Field for a body that is not a JSON object.
 var ErrNotObject = errors.New("upstream: body is not a JSON object")
 
+// ErrNotArray is returned by ScanArray for a value that is not a JSON array.
+var ErrNotArray = errors.New("upstream: value is not a JSON array")
+
 // Field finds the value of the top-level key in the JSON object body without decoding it and
 // returns its span body[start:end]. ok is false when the key is absent. The last occurrence
 // wins, as in encoding/json and the Python servers behind most engines.
@@ -68,6 +71,36 @@ func Scan(body []byte, visit func(key []byte, esc bool, start, end int)) error {
 			return nil
 		}
 		return ErrNotObject
+	}
+}
+
+// ScanArray calls visit with the span of each element of the JSON array arr, in order. Like
+// Scan it checks the structure, not the elements' contents, and allocates nothing.
+func ScanArray(arr []byte, visit func(start, end int)) error {
+	i := skipWS(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return ErrNotArray
+	}
+	i = skipWS(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return nil
+	}
+	for {
+		s := i
+		e := skipValue(arr, i)
+		if e < 0 {
+			return ErrNotArray
+		}
+		visit(s, e)
+		i = skipWS(arr, e)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipWS(arr, i+1)
+			continue
+		}
+		if i < len(arr) && arr[i] == ']' {
+			return nil
+		}
+		return ErrNotArray
 	}
 }
 

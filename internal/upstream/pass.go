@@ -38,23 +38,73 @@ type Forwarder interface {
 	// Format is the wire format the engine speaks.
 	Format() llm.Format
 	// Forward sends p and writes the engine's answer to w, flushing w whenever the engine has
-	// nothing more ready. An error before anything was written leaves w untouched (the caller
-	// writes the error in the client's format, or tries another engine); an error after that
-	// means the stream was cut and the caller must end it with the format's error event.
+	// nothing more ready. A stream's prelude (events without content) is held back until the
+	// first content, so an error before content leaves w untouched (the caller writes the error
+	// in the client's format, or tries another engine); an error after that means the stream
+	// was cut and the caller must end it with the format's error event.
 	Forward(ctx context.Context, p *Pass, w io.Writer) (PassResult, error)
 }
 
+// MaxHeldEvents and MaxHeldBytes bound the prelude an Out holds back: a stream with more
+// prelude than that before its first content has it released (and the attempt committed), as
+// the pipeline does with the canonical events of the other engines.
+const (
+	MaxHeldEvents = 8
+	MaxHeldBytes  = 64 << 10
+)
+
 // Out wraps the client's writer for a pass-through response: it sets the content type before the
-// first byte (when the writer has headers), counts bytes, and flushes the writer.
+// first byte (when the writer has headers), counts bytes, and flushes the writer. It also holds
+// a stream's prelude (Hold) until the first event with content is written, so that nothing
+// reaches the client, not even the status line, from an attempt that fails before content.
 type Out struct {
 	W           io.Writer
 	ContentType string
 	N           int64
-	started     bool
+	// Held is where the prelude is kept until the next Write. Give it a reusable buffer's [:0]
+	// (Client.Buffer) and holding allocates nothing; nil allocates on the first Hold.
+	Held    []byte
+	nheld   int
+	started bool
 }
 
-// Write implements io.Writer.
+// Hold keeps a copy of the prelude event p, to be written before the next Write. It reports
+// false, holding nothing, once anything was written or when the bounds are reached; the caller
+// then writes p.
+func (o *Out) Hold(p []byte) bool {
+	if o.started || o.nheld >= MaxHeldEvents || len(o.Held)+len(p) > MaxHeldBytes {
+		return false
+	}
+	o.Held = append(o.Held, p...)
+	o.nheld++
+	return true
+}
+
+// Release writes the held prelude, if any: for a stream that ends with nothing but prelude.
+func (o *Out) Release() error {
+	if len(o.Held) == 0 {
+		return nil
+	}
+	_, err := o.Write(nil)
+	return err
+}
+
+// Write implements io.Writer. The held prelude goes first.
 func (o *Out) Write(p []byte) (int, error) {
+	if len(o.Held) > 0 {
+		h := o.Held
+		o.Held, o.nheld = o.Held[:0], 0
+		if _, err := o.write(h); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.write(p)
+}
+
+func (o *Out) write(p []byte) (int, error) {
 	if !o.started {
 		o.started = true
 		if h, ok := o.W.(interface{ Header() http.Header }); ok && o.ContentType != "" {
@@ -70,11 +120,15 @@ func (o *Out) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Started reports whether anything was written.
+// Started reports whether anything was written (a held prelude is not).
 func (o *Out) Started() bool { return o.started }
 
-// Flush flushes the writer when it can (http.Flusher, or a Flush() error method).
+// Flush flushes the writer when it can (http.Flusher, or a Flush() error method). Before
+// anything was written it does nothing: flushing would send the status line.
 func (o *Out) Flush() error {
+	if !o.started {
+		return nil
+	}
 	switch f := o.W.(type) {
 	case interface{ Flush() error }:
 		return f.Flush()

@@ -162,6 +162,16 @@ func mergeUsage(dst *llm.Usage, obj []byte) {
 	}
 }
 
+// prelude reports whether an event is one that comes before any content: message_start,
+// content_block_start (a block's content arrives in its deltas) and ping.
+func prelude(name []byte) bool {
+	switch string(name) {
+	case "message_start", "content_block_start", "ping":
+		return true
+	}
+	return false
+}
+
 var (
 	evMessageStart = []byte("message_start")
 	evMessageDelta = []byte("message_delta")
@@ -171,8 +181,10 @@ var (
 
 // Forward implements upstream.Forwarder: the body's top-level "model" is rewritten in place and
 // every other byte is sent as the client wrote it; the engine's events come back unchanged but
-// for the model name in message_start. An error event is not passed on but returned, so the
-// caller reports it (or falls back when nothing was written yet).
+// for the model name in message_start. The prelude (message_start, content_block_start, ping)
+// is held until the first other event, and an error event is not passed on but returned, so an
+// error before content leaves the client untouched and the caller can still fall back; after
+// content the caller ends the stream with it.
 func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (res upstream.PassResult, err error) {
 	var ms, me int
 	hasModel, stream := false, false
@@ -209,12 +221,18 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		old, repl = upstream.ModelNeedle(model), upstream.ModelNeedle(p.ClientModel)
 	}
 	ct := resp.Header.Get("Content-Type")
-	out := &upstream.Out{W: w, ContentType: ct}
+	held := e.c.Buffer()
+	defer e.c.PutBuffer(held)
+	out := &upstream.Out{W: w, ContentType: ct, Held: *held}
 	defer func() { res.Bytes = out.N }()
 	if !strings.HasPrefix(ct, "text/event-stream") {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
 		if err != nil {
 			return res, resp.Err(err)
+		}
+		if s, e2, ok, _ := upstream.Field(body, "type"); ok && string(body[s:e2]) == `"error"` {
+			// An error object with a 200: nothing was written, the caller may fall back.
+			return res, resp.Err(DecodeError(0, body))
 		}
 		mergeUsage(&res.Usage, body)
 		if _, err := out.Write(upstream.ReplaceModel(nil, body, old, repl)); err != nil {
@@ -248,8 +266,10 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		case bytes.Equal(name, evMessageDelta):
 			mergeUsage(&res.Usage, data)
 		}
-		if _, err := out.Write(ev); err != nil {
-			return res, err
+		if out.Started() || !prelude(name) || !out.Hold(ev) {
+			if _, err := out.Write(ev); err != nil {
+				return res, err
+			}
 		}
 		if bytes.Equal(name, evMessageStop) {
 			return res, out.Flush()

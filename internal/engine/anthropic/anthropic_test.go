@@ -219,12 +219,26 @@ func TestForward(t *testing.T) {
 	if err != nil || res.Stream || res.Usage.OutputTokens == 0 || !strings.Contains(rec.Body.String(), `"model":"x"`) {
 		t.Errorf("got %+v %v\n%s", res, err, rec.Body.String())
 	}
-	// An error event is returned, not passed on.
-	f.SetScript(fake.Script{ErrorAfter: 4})
-	var buf bytes.Buffer
-	_, err = e.Forward(context.Background(), &upstream.Pass{Body: []byte(body)}, &buf)
-	var ae *apierr.Error
-	if !errors.As(err, &ae) || ae.Kind != apierr.Overloaded || strings.Contains(buf.String(), "event: error") || buf.Len() == 0 {
-		t.Errorf("got %v, output:\n%s", err, buf.String())
+	// An error event is returned, not passed on: after content, the content was written; before
+	// it (after message_start, content_block_start and ping), nothing was; an error object with a
+	// 200 is an error too.
+	for _, tt := range []struct {
+		name    string
+		after   int
+		body    string
+		written bool
+	}{
+		{"after content", 4, body, true},
+		{"after the prelude", 3, body, false},
+		{"right away", 1, body, false},
+		{"not streamed", 1, `{"model":"x","max_tokens":5,"messages":[]}`, false},
+	} {
+		f.SetScript(fake.Script{ErrorAfter: tt.after})
+		var buf bytes.Buffer
+		_, err = e.Forward(context.Background(), &upstream.Pass{Body: []byte(tt.body)}, &buf)
+		var ae *apierr.Error
+		if !errors.As(err, &ae) || ae.Kind != apierr.Overloaded || strings.Contains(buf.String(), "error") || (buf.Len() > 0) != tt.written {
+			t.Errorf("%s: got %v, want overloaded with written %v; output:\n%s", tt.name, err, tt.written, buf.String())
+		}
 	}
 }

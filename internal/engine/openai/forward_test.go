@@ -102,6 +102,9 @@ func TestForwardErrors(t *testing.T) {
 	}{
 		{"status", fake.Script{Status: 404, Body: `{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}`}, clientBody, apierr.NotFound, false},
 		{"error chunk", fake.Script{ErrorAfter: 2}, clientBody, apierr.BadGateway, true},
+		// The role chunk is held: an error right after it leaves nothing written.
+		{"error chunk after the role chunk", fake.Script{ErrorAfter: 1}, clientBody, apierr.BadGateway, false},
+		{"error object with status 200", fake.Script{ErrorAfter: 1}, `{"model":"m","messages":[]}`, apierr.BadGateway, false},
 		{"cut", fake.Script{CutAfter: 2}, clientBody, apierr.BadGateway, true},
 		{"not an object", fake.Script{}, `[1]`, apierr.InvalidRequest, false},
 		{"no model", fake.Script{}, `{"messages":[]}`, apierr.InvalidRequest, false},
@@ -124,6 +127,40 @@ func TestForwardErrors(t *testing.T) {
 				t.Error("the engine's error chunk was passed on instead of returned")
 			}
 		})
+	}
+}
+
+func TestPrelude(t *testing.T) {
+	chunk := func(choices string) string {
+		return `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[` + choices + `]}`
+	}
+	tests := []struct {
+		name, data string
+		want       bool
+	}{
+		{"vLLM role chunk", chunk(`{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}`), true},
+		{"hosted API role chunk", chunk(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`), true},
+		{"llama.cpp role chunk", `{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1,"id":"x","model":"m","object":"chat.completion.chunk"}`, true},
+		{"spaced, empty tool calls", `{"choices": [ {"delta": {"role": "assistant", "tool_calls": [ ], "reasoning_content": null}, "finish_reason": null} ]}`, true},
+		{"empty delta", chunk(`{"index":0,"delta":{}}`), true},
+		{"two empty choices", chunk(`{"index":0,"delta":{"role":"assistant"}},{"index":1,"delta":{"role":"assistant"}}`), true},
+		{"content", chunk(`{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}`), false},
+		{"role with content", chunk(`{"index":0,"delta":{"role":"assistant","content":"Hi"}}`), false},
+		{"reasoning", chunk(`{"index":0,"delta":{"reasoning_content":"hmm"}}`), false},
+		{"tool call", chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}}`), false},
+		{"finish", chunk(`{"index":0,"delta":{"content":""},"finish_reason":"stop"}`), false},
+		{"one of two choices has content", chunk(`{"index":0,"delta":{"role":"assistant"}},{"index":1,"delta":{"content":"x"}}`), false},
+		{"usage", `{"choices":[],"usage":{"prompt_tokens":1}}`, false},
+		{"role chunk with usage", `{"choices":[{"delta":{"role":"assistant"}}],"usage":{"prompt_tokens":1}}`, false},
+		{"no choices", chunk(``), false},
+		{"no delta", chunk(`{"index":0,"text":""}`), false},
+		{"not an object", `[1]`, false},
+		{"truncated", `{"choices":[{"delta":{"role":"assistant"`, false},
+	}
+	for _, tt := range tests {
+		if got := prelude([]byte(tt.data)); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -168,12 +205,13 @@ func BenchmarkPassThrough(b *testing.B) {
 		b.SetBytes(int64(len(stream)))
 		b.ReportAllocs()
 		dst := make([]byte, 0, 1024)
+		held := make([]byte, 0, 1024) // Forward's is a pooled buffer
 		for b.Loop() {
 			pr, err := prepare(dst[:0], &upstream.Pass{Body: req, Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			out := &upstream.Out{W: io.Discard, ContentType: "text/event-stream"}
+			out := &upstream.Out{W: io.Discard, ContentType: "text/event-stream", Held: held[:0]}
 			if _, err := pr.copy(&chunkedReader{b: stream, n: 4096}, out); err != nil {
 				b.Fatal(err)
 			}

@@ -131,7 +131,9 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (up
 		return res, err
 	}
 	defer resp.Close()
-	out := &upstream.Out{W: w, ContentType: resp.Header.Get("Content-Type")}
+	held := e.c.Buffer()
+	defer e.c.PutBuffer(held)
+	out := &upstream.Out{W: w, ContentType: resp.Header.Get("Content-Type"), Held: *held}
 	res, err = pr.copy(resp.Body, out)
 	return res, resp.Err(err)
 }
@@ -184,13 +186,19 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 	return pr, nil
 }
 
-// copy streams the engine's answer r to out, reading usage on the way.
+// copy streams the engine's answer r to out, reading usage on the way. The chunks before the
+// first content (the role chunk) are held in out, so that an error chunk right after them
+// leaves the client untouched and the caller can still fall back.
 func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResult, err error) {
 	defer func() { res.Bytes = out.N }()
 	if !strings.HasPrefix(out.ContentType, "text/event-stream") {
 		body, err := io.ReadAll(io.LimitReader(r, maxJSONBody))
 		if err != nil {
 			return res, err
+		}
+		if ae := wire.StreamError(body); ae != nil {
+			// An error object with a 200: nothing was written, the caller may fall back.
+			return res, ae
 		}
 		if s, e, ok, _ := upstream.Field(body, "usage"); ok {
 			res.Usage, _ = wire.ParseUsage(body[s:e])
@@ -212,6 +220,9 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		if rerr != nil { // io.EOF
 			if len(bytes.TrimSpace(raw)) > 0 || !finished {
 				return res, apierr.Wrap(apierr.BadGateway, wire.ErrTruncated, "engine stream ended before the response was complete")
+			}
+			if err := out.Release(); err != nil {
+				return res, err
 			}
 			return res, out.Flush()
 		}
@@ -241,8 +252,10 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 				scratch = upstream.ReplaceModel(scratch[:0], raw, pr.old, pr.repl)
 				ev = scratch
 			}
-			if _, err := out.Write(ev); err != nil {
-				return res, err
+			if out.Started() || !prelude(data) || !out.Hold(ev) {
+				if _, err := out.Write(ev); err != nil {
+					return res, err
+				}
 			}
 		}
 		if !er.Buffered() {
@@ -251,4 +264,68 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			}
 		}
 	}
+}
+
+// prelude reports whether a chunk carries nothing for the client yet: it has choices, each
+// with a delta that holds at most a role and empty values (content "" or null, tool_calls [] or
+// null), and none with a finish_reason; and it has no usage. Anything else — or anything it
+// cannot read — is content, which is never held.
+func prelude(data []byte) bool {
+	var cs, ce int
+	choices, usage := false, false
+	if upstream.Scan(data, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case upstream.KeyIs(k, esc, "choices"):
+			choices, cs, ce = true, vs, ve
+		case upstream.KeyIs(k, esc, "usage"):
+			usage = !empty(data[vs:ve])
+		}
+	}) != nil || !choices || usage || data[cs] != '[' {
+		return false
+	}
+	n := 0
+	ok := true
+	err := upstream.ScanArray(data[cs:ce], func(s, e int) {
+		n++
+		if !emptyChoice(data[cs+s : cs+e]) {
+			ok = false
+		}
+	})
+	return err == nil && n > 0 && ok
+}
+
+// emptyChoice reports whether one choice of a chunk is a delta without content or finish.
+func emptyChoice(c []byte) bool {
+	delta, ok := false, true
+	err := upstream.Scan(c, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case upstream.KeyIs(k, esc, "delta"):
+			delta = true
+			d := c[vs:ve]
+			if d[0] != '{' || upstream.Scan(d, func(k []byte, esc bool, s, e int) {
+				if !upstream.KeyIs(k, esc, "role") && !empty(d[s:e]) {
+					ok = false
+				}
+			}) != nil {
+				ok = false
+			}
+		case upstream.KeyIs(k, esc, "finish_reason"):
+			if !empty(c[vs:ve]) {
+				ok = false
+			}
+		}
+	})
+	return err == nil && delta && ok
+}
+
+// empty reports whether a JSON value is null, "", [] or {}.
+func empty(v []byte) bool {
+	switch string(v) {
+	case "null", `""`, "[]", "{}":
+		return true
+	}
+	if len(v) >= 2 && (v[0] == '[' || v[0] == '{') {
+		return len(bytes.TrimSpace(v[1:len(v)-1])) == 0
+	}
+	return false
 }

@@ -11,8 +11,11 @@ const (
 	anthropicToolID = "toolu_01T1x1fJ34qAmk2tNTrN7Up6"
 )
 
+// anthropicErrorJSON is the Messages API's error object, as its in-stream error event carries it.
+const anthropicErrorJSON = `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`
+
 // anthropicError is the Messages API's in-stream error event.
-const anthropicError = "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n"
+const anthropicError = "event: error\ndata: " + anthropicErrorJSON + "\n\n"
 
 func event(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
 

@@ -38,7 +38,8 @@ type Script struct {
 	HangAfter int
 	// CutAfter, when positive, closes the connection after this many chunks.
 	CutAfter int
-	// ErrorAfter, when positive, sends the format's error event after this many chunks.
+	// ErrorAfter, when positive, sends the format's error event after this many chunks. A
+	// request that is not streamed gets the format's error object as its body, with status 200.
 	ErrorAfter int
 	// Key, when set, is the credential the server demands.
 	Key string
@@ -181,6 +182,15 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(s.Status)
 		io.WriteString(w, s.Body)
+		return
+	}
+	if s.ErrorAfter > 0 && !p.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		if f.anth {
+			io.WriteString(w, anthropicErrorJSON)
+		} else {
+			io.WriteString(w, openAIErrorJSON)
+		}
 		return
 	}
 	text := s.Text

@@ -12,8 +12,11 @@ const (
 	openAICreated = 1735689600
 )
 
+// openAIErrorJSON is vLLM's error object, as its in-stream error chunk carries it.
+const openAIErrorJSON = `{"error": {"object": "error", "message": "The engine failed while generating.", "type": "InternalServerError", "param": null, "code": 500}}`
+
 // openAIError is vLLM's in-stream error.
-const openAIError = `data: {"error": {"object": "error", "message": "The engine failed while generating.", "type": "InternalServerError", "param": null, "code": 500}}` + "\n\n"
+const openAIError = "data: " + openAIErrorJSON + "\n\n"
 
 // openAIEvents writes the stream as vLLM does (vllm/entrypoints/openai/serving_chat.py):
 // compact JSON, a role chunk, one chunk per token, a finish chunk carrying stop_reason, and with
