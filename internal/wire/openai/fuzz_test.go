@@ -5,16 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 )
 
 // FuzzDecodeRequest checks that any body either decodes or fails with a 400 naming a reason,
-// and that a decoded request encodes to valid JSON that decodes again.
+// that a body that is not UTF-8 never decodes, and that a decoded request passes
+// llm.Request.Validate and encodes to valid JSON that decodes again.
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte("{\"model\":\"m\",\"stop\":[\"a\",\"\xff\"],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\"}]}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)
+		if err == nil && !utf8.Valid(body) {
+			t.Fatalf("decoded a body that is not UTF-8: %q", body)
+		}
+		if err == nil {
+			if verr := r.Validate(); verr != nil {
+				t.Fatalf("decoded request fails Validate: %v", verr)
+			}
+		}
 		if err != nil {
 			var e *apierr.Error
 			if !errors.As(err, &e) || e.Kind != apierr.InvalidRequest || e.Message == "" {

@@ -81,6 +81,9 @@ type contentPart struct {
 	} `json:"image_url"`
 }
 
+// MaxStop is the most stop sequences a request may give, as the OpenAI API allows.
+const MaxStop = 4
+
 var jsonNull = []byte("null")
 
 func isNull(raw json.RawMessage) bool {
@@ -109,6 +112,9 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // up to 2.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	var x Extras
+	if err := utf8Error(body); err != nil {
+		return nil, x, err
+	}
 	var cr chatRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, x, jsonError(err)
@@ -229,6 +235,9 @@ func decodeStop(raw json.RawMessage) ([]string, error) {
 	var list []string
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, apierr.Invalid("stop", "must be a string or a list of strings")
+	}
+	if len(list) > MaxStop {
+		return nil, apierr.Invalid("stop", "at most %d stop sequences are allowed, got %d", MaxStop, len(list))
 	}
 	out := list[:0]
 	for _, s := range list {

@@ -3,7 +3,10 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -248,5 +251,53 @@ func TestAppendRequestToolIDs(t *testing.T) {
 		`{"role":"tool","tool_call_id":"call_01AB","content":"boom"}]}`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestDecodeRequestUTF8(t *testing.T) {
+	tests := []struct {
+		name, body, param string
+	}{
+		{"model", "{\"model\":\"g\xffpt\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "model"},
+		{"user text", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\xc3\"}]}", "messages[1].content"},
+		{"text part", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"text\",\"text\":\"\xed\xa0\x80\"}]}]}", "messages[0].content[1].text"},
+		{"after a nested object", "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"a\":[1,{\"b\":2}]}}}],\"user\":\"\xfe\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "user"},
+		{"stop element", "{\"model\":\"m\",\"stop\":[\"a\",\"\xff\"],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "stop[1]"},
+		{"member name", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"n\xffme\":1}]}", "messages[0]"},
+		{"top-level member name", "{\"\xff\":1}", "body"},
+		{"outside any string", "{\"model\":\"m\"}\xff", "body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeRequest([]byte(tt.body))
+			var e *apierr.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want an *apierr.Error", err)
+			}
+			// The bodies are ASCII but for the bad bytes.
+			off := strings.IndexFunc(tt.body, func(r rune) bool { return r >= utf8.RuneSelf })
+			want := fmt.Sprintf("%s: string is not valid UTF-8 (byte offset %d)", tt.param, off)
+			if e.Kind != apierr.InvalidRequest || e.Param != tt.param || e.Message != want {
+				t.Errorf("got %v param %q %q, want a 400 about %q: %q", e.Kind, e.Param, e.Message, tt.param, want)
+			}
+		})
+	}
+}
+
+func TestDecodeRequestStop(t *testing.T) {
+	body := func(stop string) []byte {
+		return []byte(`{"model":"m","stop":` + stop + `,"messages":[{"role":"user","content":"hi"}]}`)
+	}
+	r, err := DecodeRequest(body(`["a","b","c","d"]`))
+	if err != nil {
+		t.Fatalf("4 stop sequences: %v", err)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "d"}, r.StopSequences); diff != "" {
+		t.Errorf("stop sequences (-want +got):\n%s", diff)
+	}
+	_, err = DecodeRequest(body(`["a","b","c","d","e"]`))
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Param != "stop" || e.Message != "stop: at most 4 stop sequences are allowed, got 5" {
+		t.Errorf("5 stop sequences: got %v, want a 400 about stop", err)
 	}
 }
