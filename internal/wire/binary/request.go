@@ -40,7 +40,7 @@ type paramTag uint8
 // Version-2 parameters, with their value layouts.
 const (
 	paramSystem       paramTag = 0x01 // UTF-8 text; repeatable, one system block each
-	paramTemperature  paramTag = 0x02 // float64 (8 bytes), finite and ≥ 0
+	paramTemperature  paramTag = 0x02 // float64 (8 bytes), 0 to 1 (llm.MaxTemperature), as in the JSON API
 	paramTopP         paramTag = 0x03 // float64 (8 bytes), 0 to 1
 	paramTopK         paramTag = 0x04 // uvarint
 	paramStopSequence paramTag = 0x05 // UTF-8 text, not empty; repeatable
@@ -530,8 +530,8 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 			}
 			f := math.Float64frombits(ebin.BigEndian.Uint64(d.b[d.off:]))
 			d.off += 8
-			if math.IsNaN(f) || f < 0 || math.IsInf(f, 0) || (tag == paramTopP && f > 1) {
-				return d.fail(valAt, name, "%v out of range", f)
+			if !(f >= 0 && f <= 1) { // llm.MaxTemperature and top_p's bound; NaN fails too
+				return d.fail(valAt, name, "%v out of range (0 to 1)", f)
 			}
 			if tag == paramTemperature {
 				req.Temperature = &f

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -185,7 +186,9 @@ func TestDecodeRequestErrors(t *testing.T) {
 			"messages[0].content[0].url", "empty"},
 		{"v2 image without media type", V2, joined(cat(v2head, uv(1, ""), u8(0, ""), uv(1, ""), u8(1, ""), u8(0, ""), str("", ""), str("AAAA", ""))),
 			"messages[0].content[0].media_type", "empty"},
-		{"v2 temperature above 1", V2, joined(cat(v2head, userHi, u8(2, ""), uv(8, ""), f64(1.5, ""))), "temperature", "binary: temperature: must be between 0 and 1, got 1.5"},
+		{"v2 temperature above 1", V2, joined(cat(v2head, userHi, u8(2, ""), uv(8, ""), f64(5, ""))), "temperature", "offset 19: temperature: 5 out of range (0 to 1)"},
+		{"v2 temperature NaN", V2, joined(cat(v2head, userHi, u8(2, ""), uv(8, ""), f64(math.NaN(), ""))), "temperature", "NaN out of range"},
+		{"v2 temperature negative", V2, joined(cat(v2head, userHi, u8(2, ""), uv(8, ""), f64(-0.5, ""))), "temperature", "-0.5 out of range"},
 		{"v2 bad tool choice", V2, joined(cat(v2head, userHi, u8(7, ""), uv(2, ""), u8(5, ""), u8(0, ""))), "tool_choice.type", "5: want"},
 		{"v2 bad output", V2, joined(cat(v2head, userHi, u8(9, ""), uv(1, ""), u8(2, ""))), "output", "2: want 0"},
 		{"v2 varint overflow", V2, joined(cat(txt("ANTH", ""), u8(2, ""), str("sim", ""), bs("ff ff ff ff ff ff ff ff ff ff 01", ""))), "max_tokens", "overflows"},

@@ -342,6 +342,12 @@ func invalidVectors() []invalidVector {
 		{name: "v2 unknown required param", version: V2, header: ct2, field: "param tag",
 			parts: cat(txt("ANTH", "magic"), u8(2, "version"), str("sim", "model"), uv(5, "max_tokens"), uv(1, "message count"), u8(0, "role user"), uv(1, "block count"), u8(0, "type text"), str("x", "text"),
 				u8(0x20, "param tag 0x20 (unknown, not optional)"), uv(0, "param length"))},
+		{name: "v2 temperature above 1", version: V2, header: ct2, field: "temperature",
+			parts: cat(txt("ANTH", "magic"), u8(2, "version"), str("sim", "model"), uv(5, "max_tokens"), uv(1, "message count"), u8(0, "role user"), uv(1, "block count"), u8(0, "type text"), str("x", "text"),
+				u8(0x02, "param tag temperature"), uv(8, "param length"), f64(5, "temperature, above the JSON API's 1"))},
+		{name: "v2 tool_use in a user message", version: V2, header: ct2, field: "messages[0].content[0].type",
+			parts: cat(txt("ANTH", "magic"), u8(2, "version"), str("sim", "model"), uv(5, "max_tokens"), uv(1, "message count"), u8(0, "role user"), uv(1, "block count"),
+				u8(2, "type tool_use, allowed in assistant messages only"), str("toolu_1", "id"), str("f", "name"), str("{}", "input"))},
 	}
 }
 
