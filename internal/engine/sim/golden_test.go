@@ -45,6 +45,8 @@ func TestGolden(t *testing.T) {
 	withStop.StopSequences = []string{" the"}
 	short := userReq("Hello!")
 	short.MaxTokens = 12
+	forcedShort := toolReq("Find docs.", llm.ToolChoice{Type: llm.ToolNamed, Name: "search_docs"})
+	forcedShort.MaxTokens = 7
 	tests := []struct {
 		name string
 		cfg  config.Sim
@@ -56,6 +58,7 @@ func TestGolden(t *testing.T) {
 		{"echo", config.Sim{Mode: "echo"}, userReq("Echo: café, 日本語, 🙂.")},
 		{"tool-auto", config.Sim{}, toolReq("Ask get_weather about Lyon.", llm.ToolChoice{})},
 		{"tool-forced", config.Sim{}, toolReq("Find docs.", llm.ToolChoice{Type: llm.ToolNamed, Name: "search_docs"})},
+		{"tool-forced-max-tokens", config.Sim{}, forcedShort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,9 +87,12 @@ func (r *run) plan(req *llm.Request, limit int) error {
 }
 
 // planTool plans a tool_use block, after a one-sentence text block when the model chose the
-// tool itself. If the input does not fit in limit tokens even at its smallest, it reports
-// false and the answer is text cut by max_tokens. Stop sequences apply to the text only: one
-// met there ends the answer before the call.
+// tool itself. When the input does not fit in limit tokens even at its smallest, a forced call
+// (tool_choice any or tool) is cut as the real API cuts it: the tool_use block holds the first
+// limit tokens of the input, a JSON fragment, and the stop reason is max_tokens; a call the
+// model chose itself is not made (planTool reports false) and the answer is text cut by
+// max_tokens. Stop sequences apply to the text only: one met there ends the answer before the
+// call.
 func (r *run) planTool(req *llm.Request, i int, auto bool, limit int) bool {
 	t := &req.Tools[i]
 	g := inputGen{r: rng(r.seed ^ 0x5bd1e995)}
@@ -112,11 +115,15 @@ func (r *run) planTool(req *llm.Request, i int, auto bool, limit int) bool {
 		}
 		r.addBlock(b)
 	}
+	var full string // the input the model writes when it has room
 	for _, minimal := range []bool{false, true} {
 		g.minimal = minimal
 		r.json = g.object(r.json[:0], t.InputSchema)
 		from := len(r.out)
 		input := string(r.json)
+		if !minimal {
+			full = input
+		}
 		r.out = r.e.tok.Encode(r.out, input)
 		if len(r.out) <= limit {
 			r.addBlock(block{typ: llm.BlockToolUse, id: id, name: t.Name, from: from, to: len(r.out), src: input, visible: len(input)})
@@ -125,8 +132,16 @@ func (r *run) planTool(req *llm.Request, i int, auto bool, limit int) bool {
 		}
 		r.out = r.out[:from]
 	}
-	r.out, r.nblocks = r.out[:0], 0
-	return false
+	if auto || limit < 1 {
+		r.out, r.nblocks = r.out[:0], 0
+		return false
+	}
+	// Forced, the model starts the call anyway and max_tokens cuts its input short. The deltas
+	// are cut from full at token ends, less a trailing incomplete character.
+	r.out = r.e.tok.Encode(r.out[:0], full)[:limit]
+	r.addBlock(block{typ: llm.BlockToolUse, id: id, name: t.Name, to: limit, src: full, visible: len(full)})
+	r.stop = llm.StopMaxTokens
+	return true
 }
 
 // planText plans a text block: lorem or echo, cut at limit tokens and at the first stop sequence.

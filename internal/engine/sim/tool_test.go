@@ -432,11 +432,61 @@ func TestToolMaxTokens(t *testing.T) {
 	if err := check(decodeInput(t, small.Content[0].Input), decodeSchema(t, schemas["nested arrays of objects"]), "input"); err != nil {
 		t.Errorf("minimal input %s: %v", small.Content[0].Input, err)
 	}
-	// With room for no call at all, the answer is text cut by max_tokens.
-	req.MaxTokens = 2
-	tiny := mustGenerate(t, e, req)
-	if tiny.Stop != llm.StopMaxTokens || len(tiny.Content) != 1 || tiny.Content[0].Type != llm.BlockText || tiny.Usage.OutputTokens != 2 {
-		t.Errorf("with max_tokens 2: %+v, want 2 tokens of text and max_tokens", tiny)
+}
+
+// TestToolMaxTokensCut checks a forced call with no room for its input: as the real API does,
+// the answer is the tool_use block with its input cut short (a JSON fragment, streamed as
+// input_json_delta fragments) and stop reason max_tokens. A call the model would choose itself
+// is not made: the answer is text.
+func TestToolMaxTokensCut(t *testing.T) {
+	e := newEngine(t, config.Sim{})
+	for _, choice := range []llm.ToolChoice{{Type: llm.ToolNamed, Name: "search_docs"}, {Type: llm.ToolAny}} {
+		req := toolReq("search_docs please", choice)
+		full := mustGenerate(t, e, req)
+		if full.Stop != llm.StopToolUse || len(full.Content) != 1 {
+			t.Fatalf("%v: with room: %+v, want one complete call", choice.Type, full)
+		}
+		for _, maxTokens := range []int{1, 2, 5} {
+			req.MaxTokens = maxTokens
+			rec, err := generate(t, e, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := rec.coll.Response
+			if resp.Stop != llm.StopMaxTokens || resp.Usage.OutputTokens != maxTokens || len(resp.Content) != 1 {
+				t.Fatalf("%v, max_tokens %d: stop %v after %d tokens, %d blocks; want max_tokens after %d tokens, 1 block",
+					choice.Type, maxTokens, resp.Stop, resp.Usage.OutputTokens, len(resp.Content), maxTokens)
+			}
+			call := resp.Content[0]
+			if call.Type != llm.BlockToolUse || call.Name != "search_docs" || !toolIDRE.MatchString(call.ID) {
+				t.Errorf("%v, max_tokens %d: block %+v, want a search_docs tool_use", choice.Type, maxTokens, call)
+			}
+			// The input is a strict prefix of the complete call's (the same seed writes the same
+			// input), so it is not valid JSON yet.
+			if in := string(call.Input); in == "" || len(in) >= len(full.Content[0].Input) ||
+				!strings.HasPrefix(string(full.Content[0].Input), in) || json.Valid(call.Input) {
+				t.Errorf("%v, max_tokens %d: input %q, want a strict prefix of %s", choice.Type, maxTokens, in, full.Content[0].Input)
+			}
+			var fragments int
+			for _, ev := range rec.events {
+				switch ev.Kind {
+				case llm.EventToolDelta:
+					fragments++
+				case llm.EventTextDelta:
+					t.Errorf("%v, max_tokens %d: text delta %q, want none", choice.Type, maxTokens, ev.Text)
+				}
+			}
+			if fragments == 0 || fragments > maxTokens {
+				t.Errorf("%v, max_tokens %d: %d input fragments, want 1 to %d", choice.Type, maxTokens, fragments, maxTokens)
+			}
+		}
+	}
+	// tool_choice auto: the preface fits, the call does not; the model answers in text.
+	req := toolReq("Ask search_docs.", llm.ToolChoice{})
+	req.MaxTokens = 12
+	resp := mustGenerate(t, e, req)
+	if resp.Stop != llm.StopMaxTokens || len(resp.Content) != 1 || resp.Content[0].Type != llm.BlockText || resp.Usage.OutputTokens != 12 {
+		t.Errorf("auto, max_tokens 12: %+v, want 12 tokens of text and max_tokens", resp)
 	}
 }
 
