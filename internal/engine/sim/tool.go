@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -117,10 +118,13 @@ func toolID(r *rng) string {
 // that is not "null" is used), properties (in the schema's order), required, items (a schema, or
 // a list whose first schema is used), enum, const, anyOf/oneOf (the first option that is not
 // null), minimum/maximum and exclusiveMinimum/exclusiveMaximum (numbers or draft-4 booleans),
-// minLength/maxLength, minItems/maxItems, and a few string formats (date-time, date, time, email,
-// uri, uuid, hostname, ipv4, ipv6). Other keywords are ignored; a schema that is not valid JSON
-// counts as {}.
+// minLength/maxLength, minItems/maxItems, a few string formats (date-time, date, time, email,
+// uri, uuid, hostname, ipv4, ipv6), and local $ref: a JSON pointer into the tool's schema
+// ("#/$defs/Name", "#/definitions/Name", "#" itself or any deeper path), which stands for the
+// schema it points to (its sibling keywords are ignored, as in draft 7). Other keywords and other
+// references are ignored; a schema that is not valid JSON counts as {}.
 type schema struct {
+	Ref              string            `json:"$ref"`
 	Type             json.RawMessage   `json:"type"`
 	Properties       json.RawMessage   `json:"properties"`
 	Required         []string          `json:"required"`
@@ -165,16 +169,29 @@ const (
 type inputGen struct {
 	r       rng
 	minimal bool
-	left    int // values still allowed
+	left    int             // values still allowed
+	root    json.RawMessage // the tool's whole schema, which $ref points into
+	refs    map[string]json.RawMessage
 }
 
 // object appends a JSON object for the tool's input schema: the input is an object even where
 // the schema says nothing.
 func (g *inputGen) object(dst []byte, raw json.RawMessage) []byte {
-	g.left = maxValues
+	g.left, g.root, g.refs = maxValues, raw, nil
 	var s schema
 	if json.Unmarshal(raw, &s) != nil {
 		return append(dst, "{}"...)
+	}
+	// The root may itself be a reference ({"$ref":"#/$defs/Input","$defs":{…}}).
+	for depth := 0; s.Ref != "" && depth < maxDepth; depth++ {
+		target, ok := g.resolve(s.Ref)
+		if !ok {
+			break
+		}
+		s = schema{}
+		if json.Unmarshal(target, &s) != nil {
+			break
+		}
 	}
 	return g.objectOf(dst, &s, 0)
 }
@@ -187,6 +204,15 @@ func (g *inputGen) value(dst []byte, raw json.RawMessage, depth int) []byte {
 	var s schema
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
 		return g.str(dst, &s)
+	}
+	// Following a reference counts as a level of nesting, so a schema that refers to itself
+	// (a tree, or two definitions that name each other) ends at maxDepth; past it, or when the
+	// reference points nowhere, the other keywords decide.
+	if s.Ref != "" && depth < maxDepth {
+		if target, ok := g.resolve(s.Ref); ok {
+			g.left++ // the target is the same value
+			return g.value(dst, target, depth+1)
+		}
 	}
 	if len(s.Const) > 0 {
 		return append(dst, compact(s.Const)...)
@@ -248,6 +274,61 @@ func typeOf(s *schema) string {
 		return "array"
 	}
 	return "string"
+}
+
+// resolve returns the schema a local reference points to: "#" is the root, "#/a/b" a JSON
+// pointer into it (RFC 6901; "~1" is "/", "~0" is "~"; percent-encoding as in a URI fragment).
+// Each reference is looked up once per input.
+func (g *inputGen) resolve(ref string) (json.RawMessage, bool) {
+	if target, ok := g.refs[ref]; ok {
+		return target, target != nil
+	}
+	target := pointer(g.root, ref)
+	if g.refs == nil {
+		g.refs = make(map[string]json.RawMessage)
+	}
+	g.refs[ref] = target
+	return target, target != nil
+}
+
+// pointer follows the URI-fragment JSON pointer ref through doc; nil when it points nowhere.
+func pointer(doc json.RawMessage, ref string) json.RawMessage {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil // a reference to another document
+	}
+	if u, err := url.PathUnescape(frag); err == nil {
+		frag = u
+	}
+	if frag == "" {
+		return doc
+	}
+	if frag[0] != '/' {
+		return nil // an anchor ("#name"), not a pointer
+	}
+	cur := doc
+	for _, tok := range strings.Split(frag[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		var obj map[string]json.RawMessage
+		var arr []json.RawMessage
+		switch {
+		case json.Unmarshal(cur, &obj) == nil && obj != nil:
+			next, ok := obj[tok]
+			if !ok {
+				return nil
+			}
+			cur = next
+		case json.Unmarshal(cur, &arr) == nil:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(arr) {
+				return nil
+			}
+			cur = arr[i]
+		default:
+			return nil
+		}
+	}
+	return cur
 }
 
 func isNullSchema(raw json.RawMessage) bool {

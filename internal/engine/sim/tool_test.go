@@ -22,7 +22,22 @@ import (
 
 // check validates instance v (decoded with UseNumber) against schema s, for the subset the
 // generator claims to follow, and returns the first violation with its path.
-func check(v any, s map[string]any, path string) error {
+func check(v any, s map[string]any, path string) error { return checkIn(v, s, s, path, 0) }
+
+// checkIn is check inside the root schema root, which local $refs point into; hops counts the
+// references followed without descending into v.
+func checkIn(v any, s, root map[string]any, path string, hops int) error {
+	if ref, ok := s["$ref"].(string); ok {
+		if hops > 64 {
+			return fmt.Errorf("%s: $ref %q loops", path, ref)
+		}
+		target, err := testPointer(root, ref)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return checkIn(v, target, root, path, hops+1)
+	}
+	check := func(v any, s map[string]any, path string) error { return checkIn(v, s, root, path, 0) }
 	if c, ok := s["const"]; ok && !jsonEqual(v, c) {
 		return fmt.Errorf("%s: %v is not the const %v", path, v, c)
 	}
@@ -136,6 +151,35 @@ func check(v any, s map[string]any, path string) error {
 	return nil
 }
 
+// testPointer resolves a local $ref in root, independently of the generator's resolver.
+func testPointer(root map[string]any, ref string) (map[string]any, error) {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, fmt.Errorf("$ref %q is not local", ref)
+	}
+	if u, err := url.PathUnescape(frag); err == nil {
+		frag = u
+	}
+	var cur any = root
+	if frag != "" {
+		for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
+			tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("$ref %q: %q is not in an object", ref, tok)
+			}
+			if cur, ok = m[tok]; !ok {
+				return nil, fmt.Errorf("$ref %q: no %q", ref, tok)
+			}
+		}
+	}
+	m, ok := cur.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("$ref %q does not point to a schema", ref)
+	}
+	return m, nil
+}
+
 func hasType(v any, t string) bool {
 	switch v := v.(type) {
 	case map[string]any:
@@ -246,6 +290,11 @@ var schemas = map[string]string{
 	"no properties":            `{"type":"object"}`,
 	"tuple items":              `{"type":"object","properties":{"pair":{"type":"array","items":[{"type":"string"}],"minItems":1}},"required":["pair"]}`,
 	"deep":                     deepSchema(12),
+	"$defs refs":               `{"type":"object","properties":{"home":{"$ref":"#/$defs/Address"},"work":{"$ref":"#/$defs/Address"},"tag":{"anyOf":[{"$ref":"#/$defs/Tag"},{"type":"null"}]}},"required":["home","tag"],"$defs":{"Address":{"type":"object","properties":{"city":{"type":"string","minLength":2},"zip":{"type":"string","maxLength":5},"unit":{"$ref":"#/$defs/Unit"}},"required":["city","zip","unit"],"additionalProperties":false},"Unit":{"enum":["c","f"]},"Tag":{"type":"string","format":"uuid"}}}`,
+	"definitions refs":         `{"type":"object","properties":{"unit":{"$ref":"#/definitions/Unit"},"list":{"type":"array","minItems":1,"items":{"$ref":"#/definitions/Unit"}}},"required":["unit","list"],"definitions":{"Unit":{"type":"integer","minimum":3,"maximum":4}}}`,
+	"root ref":                 `{"$ref":"#/$defs/Input","$defs":{"Input":{"type":"object","properties":{"q":{"type":"integer","minimum":5}},"required":["q"],"additionalProperties":false}}}`,
+	"recursive ref":            `{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["name","children"]}`,
+	"escaped pointers":         `{"type":"object","properties":{"a":{"$ref":"#/$defs/a~1b"},"t":{"$ref":"#/properties/a"},"s":{"$ref":"#/$defs/x%20y"},"i":{"$ref":"#/$defs/t~0"}},"required":["a","t","s","i"],"$defs":{"a/b":{"type":"boolean"},"x y":{"const":"spaced"},"t~":{"type":"integer","maximum":-7}}}`,
 }
 
 // deepSchema nests objects n levels deep, past maxDepth.
@@ -314,6 +363,36 @@ func TestToolInputBudget(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %v", d) // a backstop: 64^8 values would never finish
+	}
+}
+
+// TestToolInputRefLoops checks that references that never reach a value end: the generator
+// follows at most maxDepth of them, then uses the keywords beside the reference.
+func TestToolInputRefLoops(t *testing.T) {
+	tests := []struct {
+		name, schema string
+		want         string // a schema without references the input must follow
+	}{
+		{"two definitions naming each other", `{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A","type":"integer"}}}`,
+			`{"properties":{"a":{"type":["integer","string"]}},"required":["a"],"additionalProperties":false}`},
+		{"a definition naming itself", `{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],"$defs":{"A":{"$ref":"#/$defs/A","type":"boolean"}}}`,
+			`{"properties":{"a":{"type":"boolean"}},"required":["a"],"additionalProperties":false}`},
+		{"the root naming itself", `{"$ref":"#"}`, `{"additionalProperties":false}`},
+		{"missing and remote references", `{"type":"object","properties":{"a":{"$ref":"#/$defs/Missing","type":"integer"},"b":{"$ref":"https://example.com/s.json","type":"null"},"c":{"$ref":"#anchor","const":1}},"required":["a","b","c"]}`,
+			`{"properties":{"a":{"type":"integer"},"b":{"type":"null"},"c":{"const":1}},"required":["a","b","c"],"additionalProperties":false}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(20) {
+				for _, minimal := range []bool{false, true} {
+					g := inputGen{r: rng(seed), minimal: minimal}
+					out := g.object(nil, json.RawMessage(tt.schema))
+					if err := check(decodeInput(t, out), decodeSchema(t, tt.want), "input"); err != nil {
+						t.Fatalf("seed %d minimal %v: input %s: %v", seed, minimal, out, err)
+					}
+				}
+			}
+		})
 	}
 }
 
