@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/llm"
 )
 
 // countSink counts the events it is sent.
@@ -24,7 +23,7 @@ func TestDoValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	hello := []layer0.Message{{Role: llm.RoleUser, Content: []layer0.Block{{Type: llm.BlockText, Text: "Hello"}}}}
+	hello := []layer0.Message{{Role: layer0.RoleUser, Content: []layer0.Block{{Type: layer0.BlockText, Text: "Hello"}}}}
 	temp := 7.0
 	tests := []struct {
 		name  string

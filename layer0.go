@@ -49,6 +49,73 @@ type (
 	Response = llm.Response
 	// Error is the error type every failure is reported as.
 	Error = apierr.Error
+	// Role is the author of a message: RoleUser or RoleAssistant.
+	Role = llm.Role
+	// BlockType says which fields of a Block are meaningful.
+	BlockType = llm.BlockType
+	// Tool is a function the model may call.
+	Tool = llm.Tool
+	// ToolChoice constrains tool use.
+	ToolChoice = llm.ToolChoice
+	// ToolChoiceType says how the model must use the tools.
+	ToolChoiceType = llm.ToolChoiceType
+	// Format is the wire format a request arrived in or an engine speaks.
+	Format = llm.Format
+	// EventKind says which fields of an Event are meaningful.
+	EventKind = llm.EventKind
+	// StopReason says why generation ended.
+	StopReason = llm.StopReason
+	// Usage counts tokens.
+	Usage = llm.Usage
+)
+
+// Roles of a conversation; the system prompt is Request.System, not a role.
+const (
+	RoleUser      = llm.RoleUser
+	RoleAssistant = llm.RoleAssistant
+)
+
+// Content block types.
+const (
+	BlockText       = llm.BlockText
+	BlockImage      = llm.BlockImage
+	BlockToolUse    = llm.BlockToolUse
+	BlockToolResult = llm.BlockToolResult
+)
+
+// Event kinds, in the order a response sends them: EventStart, then for each content block
+// EventBlockStart, EventTextDelta or EventToolDelta…, EventBlockStop; then EventStop.
+const (
+	EventStart      = llm.EventStart
+	EventBlockStart = llm.EventBlockStart
+	EventTextDelta  = llm.EventTextDelta
+	EventToolDelta  = llm.EventToolDelta
+	EventBlockStop  = llm.EventBlockStop
+	EventStop       = llm.EventStop
+)
+
+// Stop reasons.
+const (
+	StopEndTurn   = llm.StopEndTurn
+	StopMaxTokens = llm.StopMaxTokens
+	StopSequence  = llm.StopSequence
+	StopToolUse   = llm.StopToolUse
+)
+
+// Tool choice types; the zero value is ToolAuto.
+const (
+	ToolAuto  = llm.ToolAuto
+	ToolAny   = llm.ToolAny
+	ToolNamed = llm.ToolNamed
+	ToolNone  = llm.ToolNone
+)
+
+// Wire formats. A request built in-process keeps the zero value, FormatAnthropic, whose rules
+// (Request.Validate) it must meet.
+const (
+	FormatAnthropic = llm.FormatAnthropic
+	FormatOpenAI    = llm.FormatOpenAI
+	FormatBinary    = llm.FormatBinary
 )
 
 // DefaultConfig returns the embedded default: the sim engine serving the model "sim".
