@@ -506,6 +506,64 @@ routing:
 	}
 }
 
+// TestGatewayPassThroughModelName checks the promise of docs/engines.md on the pass-through
+// path: the client sees its own model id in every answer, when the engines report another name
+// (a dated id) and pretty-print their JSON as the hosted OpenAI API does.
+func TestGatewayPassThroughModelName(t *testing.T) {
+	oaiUp := fake.NewOpenAI(fake.Script{Model: "gpt-4o-2024-08-06", Pretty: true})
+	defer oaiUp.Close()
+	antUp := fake.NewAnthropic(fake.Script{Model: "claude-sonnet-4-5-20250929", Pretty: true})
+	defer antUp.Close()
+	_, base := serveGateway(t, parseConfig(t, `
+engines:
+  gpt: {kind: openai, url: "`+oaiUp.URL+`"}
+  claude: {kind: anthropic, url: "`+antUp.URL+`"}
+models:
+  gpt-4o: {engines: [gpt]}
+  sonnet: {engines: [claude], upstream_model: claude-sonnet-4-5}
+`))
+	ctx := context.Background()
+	oc := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey("k"), oaiopt.WithMaxRetries(0))
+	op := oai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}}
+	cc, err := oc.Chat.Completions.New(ctx, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := []string{cc.Model}
+	st := oc.Chat.Completions.NewStreaming(ctx, op)
+	for st.Next() {
+		models = append(models, st.Current().Model)
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range models {
+		if m != "gpt-4o" {
+			t.Errorf("OpenAI answer %d: got model %q, want gpt-4o", i, m)
+		}
+	}
+
+	ac := anthropicClient(base)
+	ap := anthropic.MessageNewParams{Model: "sonnet", MaxTokens: 8, Messages: userText("hi")}
+	msg, err := ac.Messages.New(ctx, ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc anthropic.Message
+	as := ac.Messages.NewStreaming(ctx, ap)
+	for as.Next() {
+		if err := acc.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if msg.Model != "sonnet" || acc.Model != "sonnet" {
+		t.Errorf("Anthropic answers: got models %q and %q (streamed), want sonnet", msg.Model, acc.Model)
+	}
+}
+
 const reloadConfigA = `
 keys:
   - {name: a, hash: %s, limits: {requests_per_minute: 100000}}

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,17 +144,6 @@ func TestSecret(t *testing.T) {
 	}
 	if got := s.Redact("bad key sk-abcdef123456!"); got != "bad key [redacted]!" {
 		t.Errorf("got %q", got)
-	}
-}
-
-func TestReplaceModel(t *testing.T) {
-	ev := []byte(`data: {"id":"x","model":"up/m","choices":[]}` + "\n\n")
-	got := ReplaceModel(nil, ev, ModelNeedle("up/m"), ModelNeedle("client"))
-	if !bytes.Equal(got, []byte(`data: {"id":"x","model":"client","choices":[]}`+"\n\n")) {
-		t.Errorf("got %s", got)
-	}
-	if got := ReplaceModel(nil, ev, ModelNeedle("other"), ModelNeedle("client")); !bytes.Equal(got, ev) {
-		t.Errorf("got %s", got)
 	}
 }
 

@@ -152,14 +152,37 @@ func (u *usageJSON) merge(dst *llm.Usage) {
 
 // mergeUsage reads the usage object at obj (a JSON object's bytes) into dst.
 func mergeUsage(dst *llm.Usage, obj []byte) {
-	s, e, ok, _ := upstream.Field(obj, "usage")
-	if !ok || obj[s] != '{' {
+	if s, e, ok, _ := upstream.Field(obj, "usage"); ok {
+		mergeUsageValue(dst, obj[s:e])
+	}
+}
+
+// mergeUsageValue reads the usage object v into dst.
+func mergeUsageValue(dst *llm.Usage, v []byte) {
+	if len(v) == 0 || v[0] != '{' {
 		return
 	}
 	var u usageJSON
-	if json.Unmarshal(obj[s:e], &u) == nil {
+	if json.Unmarshal(v, &u) == nil {
 		u.merge(dst)
 	}
+}
+
+// scanAnswer finds, in one scan of the top level of a message (a JSON object), its model and
+// usage values (-1 when absent) and whether it is an error object.
+func scanAnswer(obj []byte) (ms, me, us, ue int, isErr bool) {
+	ms, me, us, ue = -1, -1, -1, -1
+	_ = upstream.Scan(obj, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case upstream.KeyIs(k, esc, "model"):
+			ms, me = vs, ve
+		case upstream.KeyIs(k, esc, "usage"):
+			us, ue = vs, ve
+		case upstream.KeyIs(k, esc, "type"):
+			isErr = string(obj[vs:ve]) == `"error"`
+		}
+	})
+	return ms, me, us, ue, isErr
 }
 
 // prelude reports whether an event is one that comes before any content: message_start,
@@ -181,10 +204,11 @@ var (
 
 // Forward implements upstream.Forwarder: the body's top-level "model" is rewritten in place and
 // every other byte is sent as the client wrote it; the engine's events come back unchanged but
-// for the model name in message_start. The prelude (message_start, content_block_start, ping)
-// is held until the first other event, and an error event is not passed on but returned, so an
-// error before content leaves the client untouched and the caller can still fall back; after
-// content the caller ends the stream with it.
+// for the value of the model (message_start's message.model, a body's top-level model), which
+// becomes the client's model name whatever the engine reported. The prelude (message_start,
+// content_block_start, ping) is held until the first other event, and an error event is not
+// passed on but returned, so an error before content leaves the client untouched and the
+// caller can still fall back; after content the caller ends the stream with it.
 func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (res upstream.PassResult, err error) {
 	var ms, me int
 	hasModel, stream := false, false
@@ -199,27 +223,21 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	if err != nil || !hasModel {
 		return res, apierr.Invalid("model", "the request body must be a JSON object with a model")
 	}
-	model := p.Model
 	body := p.Body
 	buf := e.c.Buffer()
 	defer e.c.PutBuffer(buf)
-	if model != "" {
+	if p.Model != "" {
 		b := append(*buf, p.Body[:ms]...)
-		b = jsontext.AppendString(b, model)
+		b = jsontext.AppendString(b, p.Model)
 		b = append(b, p.Body[me:]...)
 		*buf, body = b, b
-	} else {
-		_ = json.Unmarshal(p.Body[ms:me], &model)
 	}
 	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: body, Stream: stream, DecodeError: DecodeError})
 	if err != nil {
 		return res, err
 	}
 	defer resp.Close()
-	var old, repl []byte
-	if p.ClientModel != "" && p.ClientModel != model {
-		old, repl = upstream.ModelNeedle(model), upstream.ModelNeedle(p.ClientModel)
-	}
+	rn := upstream.NewRenamer(p.ClientModel)
 	ct := resp.Header.Get("Content-Type")
 	held := e.c.Buffer()
 	defer e.c.PutBuffer(held)
@@ -230,19 +248,21 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		if err != nil {
 			return res, resp.Err(err)
 		}
-		if s, e2, ok, _ := upstream.Field(body, "type"); ok && string(body[s:e2]) == `"error"` {
+		ms, me, us, ue, isErr := scanAnswer(body)
+		if isErr {
 			// An error object with a 200: nothing was written, the caller may fall back.
 			return res, resp.Err(DecodeError(0, body))
 		}
-		mergeUsage(&res.Usage, body)
-		if _, err := out.Write(upstream.ReplaceModel(nil, body, old, repl)); err != nil {
+		if us >= 0 {
+			mergeUsageValue(&res.Usage, body[us:ue])
+		}
+		if err := rn.WriteJSON(out, body, ms, me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
 	}
 	res.Stream = true
 	er := upstream.NewEventReader(resp.Body)
-	var scratch []byte
 	for {
 		raw, name, data, rerr := er.Next()
 		if rerr != nil {
@@ -257,11 +277,13 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 			return res, resp.Err(DecodeError(0, data))
 		case bytes.Equal(name, evMessageStart):
 			if s, e2, ok, _ := upstream.Field(data, "message"); ok {
-				mergeUsage(&res.Usage, data[s:e2])
-			}
-			if old != nil {
-				scratch = upstream.ReplaceModel(scratch[:0], raw, old, repl)
-				ev = scratch
+				ms, me, us, ue, _ := scanAnswer(data[s:e2])
+				if us >= 0 {
+					mergeUsageValue(&res.Usage, data[s+us:s+ue])
+				}
+				if ms >= 0 {
+					ev = rn.EventAt(raw, data, s+ms, s+me)
+				}
 			}
 		case bytes.Equal(name, evMessageDelta):
 			mergeUsage(&res.Usage, data)

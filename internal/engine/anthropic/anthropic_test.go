@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,38 @@ func TestForward(t *testing.T) {
 	if err != nil || res.Stream || res.Usage.OutputTokens == 0 || !strings.Contains(rec.Body.String(), `"model":"x"`) {
 		t.Errorf("got %+v %v\n%s", res, err, rec.Body.String())
 	}
+	// The client sees its model name whatever the engine reports and however it spaces it.
+	for _, stream := range []bool{true, false} {
+		f.SetScript(fake.Script{Model: "claude-sonnet-4-5-20250929", Pretty: true})
+		rec = httptest.NewRecorder()
+		b := strings.Replace(body, `"stream":true`, `"stream":`+strconv.FormatBool(stream), 1)
+		if _, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(b), ClientModel: "sonnet"}, rec); err != nil {
+			t.Fatal(err)
+		}
+		out := rec.Body.String()
+		var m struct {
+			Model   string `json:"model"`
+			Message struct {
+				Model string `json:"model"`
+			} `json:"message"`
+		}
+		if stream {
+			_, _, data, err := upstream.NewEventReader(strings.NewReader(out)).Next()
+			if err == nil {
+				err = json.Unmarshal(data, &m)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Model = m.Message.Model
+		} else if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Model != "sonnet" || strings.Contains(out, "claude-sonnet-4-5") || !strings.Contains(out, `"model": "sonnet"`) {
+			t.Errorf("stream=%v: got model %q, want sonnet with the engine's spacing:\n%s", stream, m.Model, out)
+		}
+	}
+
 	// An error event is returned, not passed on: after content, the content was written; before
 	// it (after message_start, content_block_start and ping), nothing was; an error object with a
 	// 200 is an error too.

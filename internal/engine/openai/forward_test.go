@@ -3,9 +3,11 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,6 +92,79 @@ func TestForwardJSON(t *testing.T) {
 	if res.Stream || res.Usage.OutputTokens == 0 || !strings.Contains(rec.Body.String(), `"model":"a"`) {
 		t.Errorf("got %+v\n%s", res, rec.Body.String())
 	}
+}
+
+// TestForwardRenames checks that the client sees its own model name in every chunk and body
+// whatever the engine reports (a dated id, its own name) and however it spaces its JSON.
+func TestForwardRenames(t *testing.T) {
+	tests := []struct {
+		name   string
+		script fake.Script
+		model  string // sent to the engine; "" keeps the client's
+	}{
+		{"compact, dated id", fake.Script{Model: "gpt-4o-2024-08-06"}, ""},
+		{"pretty, dated id", fake.Script{Model: "gpt-4o-2024-08-06", Pretty: true}, ""},
+		{"pretty, upstream name", fake.Script{Pretty: true}, "meta-llama/Llama-3.1-8B-Instruct"},
+		{"llama-server's own name", fake.Script{Model: "qwen2.5-7b-instruct-q4_k_m.gguf", Text: "a \"model\": b"}, "qwen"},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{true, false} {
+			t.Run(tt.name+"/stream="+strconv.FormatBool(stream), func(t *testing.T) {
+				f := fake.NewOpenAI(tt.script)
+				defer f.Close()
+				e := newEngine(t, f, config.Timeouts{}, 0)
+				body := `{"model":"gpt-4o","stream":` + strconv.FormatBool(stream) + `,"messages":[{"role":"user","content":"x"}]}`
+				rec := httptest.NewRecorder()
+				if _, err := e.Forward(context.Background(), &upstream.Pass{Body: []byte(body), Model: tt.model, ClientModel: "gpt-4o"}, rec); err != nil {
+					t.Fatal(err)
+				}
+				out := rec.Body.String()
+				var models []string
+				if stream {
+					er := upstream.NewEventReader(strings.NewReader(out))
+					for {
+						_, _, data, err := er.Next()
+						if err != nil {
+							break
+						}
+						if string(data) != "[DONE]" {
+							models = append(models, topModel(t, data))
+						}
+					}
+				} else {
+					models = append(models, topModel(t, []byte(out)))
+				}
+				if len(models) == 0 {
+					t.Fatalf("no answer:\n%s", out)
+				}
+				for i, m := range models {
+					if m != "gpt-4o" {
+						t.Errorf("answer %d has model %q, want the client's gpt-4o:\n%s", i, m, out)
+					}
+				}
+				for _, leak := range []string{tt.script.Model, tt.model} {
+					if leak != "" && strings.Contains(out, leak) {
+						t.Errorf("the engine's name %q leaked:\n%s", leak, out)
+					}
+				}
+				if tt.script.Pretty && !strings.Contains(out, `"model": "gpt-4o"`) {
+					t.Errorf("the engine's spacing was not kept:\n%s", out)
+				}
+			})
+		}
+	}
+}
+
+// topModel decodes the top-level model of a JSON object.
+func topModel(t *testing.T, b []byte) string {
+	t.Helper()
+	var v struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return v.Model
 }
 
 func TestForwardErrors(t *testing.T) {

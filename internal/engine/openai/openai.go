@@ -9,7 +9,6 @@ package openai
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -115,8 +114,10 @@ var (
 // finds "model", "stream" and "stream_options", the model value is rewritten in place, and a
 // streaming request that did not ask for usage gets stream_options.include_usage added so that
 // usage can be read — the usage-only chunk this adds is then held back from the client.
-// Chunks pass through byte for byte except for the model name; an error chunk is not passed on
-// but returned, so that the caller reports it in the client's format (or falls back).
+// Chunks pass through byte for byte except for the value of their top-level "model", which
+// becomes the client's model name whatever the engine reported (upstream.Renamer); an error
+// chunk is not passed on but returned, so that the caller reports it in the client's format (or
+// falls back).
 func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
 	var res upstream.PassResult
 	buf := e.c.Buffer()
@@ -140,10 +141,10 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (up
 
 // prepared is a pass-through request ready to send.
 type prepared struct {
-	body      []byte
-	stream    bool
-	inject    bool   // stream_options was added: hold back the usage-only chunk
-	old, repl []byte // model needles for the response, nil when the name stays
+	body   []byte
+	stream bool
+	inject bool             // stream_options was added: hold back the usage-only chunk
+	rn     upstream.Renamer // gives the answer the client's model name
 }
 
 // prepare builds the engine's body from the client's in dst.
@@ -165,24 +166,20 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 		return pr, apierr.Invalid("model", "the request body must be a JSON object with a model")
 	}
 	pr.inject = pr.stream && !hasOpts
-	model := p.Model
 	open := bytes.IndexByte(p.Body, '{') + 1
 	b := append(dst, p.Body[:open]...)
 	if pr.inject {
 		b = append(b, usageOpt...)
 	}
-	if model != "" {
+	if p.Model != "" {
 		b = append(b, p.Body[open:ms]...)
-		b = jsontext.AppendString(b, model)
+		b = jsontext.AppendString(b, p.Model)
 		b = append(b, p.Body[me:]...)
 	} else {
 		b = append(b, p.Body[open:]...)
-		_ = json.Unmarshal(p.Body[ms:me], &model)
 	}
 	pr.body = b
-	if p.ClientModel != "" && p.ClientModel != model {
-		pr.old, pr.repl = upstream.ModelNeedle(model), upstream.ModelNeedle(p.ClientModel)
-	}
+	pr.rn = upstream.NewRenamer(p.ClientModel)
 	return pr, nil
 }
 
@@ -196,21 +193,37 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		if err != nil {
 			return res, err
 		}
-		if ae := wire.StreamError(body); ae != nil {
-			// An error object with a 200: nothing was written, the caller may fall back.
-			return res, ae
+		// One scan of the top level finds the model, the usage and an error.
+		ms, me, us, ue := -1, -1, -1, -1
+		isErr := false
+		_ = upstream.Scan(body, func(k []byte, esc bool, vs, ve int) {
+			switch {
+			case upstream.KeyIs(k, esc, "model"):
+				ms, me = vs, ve
+			case upstream.KeyIs(k, esc, "usage"):
+				us, ue = vs, ve
+			case upstream.KeyIs(k, esc, "error"):
+				isErr = isErr || !empty(body[vs:ve])
+			case upstream.KeyIs(k, esc, "object"):
+				isErr = isErr || string(body[vs:ve]) == `"error"`
+			}
+		})
+		if isErr {
+			if ae := wire.StreamError(body); ae != nil {
+				// An error object with a 200: nothing was written, the caller may fall back.
+				return res, ae
+			}
 		}
-		if s, e, ok, _ := upstream.Field(body, "usage"); ok {
-			res.Usage, _ = wire.ParseUsage(body[s:e])
+		if us >= 0 {
+			res.Usage, _ = wire.ParseUsage(body[us:ue])
 		}
-		if _, err := out.Write(upstream.ReplaceModel(nil, body, pr.old, pr.repl)); err != nil {
+		if err := pr.rn.WriteJSON(out, body, ms, me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
 	}
 	res.Stream = true
 	er := upstream.NewEventReader(r)
-	var scratch []byte
 	finished := false
 	for {
 		raw, _, data, rerr := er.Next()
@@ -247,11 +260,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		}
 		finished = finished || bytes.Contains(data, finishNeedle)
 		if !skip {
-			ev := raw
-			if pr.old != nil {
-				scratch = upstream.ReplaceModel(scratch[:0], raw, pr.old, pr.repl)
-				ev = scratch
-			}
+			ev := pr.rn.Event(raw, data)
 			if out.Started() || !prelude(data) || !out.Hold(ev) {
 				if _, err := out.Write(ev); err != nil {
 					return res, err

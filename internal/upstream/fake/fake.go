@@ -8,6 +8,7 @@
 package fake
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,12 @@ type Script struct {
 	Key string
 	// CachedTokens is reported as cached prompt tokens.
 	CachedTokens int
+	// Model, when set, is the model name the answers report instead of the request's (a dated
+	// id for an alias, or llama-server's own name whatever it was asked for).
+	Model string
+	// Pretty writes the JSON with spaces, as the hosted OpenAI API does: a body that is not
+	// streamed indented, each stream event's data with Python's separators (", " and ": ").
+	Pretty bool
 }
 
 // Request is a recorded request.
@@ -198,23 +205,79 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		text = "Hello from the fake engine."
 	}
 	rp := reply{words: splitWords(text), prompt: len(body)/4 + 1, cached: s.CachedTokens, model: p.Model}
+	if s.Model != "" {
+		rp.model = s.Model
+	}
 	if p.wantsTool() {
 		rp.tool = p.toolName()
 		rp.args = []string{`{"city": `, `"Paris", `, `"unit": "c"}`}
 	}
-	if f.anth {
-		if !p.Stream {
-			anthropicJSON(w, &rp)
-			return
-		}
-		f.stream(w, r, s, anthropicEvents(&rp), anthropicError)
-		return
-	}
 	if !p.Stream {
-		openAIJSON(w, &rp)
+		jw := &jsonWriter{ResponseWriter: w}
+		if f.anth {
+			anthropicJSON(jw, &rp)
+		} else {
+			openAIJSON(jw, &rp)
+		}
+		out := jw.buf.Bytes()
+		if s.Pretty {
+			var b bytes.Buffer
+			_ = json.Indent(&b, out, "", "  ")
+			out = b.Bytes()
+		}
+		w.Write(out)
 		return
 	}
-	f.stream(w, r, s, openAIEvents(&rp, p.StreamOptions != nil && p.StreamOptions.IncludeUsage), openAIError)
+	var events []string
+	errEvent := openAIError
+	if f.anth {
+		events, errEvent = anthropicEvents(&rp), anthropicError
+	} else {
+		events = openAIEvents(&rp, p.StreamOptions != nil && p.StreamOptions.IncludeUsage)
+	}
+	if s.Pretty {
+		for i, ev := range events {
+			events[i] = spaced(ev)
+		}
+	}
+	f.stream(w, r, s, events, errEvent)
+}
+
+// jsonWriter collects a body that is not streamed, to write it as it is or indented.
+type jsonWriter struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (j *jsonWriter) Write(b []byte) (int, error) { return j.buf.Write(b) }
+
+// spaced rewrites the JSON in an event's data: lines with Python's separators, ", " and ": ".
+func spaced(ev string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(ev, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.HasPrefix(data, "{") {
+			b.WriteString(line)
+			continue
+		}
+		b.WriteString("data: ")
+		in, esc := false, false
+		for i := 0; i < len(data); i++ {
+			c := data[i]
+			b.WriteByte(c)
+			switch {
+			case esc:
+				esc = false
+			case in && c == '\\':
+				esc = true
+			case c == '"':
+				in = !in
+			case !in && (c == ',' || c == ':'):
+				b.WriteByte(' ')
+			}
+		}
+	}
+	return b.String()
 }
 
 func (f *Server) authorized(r *http.Request, key string) bool {
