@@ -1,9 +1,11 @@
 // Package upstream is the HTTP side of the engines that live behind a URL (openai, anthropic,
-// layer0): one pooled keep-alive transport per engine that speaks HTTP/2 wherever the engine
-// offers it over TLS (ALPN) and HTTP/1.1 otherwise; a credential read once from the environment
-// and never formatted; a concurrency cap; and the four timeouts of config.Timeouts enforced by one
-// timer per request — connect by the dialer, first byte and idle gap by a watchdog re-armed on
-// every body read, total by a deadline — each of which cancels the upstream request at once, as
+// layer0): one pooled keep-alive client per engine — for http:// URLs internal/h1's lean
+// HTTP/1.1 connections (the request written from the caller's goroutine in one write, no header
+// maps, no goroutine per connection), for https:// net/http's transport, which speaks HTTP/2
+// wherever the engine offers it (ALPN); a credential read once from the environment and never
+// formatted; a concurrency cap; and the four timeouts of config.Timeouts — connect by the
+// dialer, and first byte, idle gap and total by one watchdog timer per request re-armed on every
+// body read — each of which aborts the upstream request at once (closing its connection), as
 // does the client's own context. Every failure comes back as an *apierr.Error naming the
 // timeout or status, with the engine's text never carrying the credential.
 //
@@ -20,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/h1"
 )
 
 // Secret is a credential. It formats as [redacted] with every verb, so printing a struct that
@@ -75,7 +79,25 @@ type Client struct {
 	sem      chan struct{}
 	inflight atomic.Int64
 	bufs     sync.Pool
+
+	// The http:// path: connections from pool; every request starts with target (the URL's
+	// path), then host and authLine (the credential's header line) go into its head.
+	pool     *h1.Pool
+	target   string
+	host     string
+	authLine []byte
+	targets  sync.Map // a Request's Path → target + Path
+
+	resps sync.Pool // *Response
 }
+
+// maxIdleConns bounds the idle connections kept per engine.
+const maxIdleConns = 256
+
+// readBufferSize is each engine connection's read buffer: 10,000 open streams hold 10,000
+// connections, so it is kept small (a response head's lines must each fit in it; SSE events
+// of any size go through EventReader's own buffer).
+const readBufferSize = 8 << 10
 
 // New returns a client for the engine named name. It reads cfg.APIKeyEnv from the environment
 // now, once; a variable that is named but empty is an error (naming the variable, not a value).
@@ -96,6 +118,9 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 		if v == "" {
 			return nil, fmt.Errorf("upstream: engine %s: environment variable %s is empty or unset", name, cfg.APIKeyEnv)
 		}
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("upstream: engine %s: environment variable %s holds a line break", name, cfg.APIKeyEnv)
+		}
 		c.key = &Secret{v}
 	}
 	if cfg.MaxConcurrency > 0 {
@@ -106,6 +131,26 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 		Transport: c.tr,
 		// An engine's redirect is a misconfiguration; following it could resend the credential.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if strings.HasPrefix(c.base, "http://") {
+		u, err := url.Parse(c.base)
+		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("upstream: engine %s: url %q: want http://host[:port][/path]", name, cfg.URL)
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		c.host, c.target = u.Host, u.EscapedPath()
+		c.pool = &h1.Pool{Addr: addr, MaxIdle: maxIdleConns, IdleTimeout: 90 * time.Second, ReadSize: readBufferSize,
+			Dialer: &net.Dialer{Timeout: cfg.Timeouts.Connect, KeepAlive: 30 * time.Second}}
+		if k := c.key.v; k != "" {
+			if c.auth == "Authorization" {
+				c.authLine = []byte("Authorization: Bearer " + k + "\r\n")
+			} else {
+				c.authLine = []byte(http.CanonicalHeaderKey(c.auth) + ": " + k + "\r\n")
+			}
+		}
 	}
 	return c, nil
 }
@@ -144,7 +189,12 @@ func (c *Client) Key() Secret { return *c.key }
 func (c *Client) InFlight() int { return int(c.inflight.Load()) }
 
 // CloseIdle closes the idle pooled connections.
-func (c *Client) CloseIdle() { c.tr.CloseIdleConnections() }
+func (c *Client) CloseIdle() {
+	c.tr.CloseIdleConnections()
+	if c.pool != nil {
+		c.pool.CloseIdle()
+	}
+}
 
 // Buffer returns a reusable buffer for a request body; give it back with PutBuffer once the
 // response is closed.
@@ -164,12 +214,33 @@ func (c *Client) PutBuffer(b *[]byte) {
 	}
 }
 
+// Header is a set of request headers prepared once for every request that carries it: the
+// wire lines of the HTTP/1.1 path are formatted at NewHeader, not per request.
+type Header struct {
+	h    http.Header
+	wire []byte
+}
+
+// NewHeader prepares h, which must not be modified afterwards. A name or value holding a line
+// break is an error.
+func NewHeader(h http.Header) (*Header, error) {
+	wire, err := h1.AppendHeader(nil, h)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	return &Header{h: h, wire: wire}, nil
+}
+
+// Get returns the first value of the header name.
+func (h *Header) Get(name string) string { return h.h.Get(name) }
+
 // Request is one call to the engine.
 type Request struct {
 	// Path is appended to the engine's URL, for example "/v1/chat/completions".
 	Path string
-	// Header holds the request headers (auth, content type).
-	Header http.Header
+	// Header holds the request headers (content type, accept, version); the credential is
+	// added by the Client. Nil sends none.
+	Header *Header
 	// Body is the request body. It must stay unchanged until the response is closed.
 	Body []byte
 	// Stream says the answer is streamed: the first-byte timeout then runs until the first body
@@ -185,6 +256,7 @@ var (
 	errFirstByte = errors.New("upstream: first-byte timeout")
 	errIdle      = errors.New("upstream: idle timeout between tokens")
 	errTotal     = errors.New("upstream: total timeout")
+	errCanceled  = errors.New("upstream: canceled by the client")
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -197,25 +269,169 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
 	}
-	resp := &Response{c: c, parent: ctx, stream: r.Stream}
 	c.inflight.Add(1)
-	ctx, resp.cancel = context.WithCancelCause(ctx)
-	if c.t.Total > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, start.Add(c.t.Total), errTotal)
-		resp.stopTotal = stop
+	resp := c.newResponse(ctx, r.Stream, start)
+	var (
+		a   answer
+		err error
+	)
+	if c.pool != nil {
+		a, err = c.doH1(ctx, resp, r)
+	} else {
+		a, err = c.doStd(ctx, resp, r)
 	}
-	resp.ctx = ctx
-	if fb := c.t.FirstByte; fb > 0 {
-		resp.timer = time.AfterFunc(fb-time.Since(start), resp.expire)
+	if err != nil {
+		err = resp.Err(err)
+		resp.Close()
+		return nil, err
 	}
+	if status := resp.Status; status < 200 || status > 299 {
+		resp.Close()
+		e := r.DecodeError(status, a.body)
+		e.Message = c.key.Redact(e.Message)
+		if a.retryAfter > 0 {
+			e.RetryAfter = a.retryAfter
+		}
+		if e.Cause == nil {
+			e.Cause = fmt.Errorf("upstream: engine %s answered status %d", c.name, status)
+		}
+		return nil, e
+	}
+	if !r.Stream {
+		resp.headers() // the first-byte bound ends with the headers
+	}
+	resp.Body = &resp.body
+	return resp, nil
+}
+
+// answer is what Do needs of a response besides its Status: for a status outside 2xx, the
+// body and the retry-after headers.
+type answer struct {
+	body       []byte
+	retryAfter time.Duration
+}
+
+// doH1 is Do on an http:// engine: the request is written in one write on a pooled connection;
+// a reused connection the engine closed while idle gets the request again on a new one.
+func (c *Client) doH1(ctx context.Context, resp *Response, r *Request) (answer, error) {
+	var hdr []byte
+	if r.Header != nil {
+		hdr = r.Header.wire
+	}
+	buf := c.Buffer()
+	defer c.PutBuffer(buf)
+	req := h1.AppendRequest(*buf, http.MethodPost, c.targetOf(r.Path), c.host, len(r.Body), hdr, c.authLine)
+	req = append(req, r.Body...)
+	*buf = req
+	for attempt := 0; ; attempt++ {
+		var conn *h1.Conn
+		if attempt == 0 {
+			conn = c.pool.TakeIdle()
+		}
+		if conn == nil {
+			var err error
+			if conn, err = resp.dialH1(ctx); err != nil {
+				return answer{}, err
+			}
+		}
+		if err := resp.attach(conn); err != nil {
+			return answer{}, err
+		}
+		err := conn.WriteRequest(req)
+		var head *h1.Head
+		if err == nil {
+			head, err = conn.ReadHead()
+		}
+		if err == nil {
+			resp.Status = head.Status
+			resp.ContentType = contentType(head.Get("Content-Type"))
+			if head.Status >= 200 && head.Status <= 299 {
+				return answer{}, nil
+			}
+			a := answer{retryAfter: RetryAfter(head.Header())}
+			a.body, err = readError(conn)
+			if err != nil && len(a.body) == 0 {
+				return answer{}, err
+			}
+			return a, nil
+		}
+		resp.detach()
+		if attempt == 0 && errors.Is(err, h1.ErrNoResponse) && ctx.Err() == nil && resp.aborted() == nil {
+			continue // the engine closed the idle connection: nothing was processed
+		}
+		return answer{}, err
+	}
+}
+
+// dialH1 dials a new connection for the call; an abort (the first-byte or total bound) cancels
+// the dial too.
+func (r *Response) dialH1(ctx context.Context) (*h1.Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.mu.Lock()
+	if r.cause != nil {
+		r.mu.Unlock()
+		return nil, r.cause
+	}
+	r.dial = cancel
+	r.mu.Unlock()
+	conn, err := r.c.pool.Dial(ctx)
+	r.mu.Lock()
+	r.dial = nil
+	r.mu.Unlock()
+	return conn, err
+}
+
+// targetOf returns the request target of path: the URL's own path, then path.
+func (c *Client) targetOf(path string) string {
+	if c.target == "" {
+		return path
+	}
+	if t, ok := c.targets.Load(path); ok {
+		return t.(string)
+	}
+	t := c.target + path
+	c.targets.Store(path, t)
+	return t
+}
+
+// readError reads an error response's body, up to maxErrorBody.
+func readError(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, maxErrorBody))
+}
+
+// contentType returns v as a string, without allocating for the engines' usual values.
+func contentType(v []byte) string {
+	for _, known := range knownTypes {
+		if string(v) == known {
+			return known
+		}
+	}
+	return string(v)
+}
+
+var knownTypes = []string{
+	"application/json", "application/json; charset=utf-8", "text/event-stream",
+	"text/event-stream; charset=utf-8", "text/event-stream;charset=utf-8",
+}
+
+// doStd is Do on an https:// engine, through net/http (HTTP/2 where the engine offers it).
+func (c *Client) doStd(ctx context.Context, resp *Response, r *Request) (answer, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	resp.mu.Lock()
+	resp.cancel = cancel
+	if resp.cause != nil { // the watchdog fired already
+		cancel(resp.cause)
+	}
+	resp.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
 	if err != nil {
-		resp.Close()
-		return nil, apierr.Wrap(apierr.API, err, "engine %s: bad request URL", c.name)
+		return answer{}, apierr.Wrap(apierr.API, err, "engine %s: bad request URL", c.name)
 	}
-	for k, v := range r.Header {
-		req.Header[k] = v
+	if r.Header != nil {
+		for k, v := range r.Header.h {
+			req.Header[k] = v
+		}
 	}
 	if k := c.key.v; k != "" {
 		if c.auth == "Authorization" {
@@ -226,35 +442,19 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	}
 	hr, err := c.hc.Do(req)
 	if err != nil {
-		err = resp.Err(err)
-		resp.Close()
-		return nil, err
+		return answer{}, err
 	}
-	resp.raw = hr.Body
-	resp.Status, resp.Header = hr.StatusCode, hr.Header
+	resp.hr = hr
+	resp.Status, resp.ContentType = hr.StatusCode, hr.Header.Get("Content-Type")
 	if hr.StatusCode < 200 || hr.StatusCode > 299 {
-		body, rerr := io.ReadAll(io.LimitReader(hr.Body, maxErrorBody))
-		if rerr != nil && len(body) == 0 {
-			err := resp.Err(rerr)
-			resp.Close()
-			return nil, err
+		a := answer{retryAfter: RetryAfter(hr.Header)}
+		a.body, err = readError(hr.Body)
+		if err != nil && len(a.body) == 0 {
+			return answer{}, err
 		}
-		resp.Close()
-		e := r.DecodeError(hr.StatusCode, body)
-		e.Message = c.key.Redact(e.Message)
-		if ra := RetryAfter(hr.Header); ra > 0 {
-			e.RetryAfter = ra
-		}
-		if e.Cause == nil {
-			e.Cause = fmt.Errorf("upstream: engine %s answered status %d", c.name, hr.StatusCode)
-		}
-		return nil, e
+		return a, nil
 	}
-	if !r.Stream && resp.timer != nil {
-		resp.timer.Stop()
-	}
-	resp.Body = &watchedBody{r: resp}
-	return resp, nil
+	return answer{}, nil
 }
 
 // acquire takes a concurrency slot, waiting at most the first-byte timeout for one.
@@ -284,53 +484,234 @@ func (c *Client) acquire(ctx context.Context) error {
 	}
 }
 
-// Response is an engine's 2xx answer. Body resets the idle watchdog on every read.
+// Response is an engine's 2xx answer. Body resets the idle watchdog on every read. Responses
+// are pooled: one must not be used after Close.
 type Response struct {
+	// Status is the HTTP status.
 	Status int
-	Header http.Header
-	Body   io.Reader
+	// ContentType is the Content-Type header's value.
+	ContentType string
+	// Body is the response body.
+	Body io.Reader
 
-	c         *Client
-	parent    context.Context
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	stopTotal context.CancelFunc
-	timer     *time.Timer
-	raw       io.ReadCloser
-	stream    bool
-	gotFirst  atomic.Bool
-	closed    bool
+	c      *Client
+	parent context.Context
+	stream bool
+	body   watchedBody
+	timer  *time.Timer // the watchdog, created once per pooled Response
+	onDone func()      // parentDone, as a func value made once per pooled Response
+
+	// mu guards the rest, which the watchdog and the parent context's cancellation use from
+	// their own goroutines.
+	mu       sync.Mutex
+	due      time.Time // when the watchdog's current bound ends; zero when none runs
+	total    time.Time // when the total bound ends; zero when there is none
+	gotFirst bool      // a streamed body returned its first byte
+	cause    error
+	closed   bool
+	conn     *h1.Conn                // the http:// path's connection
+	dial     context.CancelFunc      // cancels a dial in progress
+	stop     func() bool             // detaches the parent context's watch
+	hr       *http.Response          // the https:// path's response
+	cancel   context.CancelCauseFunc // the https:// path's request context
 }
 
-// expire runs when the watchdog fires.
+// newResponse returns a pooled Response for a call starting now, its watchdog armed.
+func (c *Client) newResponse(ctx context.Context, stream bool, start time.Time) *Response {
+	r, _ := c.resps.Get().(*Response)
+	if r == nil {
+		r = &Response{}
+		r.timer = time.AfterFunc(time.Hour, r.expire)
+		r.timer.Stop()
+		r.onDone = r.parentDone
+	}
+	r.mu.Lock()
+	r.Status, r.ContentType, r.Body = 0, "", nil
+	r.c, r.parent, r.stream = c, ctx, stream
+	r.body = watchedBody{r}
+	r.due, r.total, r.gotFirst = time.Time{}, time.Time{}, false
+	r.cause, r.closed, r.conn, r.dial, r.stop, r.hr, r.cancel = nil, false, nil, nil, nil, nil, nil
+	t := c.t
+	if t.Total > 0 {
+		r.total = start.Add(t.Total)
+	}
+	if t.FirstByte > 0 {
+		r.due = start.Add(t.FirstByte)
+	}
+	if r.due.IsZero() || !r.total.IsZero() && r.total.Before(r.due) {
+		r.due = r.total
+	}
+	if !r.due.IsZero() {
+		r.timer.Reset(r.due.Sub(start))
+	}
+	r.mu.Unlock()
+	return r
+}
+
+// headers moves a non-streamed call from the first-byte bound to the total bound alone.
+func (r *Response) headers() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rearmLocked(r.total)
+}
+
+// read re-arms the watchdog after a streamed body read that returned data: the idle bound
+// (within the total bound) from now.
+func (r *Response) read() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gotFirst = true
+	due := r.total
+	if idle := r.c.t.Idle; idle > 0 {
+		if d := time.Now().Add(idle); due.IsZero() || d.Before(due) {
+			due = d
+		}
+	}
+	r.rearmLocked(due)
+}
+
+// rearmLocked sets the watchdog's bound to due (none when zero).
+func (r *Response) rearmLocked(due time.Time) {
+	if due.Equal(r.due) {
+		return
+	}
+	r.due = due
+	if due.IsZero() {
+		r.timer.Stop()
+		return
+	}
+	r.timer.Reset(time.Until(due))
+}
+
+// expire runs when the watchdog fires. A bound that is not due (a read re-armed it while the
+// timer fired, or the fire is from an earlier use of a pooled Response) is left running.
 func (r *Response) expire() {
-	if r.gotFirst.Load() {
-		r.cancel(errIdle)
-	} else {
-		r.cancel(errFirstByte)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.due.IsZero() {
+		return
+	}
+	now := time.Now()
+	if now.Before(r.due) {
+		r.timer.Reset(r.due.Sub(now))
+		return
+	}
+	switch {
+	case !r.total.IsZero() && !now.Before(r.total):
+		r.abortLocked(errTotal)
+	case r.gotFirst:
+		r.abortLocked(errIdle)
+	default:
+		r.abortLocked(errFirstByte)
 	}
 }
 
-// Close releases the connection (or cancels the request when the body was not read to the
-// end), the timers and the concurrency slot. It is safe to call more than once.
+// abortLocked ends the call at once for cause: the connection is closed (the engine sees the
+// client go away), a dial is canceled, or net/http's request is. The first cause wins.
+func (r *Response) abortLocked(cause error) {
+	if r.closed || r.cause != nil {
+		return
+	}
+	r.cause = cause
+	if r.conn != nil {
+		_ = r.conn.Close()
+	}
+	if r.dial != nil {
+		r.dial()
+	}
+	if r.cancel != nil {
+		r.cancel(cause)
+	}
+}
+
+// aborted returns the cause of an abort, or nil.
+func (r *Response) aborted() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
+}
+
+// attach makes conn the call's connection, watched by the parent context from now on; on a call
+// aborted meanwhile it closes conn and returns the cause.
+func (r *Response) attach(conn *h1.Conn) error {
+	r.mu.Lock()
+	if r.cause != nil {
+		r.mu.Unlock()
+		_ = conn.Close()
+		return r.cause
+	}
+	r.conn = conn
+	watch := r.stop == nil && r.parent.Done() != nil
+	r.mu.Unlock()
+	if watch {
+		stop := context.AfterFunc(r.parent, r.onDone)
+		r.mu.Lock()
+		r.stop = stop
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// parentDone runs when the client's context ends: the call is aborted at once.
+func (r *Response) parentDone() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.abortLocked(errCanceled)
+}
+
+// detach closes and forgets the call's connection after a failure.
+func (r *Response) detach() {
+	r.mu.Lock()
+	conn := r.conn
+	r.conn = nil
+	r.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// Close releases the connection (back to the pool when its body was read to the end, else
+// closed, which tells the engine to stop), the watchdog and the concurrency slot. It is safe to
+// call more than once, but not after the Response was handed out again: callers close it once,
+// with defer.
 func (r *Response) Close() {
+	r.mu.Lock()
 	if r.closed {
+		r.mu.Unlock()
 		return
 	}
 	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
+	r.due = time.Time{}
+	r.timer.Stop()
+	conn, cause, stop, hr, cancel := r.conn, r.cause, r.stop, r.hr, r.cancel
+	r.conn, r.hr, r.cancel, r.stop = nil, nil, nil, nil
+	r.mu.Unlock()
+	reuse := true
+	if stop != nil && !stop() {
+		// The parent's watch ran, or is running: it must not meet this Response again.
+		reuse = false
 	}
-	if r.raw != nil {
-		r.raw.Close()
+	if conn != nil {
+		if cause == nil && r.parent.Err() == nil {
+			r.c.pool.Put(conn)
+		} else {
+			_ = conn.Close()
+		}
 	}
-	r.cancel(context.Canceled)
-	if r.stopTotal != nil {
-		r.stopTotal()
+	if hr != nil {
+		hr.Body.Close()
 	}
-	r.c.inflight.Add(-1)
-	if r.c.sem != nil {
-		<-r.c.sem
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
+	c := r.c
+	c.inflight.Add(-1)
+	if c.sem != nil {
+		<-c.sem
+	}
+	if reuse {
+		r.parent, r.Body, r.body = nil, nil, watchedBody{}
+		c.resps.Put(r)
 	}
 }
 
@@ -346,7 +727,7 @@ func (r *Response) Err(err error) error {
 		return perr
 	}
 	t := r.c.t
-	switch context.Cause(r.ctx) {
+	switch r.aborted() {
 	case errFirstByte:
 		return apierr.Wrap(apierr.Timeout, errFirstByte, "engine sent no response within %s", t.FirstByte)
 	case errIdle:
@@ -370,14 +751,16 @@ func (r *Response) Err(err error) error {
 type watchedBody struct{ r *Response }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
-	n, err := w.r.raw.Read(p)
-	if n > 0 && w.r.timer != nil && w.r.stream {
-		w.r.gotFirst.Store(true)
-		if idle := w.r.c.t.Idle; idle > 0 {
-			w.r.timer.Reset(idle)
-		} else {
-			w.r.timer.Stop()
-		}
+	r := w.r
+	var n int
+	var err error
+	if r.hr == nil {
+		n, err = r.conn.Read(p)
+	} else {
+		n, err = r.hr.Body.Read(p)
+	}
+	if n > 0 && r.stream {
+		r.read()
 	}
 	return n, err
 }

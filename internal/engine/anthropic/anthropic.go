@@ -50,7 +50,7 @@ type Engine struct {
 	c     *upstream.Client
 	path  string
 	model string
-	hdr   http.Header
+	hdr   *upstream.Header
 }
 
 // New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once.
@@ -63,11 +63,15 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{c: c, path: Path, model: opts.Model, hdr: http.Header{
+	hdr, err := upstream.NewHeader(http.Header{
 		"Content-Type":      {"application/json"},
 		"Accept":            {"text/event-stream, application/json"},
 		"Anthropic-Version": {Version},
-	}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{c: c, path: Path, model: opts.Model, hdr: hdr}
 	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
 		e.path = strings.TrimPrefix(Path, "/v1")
 	}
@@ -116,7 +120,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 		return err
 	}
 	defer resp.Close()
-	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+	if ct := resp.ContentType; strings.HasPrefix(ct, "application/json") {
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
 			return resp.Err(err)
@@ -238,7 +242,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	}
 	defer resp.Close()
 	rn := upstream.NewRenamer(p.ClientModel)
-	ct := resp.Header.Get("Content-Type")
+	ct := resp.ContentType
 	held := e.c.Buffer()
 	defer e.c.PutBuffer(held)
 	out := &upstream.Out{W: w, ContentType: ct, Held: *held}

@@ -54,7 +54,7 @@ type Engine struct {
 	json   *anthropic.Engine
 	c      *upstream.Client
 	model  string
-	hdr    http.Header
+	hdr    *upstream.Header
 	mode   binary.Mode
 	binary *atomic.Int32
 }
@@ -75,9 +75,11 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	default:
 		return nil, errors.New("layer0: engine " + name + ": unknown protocol " + opts.Protocol + " (want binary or json)")
 	}
-	e.hdr = http.Header{
+	if e.hdr, err = upstream.NewHeader(http.Header{
 		"Content-Type": {e.mode.ContentType()},
 		"Accept":       {binary.MediaType},
+	}); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -150,7 +152,7 @@ func (e *Engine) generateBinary(ctx context.Context, req *llm.Request, sink llm.
 		return err
 	}
 	defer resp.Close()
-	if ct := resp.Header.Get("Content-Type"); !binary.IsMediaType(ct) {
+	if ct := resp.ContentType; !binary.IsMediaType(ct) {
 		// A peer that ignored the content type and answered in another format.
 		return apierr.Wrap(apierr.BadGateway, errRefused, "peer answered %q to a binary request", ct)
 	}

@@ -40,7 +40,7 @@ type Engine struct {
 	c     *upstream.Client
 	path  string
 	model string
-	hdr   http.Header
+	hdr   *upstream.Header
 }
 
 // New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once,
@@ -50,10 +50,14 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{c: c, path: Path, model: opts.Model, hdr: http.Header{
+	hdr, err := upstream.NewHeader(http.Header{
 		"Content-Type": {"application/json"},
 		"Accept":       {"text/event-stream, application/json"},
-	}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{c: c, path: Path, model: opts.Model, hdr: hdr}
 	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
 		e.path = strings.TrimPrefix(Path, "/v1")
 	}
@@ -89,7 +93,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 		return err
 	}
 	defer resp.Close()
-	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+	if ct := resp.ContentType; strings.HasPrefix(ct, "application/json") {
 		// Some servers answer JSON even to a streaming request (an old llama.cpp with a tool call).
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -134,7 +138,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (up
 	defer resp.Close()
 	held := e.c.Buffer()
 	defer e.c.PutBuffer(held)
-	out := &upstream.Out{W: w, ContentType: resp.Header.Get("Content-Type"), Held: *held}
+	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
 	res, err = pr.copy(resp.Body, out)
 	return res, resp.Err(err)
 }
