@@ -301,10 +301,34 @@ func unexpected(err error) error {
 // carry the next request).
 func (c *Conn) Next() ([]byte, error) { return c.next(-1) }
 
-// Read implements io.Reader over the current response's body.
+// Read implements io.Reader over the current response's body. A read into p at least as large
+// as the connection's buffer, when nothing is buffered, goes straight from the network into p:
+// a caller with a large buffer of its own gets a large answer in one system call.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if c.state == bodyLength || c.state == bodyEOF || c.state == bodyChunk && c.remain > 0 {
+		if c.remain >= 0 && int64(len(p)) > c.remain {
+			p = p[:c.remain]
+		}
+		n, err := c.br.Read(p)
+		if c.remain >= 0 {
+			c.remain -= int64(n)
+			if c.remain == 0 && c.state == bodyLength {
+				c.state = bodyNone
+			}
+		}
+		switch {
+		case err == io.EOF && c.state == bodyEOF:
+			c.state = bodyNone
+		case err == io.EOF:
+			c.broken = true
+			err = io.ErrUnexpectedEOF
+		case err != nil:
+			c.broken = true
+		}
+		return n, err
 	}
 	b, err := c.next(len(p))
 	return copy(p, b), err

@@ -29,14 +29,27 @@ func (s *scriptConn) Write(p []byte) (int, error) { return s.written.Write(p) }
 func (s *scriptConn) Close() error                { s.closed = true; return nil }
 
 // readAll reads one response's head and body with Next.
-func readAll(c *Conn) (*Head, string, error) {
+func readAll(c *Conn) (*Head, string, error) { return readWith(c, false) }
+
+// readWith reads one response's head and body with Next, or with Read into a buffer larger
+// than the connection's (straight from the network).
+func readWith(c *Conn, useRead bool) (*Head, string, error) {
 	h, err := c.ReadHead()
 	if err != nil {
 		return nil, "", err
 	}
 	var body []byte
+	p := make([]byte, 64<<10)
 	for {
-		b, err := c.Next()
+		var b []byte
+		var err error
+		if useRead {
+			var n int
+			n, err = c.Read(p)
+			b = p[:n]
+		} else {
+			b, err = c.Next()
+		}
 		body = append(body, b...)
 		if err == io.EOF {
 			return h, string(body), nil
@@ -93,7 +106,8 @@ func TestResponses(t *testing.T) {
 		{name: "no response", in: "", err: io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {
-		for _, oneByte := range []bool{false, true} {
+		for mode := range 4 {
+			oneByte, useRead := mode&1 != 0, mode&2 != 0
 			var r io.Reader = strings.NewReader(tt.in)
 			if oneByte {
 				r = iotest.OneByteReader(r)
@@ -102,7 +116,7 @@ func TestResponses(t *testing.T) {
 			if err := c.WriteRequest([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
 				t.Fatal(err)
 			}
-			h, body, err := readAll(c)
+			h, body, err := readWith(c, useRead)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Errorf("%s: got error %v, want %v", tt.name, err, tt.err)
@@ -114,7 +128,7 @@ func TestResponses(t *testing.T) {
 					continue
 				}
 			} else if err != nil {
-				t.Errorf("%s (one byte at a time %v): %v", tt.name, oneByte, err)
+				t.Errorf("%s (one byte at a time %v, Read %v): %v", tt.name, oneByte, useRead, err)
 				continue
 			}
 			if h.Status != tt.status || h.ContentLength != tt.length || h.Chunked != tt.chunked || body != tt.body {
@@ -407,6 +421,11 @@ func FuzzResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewConn(&scriptConn{r: bytes.NewReader(in)}, 0)
 		h, body, err := readAll(c)
+		c2 := NewConn(&scriptConn{r: bytes.NewReader(in)}, 0)
+		h2, body2, err2 := readWith(c2, true)
+		if (err == nil) != (err2 == nil) || err == nil && (h.Status != h2.Status || body != body2) {
+			t.Fatalf("Next read %v %q, Read read %v %q", err, body, err2, body2)
+		}
 		if err != nil {
 			return
 		}

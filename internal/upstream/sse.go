@@ -22,9 +22,14 @@ type EventReader struct {
 	data []byte
 }
 
-// NewEventReader reads events from r.
+// NewEventReader reads events from r. A *bufio.Reader of at least 16 KiB (Response.Reader) is
+// read as it is; any other reader gets a buffer of that size.
 func NewEventReader(r io.Reader) *EventReader {
-	return &EventReader{br: bufio.NewReaderSize(r, 16<<10), raw: make([]byte, 0, 1024)}
+	br, ok := r.(*bufio.Reader)
+	if !ok || br.Size() < 16<<10 {
+		br = bufio.NewReaderSize(r, 16<<10)
+	}
+	return &EventReader{br: br, raw: make([]byte, 0, 1024)}
 }
 
 // Buffered reports whether more input is already buffered, i.e. whether reading the next event

@@ -127,7 +127,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 		}
 		return resp.Err(wire.ReadResponse(body, sink))
 	}
-	return resp.Err(wire.ReadStream(resp.Body, sink))
+	return resp.Err(wire.ReadStream(resp.Reader(), sink))
 }
 
 // maxJSONBody bounds a non-streamed pass-through response.
@@ -266,7 +266,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		return res, out.Flush()
 	}
 	res.Stream = true
-	er := upstream.NewEventReader(resp.Body)
+	er := upstream.NewEventReader(resp.Reader())
 	for {
 		raw, name, data, rerr := er.Next()
 		if rerr != nil {

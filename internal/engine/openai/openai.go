@@ -101,7 +101,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 		}
 		return resp.Err(wire.ReadResponse(body, sink))
 	}
-	return resp.Err(wire.ReadStream(resp.Body, sink))
+	return resp.Err(wire.ReadStream(resp.Reader(), sink))
 }
 
 // maxJSONBody bounds a non-streamed pass-through response.
@@ -139,7 +139,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (up
 	held := e.c.Buffer()
 	defer e.c.PutBuffer(held)
 	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
-	res, err = pr.copy(resp.Body, out)
+	res, err = pr.copy(resp.Reader(), out)
 	return res, resp.Err(err)
 }
 
