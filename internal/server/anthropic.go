@@ -56,7 +56,7 @@ func (x *exchange) messages() {
 	}
 
 	sw := anthropic.NewStreamWriter(msgID, out, out.flush)
-	x.call.Sink = clientModel{sw, req.Model}
+	x.call.Sink = x.endAt(clientModel{sw, req.Model})
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)

@@ -53,7 +53,7 @@ func (x *exchange) binaryMessages() {
 		return
 	}
 	sw.ID = ids.Message()
-	x.call.Sink = sw
+	x.call.Sink = x.endAt(sw)
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)

@@ -60,7 +60,7 @@ func (x *exchange) chatCompletions() {
 
 	sw := openai.NewStreamWriter(flushWriter{out})
 	sw.ID, sw.Model, sw.Created, sw.IncludeUsage = id, req.Model, created, extra.IncludeUsage
-	x.call.Sink = sw
+	x.call.Sink = x.endAt(sw)
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)

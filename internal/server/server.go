@@ -91,6 +91,12 @@ type exchange struct {
 	streamErr func(*apierr.Error) error
 	// sw is the stream's writer once it began: finish hands its last bytes to net/http.
 	sw *streamWriter
+	// ended is set once the stream's stop event reached the client's encoder (end), or a
+	// pass-through answer is complete: later flushes only hand bytes to net/http, which sends
+	// them with the chunked body's end when the handler returns, microseconds later, in one
+	// write instead of two.
+	ended bool
+	end   ending
 }
 
 // ServeHTTP implements http.Handler.
@@ -348,6 +354,9 @@ func (sw *streamWriter) flush() error {
 	if err := sw.drain(); err != nil {
 		return err
 	}
+	if sw.x.ended {
+		return nil
+	}
 	if sw.rc == nil {
 		sw.rc = http.NewResponseController(sw.x.w)
 	}
@@ -356,6 +365,25 @@ func (sw *streamWriter) flush() error {
 		return nil
 	}
 	return err
+}
+
+// ending is the client's sink behind the pipeline: it notes the stop event (exchange.ended).
+type ending struct {
+	llm.Sink
+	x *exchange
+}
+
+// endAt returns sink behind an ending, for the call's Sink.
+func (x *exchange) endAt(sink llm.Sink) llm.Sink {
+	x.end = ending{sink, x}
+	return &x.end
+}
+
+func (s *ending) Send(ev *llm.Event) error {
+	if ev.Kind == llm.EventStop {
+		s.x.ended = true
+	}
+	return s.Sink.Send(ev)
 }
 
 // bodyBuffer is the pass-through writer of a response that is not streamed: it collects the

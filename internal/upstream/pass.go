@@ -38,10 +38,12 @@ type Forwarder interface {
 	// Format is the wire format the engine speaks.
 	Format() llm.Format
 	// Forward sends p and writes the engine's answer to w, flushing w whenever the engine has
-	// nothing more ready. A stream's prelude (events without content) is held back until the
-	// first content, so an error before content leaves w untouched (the caller writes the error
-	// in the client's format, or tries another engine); an error after that means the stream
-	// was cut and the caller must end it with the format's error event.
+	// nothing more ready, except after a stream's last event: the caller ends the response,
+	// which sends what is left (an HTTP handler that returns sends it with the chunked body's
+	// end, in one write instead of two). A stream's prelude (events without content) is held
+	// back until the first content, so an error before content leaves w untouched (the caller
+	// writes the error in the client's format, or tries another engine); an error after that
+	// means the stream was cut and the caller must end it with the format's error event.
 	Forward(ctx context.Context, p *Pass, w io.Writer) (PassResult, error)
 }
 

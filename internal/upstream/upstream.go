@@ -508,7 +508,7 @@ type Response struct {
 	body   watchedBody
 	br     *bufio.Reader // Reader's buffer, made once per pooled Response
 	timer  *time.Timer   // the watchdog, created once per pooled Response
-	onDone func()      // parentDone, as a func value made once per pooled Response
+	onDone func()        // parentDone, as a func value made once per pooled Response
 
 	// mu guards the rest, which the watchdog and the parent context's cancellation use from
 	// their own goroutines.

@@ -298,7 +298,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 			}
 		}
 		if bytes.Equal(name, evMessageStop) {
-			return res, out.Flush()
+			return res, nil // the caller ends the response (upstream.Forwarder)
 		}
 		if !er.Buffered() {
 			if err := out.Flush(); err != nil {

@@ -238,16 +238,11 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			if len(bytes.TrimSpace(raw)) > 0 || !finished {
 				return res, apierr.Wrap(apierr.BadGateway, wire.ErrTruncated, "engine stream ended before the response was complete")
 			}
-			if err := out.Release(); err != nil {
-				return res, err
-			}
-			return res, out.Flush()
+			return res, out.Release() // the caller ends the response (upstream.Forwarder)
 		}
 		if bytes.Equal(data, done) {
-			if _, err := out.Write(raw); err != nil {
-				return res, err
-			}
-			return res, out.Flush()
+			_, err := out.Write(raw)
+			return res, err // the caller ends the response (upstream.Forwarder)
 		}
 		if ae := wire.StreamError(data); ae != nil {
 			return res, ae
