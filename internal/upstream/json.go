@@ -208,3 +208,29 @@ func RewriteModel(dst, body []byte, model string) ([]byte, error) {
 	dst = jsontext.AppendString(dst, model)
 	return append(dst, body[e:]...), nil
 }
+
+// Int parses a JSON integer value (the bytes of a number without fraction or exponent) without
+// allocating. ok is false for anything else, and for values beyond ±2^53.
+func Int(v []byte) (n int, ok bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	if neg {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 16 || len(v) > 1 && v[0] == '0' {
+		return 0, false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 1<<53 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+

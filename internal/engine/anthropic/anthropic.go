@@ -9,7 +9,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -133,27 +132,6 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 // maxJSONBody bounds a non-streamed pass-through response.
 const maxJSONBody = 64 << 20
 
-// usageJSON is the Messages API usage object; absent counts stay -1 so that message_delta only
-// overrides what it carries.
-type usageJSON struct {
-	InputTokens              *int `json:"input_tokens"`
-	OutputTokens             *int `json:"output_tokens"`
-	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
-}
-
-func (u *usageJSON) merge(dst *llm.Usage) {
-	set := func(d *int, v *int) {
-		if v != nil {
-			*d = *v
-		}
-	}
-	set(&dst.InputTokens, u.InputTokens)
-	set(&dst.OutputTokens, u.OutputTokens)
-	set(&dst.CacheCreationInputTokens, u.CacheCreationInputTokens)
-	set(&dst.CacheReadInputTokens, u.CacheReadInputTokens)
-}
-
 // mergeUsage reads the usage object at obj (a JSON object's bytes) into dst.
 func mergeUsage(dst *llm.Usage, obj []byte) {
 	if s, e, ok, _ := upstream.Field(obj, "usage"); ok {
@@ -161,15 +139,31 @@ func mergeUsage(dst *llm.Usage, obj []byte) {
 	}
 }
 
-// mergeUsageValue reads the usage object v into dst.
+// mergeUsageValue reads the usage object v into dst: each count it carries as an integer
+// replaces dst's (message_delta carries only some). It decodes nothing else and allocates
+// nothing (encoding/json cost five allocations a call, twice a stream).
 func mergeUsageValue(dst *llm.Usage, v []byte) {
 	if len(v) == 0 || v[0] != '{' {
 		return
 	}
-	var u usageJSON
-	if json.Unmarshal(v, &u) == nil {
-		u.merge(dst)
-	}
+	_ = upstream.Scan(v, func(k []byte, esc bool, vs, ve int) {
+		var d *int
+		switch {
+		case upstream.KeyIs(k, esc, "input_tokens"):
+			d = &dst.InputTokens
+		case upstream.KeyIs(k, esc, "output_tokens"):
+			d = &dst.OutputTokens
+		case upstream.KeyIs(k, esc, "cache_creation_input_tokens"):
+			d = &dst.CacheCreationInputTokens
+		case upstream.KeyIs(k, esc, "cache_read_input_tokens"):
+			d = &dst.CacheReadInputTokens
+		default:
+			return
+		}
+		if n, ok := upstream.Int(v[vs:ve]); ok {
+			*d = n
+		}
+	})
 }
 
 // scanAnswer finds, in one scan of the top level of a message (a JSON object), its model and
@@ -248,7 +242,10 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	out := &upstream.Out{W: w, ContentType: ct, Held: *held}
 	defer func() { res.Bytes = out.N }()
 	if !strings.HasPrefix(ct, "text/event-stream") {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+		rb := e.c.Buffer()
+		defer e.c.PutBuffer(rb)
+		body, err := upstream.ReadAll(*rb, resp.Reader(), maxJSONBody)
+		*rb = body
 		if err != nil {
 			return res, resp.Err(err)
 		}

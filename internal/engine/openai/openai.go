@@ -136,10 +136,13 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (up
 		return res, err
 	}
 	defer resp.Close()
-	held := e.c.Buffer()
+	held, rb := e.c.Buffer(), e.c.Buffer()
 	defer e.c.PutBuffer(held)
+	defer e.c.PutBuffer(rb)
 	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
+	pr.read = *rb
 	res, err = pr.copy(resp.Reader(), out)
+	*rb = pr.read
 	return res, resp.Err(err)
 }
 
@@ -149,6 +152,7 @@ type prepared struct {
 	stream bool
 	inject bool             // stream_options was added: hold back the usage-only chunk
 	rn     upstream.Renamer // gives the answer the client's model name
+	read   []byte           // a pooled buffer for a non-streamed answer
 }
 
 // prepare builds the engine's body from the client's in dst.
@@ -193,7 +197,8 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResult, err error) {
 	defer func() { res.Bytes = out.N }()
 	if !strings.HasPrefix(out.ContentType, "text/event-stream") {
-		body, err := io.ReadAll(io.LimitReader(r, maxJSONBody))
+		body, err := upstream.ReadAll(pr.read[:0], r, maxJSONBody)
+		pr.read = body
 		if err != nil {
 			return res, err
 		}
