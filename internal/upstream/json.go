@@ -233,4 +233,3 @@ func Int(v []byte) (n int, ok bool) {
 	}
 	return n, true
 }
-

@@ -319,4 +319,3 @@ func ReadAll(dst []byte, r io.Reader, max int) ([]byte, error) {
 		}
 	}
 }
-
