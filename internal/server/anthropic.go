@@ -25,7 +25,6 @@ func (x *exchange) messages() {
 	x.call.Request = req
 	rec := &x.call.Record
 	rec.Format, rec.Stream = llm.FormatAnthropic, req.Stream
-	msgID := ids.Message()
 
 	// The pass-through offer (see chatCompletions): an Anthropic or layer0 engine gets the
 	// client's own bytes.
@@ -33,13 +32,15 @@ func (x *exchange) messages() {
 	if req.Stream {
 		ct = "text/event-stream; charset=utf-8"
 	}
-	out := &streamWriter{x: x, contentType: ct}
-	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
+	out := &x.stw
+	*out = streamWriter{x: x, contentType: ct}
+	x.fwd = pipeline.Forward{Body: body, Out: flushWriter{out}}
+	x.call.Forward = &x.fwd
 
 	if !req.Stream {
 		x.call.Forward.Out = bodyBuffer{x}
-		var c llm.Collector
-		x.call.Sink = &c
+		c := &x.col
+		x.call.Sink = c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 			x.fail(err)
 			return
@@ -49,13 +50,14 @@ func (x *exchange) messages() {
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for
+		msgID := ids.Message()
 		x.writeFull(http.StatusOK, "application/json", x.output(func(b []byte) []byte {
 			return anthropic.AppendResponse(b, &c.Response, msgID)
 		}))
 		return
 	}
 
-	sw := anthropic.NewStreamWriter(msgID, out, out.flush)
+	sw := anthropic.NewStreamWriter(ids.Message(), out, out.flush)
 	x.call.Sink = x.endAt(clientModel{sw, req.Model})
 	x.streamErr = sw.WriteError
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {

@@ -46,7 +46,8 @@ func (x *exchange) binaryMessages() {
 	if !mode.Text {
 		x.w.Header().Set(vocab.HashHeader, voc.Hash())
 	}
-	out := &streamWriter{x: x, contentType: mode.ContentType()}
+	out := &x.stw
+	*out = streamWriter{x: x, contentType: mode.ContentType()}
 	sw, err := binary.NewStreamWriter(out, out.flush, mode, voc)
 	if err != nil {
 		x.fail(err)

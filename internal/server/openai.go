@@ -36,13 +36,15 @@ func (x *exchange) chatCompletions() {
 	if req.Stream {
 		ct = "text/event-stream; charset=utf-8"
 	}
-	out := &streamWriter{x: x, contentType: ct}
-	x.call.Forward = &pipeline.Forward{Body: body, Out: flushWriter{out}}
+	out := &x.stw
+	*out = streamWriter{x: x, contentType: ct}
+	x.fwd = pipeline.Forward{Body: body, Out: flushWriter{out}}
+	x.call.Forward = &x.fwd
 
 	if !req.Stream {
 		x.call.Forward.Out = bodyBuffer{x}
-		var c llm.Collector
-		x.call.Sink = &c
+		c := &x.col
+		x.call.Sink = c
 		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 			x.fail(err)
 			return

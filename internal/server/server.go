@@ -49,6 +49,9 @@ type Server struct {
 	metrics *metrics.Metrics
 	load    func(string) (metrics.Load, bool)
 	bufs    sync.Pool
+	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
+	// allocated per request before.
+	xs sync.Pool
 }
 
 // New returns a server running p.
@@ -97,17 +100,33 @@ type exchange struct {
 	// write instead of two.
 	ended bool
 	end   ending
+	// hv holds the values of the headers the server sets (request id, timings): one
+	// allocation per request for all of them. It is not part of the pooled exchange because
+	// net/http may read the handler's header map after the handler returns.
+	hv *[3]string
+	// Parts of the call kept here so that they come with the pooled exchange instead of being
+	// allocated per request: the pass-through offer, the stream's writer, the collector of a
+	// complete answer.
+	fwd pipeline.Forward
+	stw streamWriter
+	col llm.Collector
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{s: s, w: w, r: r, p: s.pipe.Load(), format: clientFormat(r)}
+	x, _ := s.xs.Get().(*exchange)
+	if x == nil {
+		x = new(exchange)
+	}
+	*x = exchange{s: s, w: w, r: r, p: s.pipe.Load(), format: clientFormat(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.format
 	rec.RequestID = ids.Request()
 	h := w.Header()
-	h["Request-Id"] = []string{rec.RequestID}
+	x.hv = new([3]string)
+	x.hv[0] = rec.RequestID
+	h["Request-Id"] = x.hv[0:1:1]
 	h["X-Request-Id"] = h["Request-Id"]
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
@@ -265,8 +284,14 @@ func (x *exchange) writeTimingHeaders(engine time.Duration) {
 	rec := &x.call.Record
 	total := time.Since(rec.Start)
 	h := x.w.Header()
-	h["X-Response-Time"] = []string{fmtMillis(total)}
-	h["X-Processing-Time"] = []string{fmtMillis(total - engine)}
+	// Both values in one string (one allocation instead of four with their slices).
+	var b [48]byte
+	v := appendMillis(b[:0], total)
+	n := len(v)
+	both := string(appendMillis(v, total-engine))
+	x.hv[1], x.hv[2] = both[:n], both[n:]
+	h["X-Response-Time"] = x.hv[1:2:2]
+	h["X-Processing-Time"] = x.hv[2:3:3]
 	if rec.Simulated {
 		h["X-Layer0-Simulated"] = []string{"true"}
 	}
@@ -282,14 +307,13 @@ func (x *exchange) writeTimingHeaders(engine time.Duration) {
 	}
 }
 
-func fmtMillis(d time.Duration) string {
+// appendMillis appends d in milliseconds with three decimals and "ms".
+func appendMillis(dst []byte, d time.Duration) []byte {
 	if d < 0 {
 		d = 0
 	}
-	var b [24]byte
-	out := strconv.AppendFloat(b[:0], float64(d.Microseconds())/1000, 'f', 3, 64)
-	out = append(out, "ms"...)
-	return string(out)
+	dst = strconv.AppendFloat(dst, float64(d.Microseconds())/1000, 'f', 3, 64)
+	return append(dst, "ms"...)
 }
 
 // writeFull writes a complete response: timing headers, status, body.
@@ -419,7 +443,8 @@ func (x *exchange) health() {
 	x.writeFull(http.StatusOK, "application/json", []byte(`{"status":"ok"}`))
 }
 
-// finish completes the record and hands it to the access log.
+// finish completes the record, hands it to the access log and returns the exchange to the
+// pool: x must not be used after it.
 func (x *exchange) finish() {
 	if x.sw != nil {
 		_ = x.sw.drain() // the client went away when it fails; the record says what was sent
@@ -443,6 +468,9 @@ func (x *exchange) finish() {
 		x.s.putBuf(sw.buf)
 		sw.buf, x.sw = nil, nil
 	}
+	s := x.s
+	*x = exchange{} // nothing of this request outlives it
+	s.xs.Put(x)
 }
 
 // output appends a response body into a pooled buffer returned at finish.
