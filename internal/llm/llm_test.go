@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,5 +57,43 @@ func TestNames(t *testing.T) {
 	}
 	if BlockToolResult.String() != "tool_result" || RoleAssistant.String() != "assistant" || FormatBinary.String() != "binary" {
 		t.Error("block/role/format names")
+	}
+}
+
+// TestCollectorLongText checks that a long answer is assembled in place: allocations grow with
+// the log of its length, not with its number of deltas (Text += copied it all every time).
+func TestCollectorLongText(t *testing.T) {
+	var c Collector
+	start := []Event{{Kind: EventStart, ID: "m"}, {Kind: EventBlockStart, Index: 0, Block: BlockText}}
+	delta := Event{Kind: EventTextDelta, Index: 0, Text: "word "}
+	allocs := testing.AllocsPerRun(5, func() {
+		c = Collector{}
+		for i := range start {
+			_ = c.Send(&start[i])
+		}
+		for range 4096 {
+			_ = c.Send(&delta)
+		}
+	})
+	if got, want := c.Response.Content[0].Text, strings.Repeat("word ", 4096); got != want {
+		t.Fatalf("got %d bytes of text, want %d", len(got), len(want))
+	}
+	if allocs > 40 {
+		t.Errorf("got %v allocations for 4096 deltas, want at most 40", allocs)
+	}
+}
+
+func BenchmarkCollector100(b *testing.B) {
+	evs := []Event{{Kind: EventStart, ID: "m"}, {Kind: EventBlockStart, Index: 0, Block: BlockText}}
+	for range 100 {
+		evs = append(evs, Event{Kind: EventTextDelta, Index: 0, Text: " token"})
+	}
+	evs = append(evs, Event{Kind: EventBlockStop, Index: 0}, Event{Kind: EventStop, Stop: StopEndTurn})
+	b.ReportAllocs()
+	for b.Loop() {
+		var c Collector
+		for i := range evs {
+			_ = c.Send(&evs[i])
+		}
 	}
 }
