@@ -103,7 +103,7 @@ type exchange struct {
 	// hv holds the values of the headers the server sets (request id, timings): one
 	// allocation per request for all of them. It is not part of the pooled exchange because
 	// net/http may read the handler's header map after the handler returns.
-	hv *[3]string
+	hv *headerValues
 	// Parts of the call kept here so that they come with the pooled exchange instead of being
 	// allocated per request: the pass-through offer, the stream's writer, the collector of a
 	// complete answer.
@@ -124,9 +124,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Format = x.format
 	rec.RequestID = ids.Request()
 	h := w.Header()
-	x.hv = new([3]string)
-	x.hv[0] = rec.RequestID
-	h["Request-Id"] = x.hv[0:1:1]
+	x.hv = new(headerValues)
+	x.hv[hvRequestID] = rec.RequestID
+	h["Request-Id"] = x.hv.slice(hvRequestID)
 	h["X-Request-Id"] = h["Request-Id"]
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
@@ -278,25 +278,56 @@ func (x *exchange) fail(err error) {
 	x.writeErrorBody(e)
 }
 
+// headerValues holds the values of the headers the server sets, so that their []string values
+// are slices of one array.
+type headerValues [8]string
+
+// Indexes into headerValues.
+const (
+	hvRequestID = iota
+	hvResponseTime
+	hvProcessingTime
+	hvContentType
+	hvContentLength
+	hvEngine
+	hvSimulated
+	hvCacheControl
+)
+
+// slice returns the header value at i as a one-element []string.
+func (hv *headerValues) slice(i int) []string { return hv[i : i+1 : i+1] }
+
 // writeTimingHeaders sets X-Processing-Time (layer0's own time, engine time excluded) and
 // X-Response-Time (total time in layer0 so far), both in milliseconds with µs precision.
-func (x *exchange) writeTimingHeaders(engine time.Duration) {
+// A length ≥ 0 is sent as Content-Length. The numbers share one string (one allocation, and
+// none for the []string values, where each header cost two).
+func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 	rec := &x.call.Record
 	total := time.Since(rec.Start)
 	h := x.w.Header()
-	// Both values in one string (one allocation instead of four with their slices).
-	var b [48]byte
+	hv := x.hv
+	var b [64]byte
 	v := appendMillis(b[:0], total)
-	n := len(v)
-	both := string(appendMillis(v, total-engine))
-	x.hv[1], x.hv[2] = both[:n], both[n:]
-	h["X-Response-Time"] = x.hv[1:2:2]
-	h["X-Processing-Time"] = x.hv[2:3:3]
+	n1 := len(v)
+	v = appendMillis(v, total-engine)
+	n2 := len(v)
+	if length >= 0 {
+		v = strconv.AppendInt(v, int64(length), 10)
+	}
+	nums := string(v)
+	hv[hvResponseTime], hv[hvProcessingTime], hv[hvContentLength] = nums[:n1], nums[n1:n2], nums[n2:]
+	h["X-Response-Time"] = hv.slice(hvResponseTime)
+	h["X-Processing-Time"] = hv.slice(hvProcessingTime)
+	if length >= 0 {
+		h["Content-Length"] = hv.slice(hvContentLength)
+	}
 	if rec.Simulated {
-		h["X-Layer0-Simulated"] = []string{"true"}
+		hv[hvSimulated] = "true"
+		h["X-Layer0-Simulated"] = hv.slice(hvSimulated)
 	}
 	if rec.Engine != "" {
-		h["X-Layer0-Engine"] = []string{rec.Engine}
+		hv[hvEngine] = rec.Engine
+		h["X-Layer0-Engine"] = hv.slice(hvEngine)
 	}
 	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
 	// (a 429 carries its own, filled when it was refused).
@@ -318,10 +349,9 @@ func appendMillis(dst []byte, d time.Duration) []byte {
 
 // writeFull writes a complete response: timing headers, status, body.
 func (x *exchange) writeFull(status int, contentType string, body []byte) {
-	h := x.w.Header()
-	h["Content-Type"] = []string{contentType}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	x.writeTimingHeaders(x.call.Record.EngineTime)
+	x.hv[hvContentType] = contentType
+	x.w.Header()["Content-Type"] = x.hv.slice(hvContentType)
+	x.writeTimingHeaders(x.call.Record.EngineTime, len(body))
 	x.call.Record.Status = status
 	x.wrote = true
 	x.w.WriteHeader(status)
@@ -347,9 +377,11 @@ func (sw *streamWriter) Write(b []byte) (int, error) {
 	x := sw.x
 	if !x.wrote {
 		h := x.w.Header()
-		h["Content-Type"] = []string{sw.contentType}
-		h["Cache-Control"] = []string{"no-cache"}
-		x.writeTimingHeaders(x.call.Record.FirstEventEngine)
+		hv := x.hv
+		hv[hvContentType], hv[hvCacheControl] = sw.contentType, "no-cache"
+		h["Content-Type"] = hv.slice(hvContentType)
+		h["Cache-Control"] = hv.slice(hvCacheControl)
+		x.writeTimingHeaders(x.call.Record.FirstEventEngine, -1)
 		x.call.Record.Status = http.StatusOK
 		x.wrote = true
 		x.w.WriteHeader(http.StatusOK)
