@@ -189,6 +189,7 @@ type Call struct {
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
+	pass  upstream.Pass // the pass-through call, here rather than allocated per attempt
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
@@ -425,7 +426,8 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	s.begin(t0)
 	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && f.Format() == c.Request.Format {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
-		res, err := f.Forward(ctx, &upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}, &c.fw)
+		c.pass = upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}
+		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {
 			rec.Passed, rec.Usage = true, res.Usage
