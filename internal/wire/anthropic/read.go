@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -405,8 +406,53 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 	}
 }
 
+// The bytes of a text delta as the Messages API writes it:
+// {"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}
+var (
+	textDeltaStart = []byte(`{"type":"content_block_delta","index":`)
+	textDeltaMid   = []byte(`,"delta":{"type":"text_delta","text":"`)
+	textDeltaEnd   = []byte(`"}}`)
+)
+
+// plainTextDelta recognizes a text delta written exactly as the Messages API writes it, whose
+// text needs no unescaping (no quote, backslash or control character; valid UTF-8), and returns
+// its index and text. It reports false for anything else, which dispatch decodes in full: what
+// it accepts, the scanner accepts with the same meaning. Most of a stream is such deltas, and
+// the scanner spent 290 ns and an allocation on each (BenchmarkReadStreamTextDelta).
+func plainTextDelta(data []byte) (index int, text []byte, ok bool) {
+	if !bytes.HasPrefix(data, textDeltaStart) || !bytes.HasSuffix(data, textDeltaEnd) {
+		return 0, nil, false
+	}
+	rest := data[len(textDeltaStart) : len(data)-len(textDeltaEnd)]
+	i := 0
+	for ; i < len(rest) && i < 6 && '0' <= rest[i] && rest[i] <= '9'; i++ {
+		index = index*10 + int(rest[i]-'0')
+	}
+	if i == 0 || i > 1 && rest[0] == '0' || index >= 1<<16 || !bytes.HasPrefix(rest[i:], textDeltaMid) {
+		return 0, nil, false
+	}
+	text = rest[i+len(textDeltaMid):]
+	for _, c := range text {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return 0, nil, false
+		}
+	}
+	if !utf8.Valid(text) {
+		return 0, nil, false
+	}
+	return index, text, true
+}
+
 // dispatch handles one event; done is true after message_stop.
 func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
+	if index, text, ok := plainTextDelta(data); ok && sr.started && string(name) != "error" {
+		idx, err := sr.block(index)
+		if err != nil || idx < 0 {
+			return false, err
+		}
+		sr.ev = llm.Event{Kind: llm.EventTextDelta, Index: idx, Text: string(text)}
+		return false, sr.send()
+	}
 	var e sseEvent
 	if len(data) > 0 {
 		d := scanner{s: string(data)}
