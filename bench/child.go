@@ -166,6 +166,36 @@ func (c *child) stop() {
 	}
 }
 
+// clockTick is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// cpu returns the CPU time the child has used so far, user and system (Linux /proc).
+func (c *child) cpu() (time.Duration, error) {
+	return procCPU(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+}
+
+// procCPU reads utime and stime from a /proc stat file. The command name (field 2) may hold
+// spaces, so the fields are counted after its closing parenthesis.
+func procCPU(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("%s: unexpected format", path)
+	}
+	// After the name: state (3), ppid, pgrp, session, tty, tpgid, flags, minflt, cminflt,
+	// majflt, cmajflt, utime (14), stime (15).
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%s: unexpected utime %q or stime %q", path, f[11], f[12])
+	}
+	return time.Duration(ut+st) * clockTick, nil
+}
+
 // rss returns the child's resident memory now and its peak, in bytes (Linux /proc).
 func (c *child) rss() (now, peak int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))

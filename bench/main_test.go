@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +102,49 @@ func TestProfileLines(t *testing.T) {
 	want := []string{"Duration: 1s", "      flat  flat%", " a", " b"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("profileLines (-want +got):\n%s", diff)
+	}
+}
+
+func TestProcCPU(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, stat string
+		want       time.Duration
+		err        bool
+	}{
+		{"plain", "42 (bench) S 1 42 42 0 -1 4194304 100 0 0 0 250 31 0 0 20 0 9 0", 2810 * time.Millisecond, false},
+		{"name with spaces and parentheses", "42 (a (b) c) R 1 42 42 0 -1 0 0 0 0 0 7 3 0 0", 100 * time.Millisecond, false},
+		{"short", "42 (x) S 1 2", 0, true},
+		{"not numbers", "42 (x) S 1 42 42 0 -1 0 0 0 0 0 u s 0 0", 0, true},
+	}
+	for i, tt := range tests {
+		path := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.WriteFile(path, []byte(tt.stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := procCPU(path)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("%s: got %v %v, want %v (error %v)", tt.name, got, err, tt.want, tt.err)
+		}
+	}
+	if _, err := procCPU("/proc/self/stat"); err != nil {
+		t.Errorf("this process: %v", err)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	// Generator and upstream use 18 µs per request directly: at 55% of that rate layer0 may use
+	// 18·(1/0.55 − 1) ≈ 14.7 µs; at 50%, 18 µs.
+	p := pair{DirectCPU: &cpuUse{Generator: 8 * time.Microsecond, Upstream: 10 * time.Microsecond}}
+	for _, tt := range []struct {
+		share float64
+		want  time.Duration
+	}{{0.55, 14727 * time.Nanosecond}, {0.5, 18 * time.Microsecond}} {
+		if got := p.budget(tt.share); (got - tt.want).Abs() > time.Microsecond/100 {
+			t.Errorf("budget(%v): got %v, want %v", tt.share, got, tt.want)
+		}
+	}
+	if got := (pair{}).budget(0.5); got != 0 {
+		t.Errorf("budget without measurements: got %v, want 0", got)
 	}
 }

@@ -48,6 +48,62 @@ type pair struct {
 	Rate   float64       `json:"rate,omitempty"` // 0: saturation (closed loop)
 	Direct *bench.Report `json:"direct"`
 	Layer0 *bench.Report `json:"layer0"`
+	// DirectCPU and Layer0CPU are the CPU time each process used per request during the
+	// saturation runs (nil for fixed rates, or where /proc cannot tell).
+	DirectCPU *cpuUse `json:"direct_cpu,omitempty"`
+	Layer0CPU *cpuUse `json:"layer0_cpu,omitempty"`
+}
+
+// cpuUse is the CPU time (user and system) each process used during a run, per completed
+// request. On a machine where other work runs, it moves much less than throughput does.
+type cpuUse struct {
+	Generator time.Duration `json:"generator_ns_per_request"`
+	Upstream  time.Duration `json:"upstream_ns_per_request"`
+	Layer0    time.Duration `json:"layer0_ns_per_request,omitempty"`
+}
+
+// budget is the CPU layer0 may use per request for its throughput to reach share of the direct
+// one when the machine is all the three processes': at the direct rate D the generator and the
+// upstream use all of it, c = cores/D per request; at share·D each request may cost
+// cores/(share·D) in all, so layer0's part is c·(1/share − 1).
+func (p pair) budget(share float64) time.Duration {
+	if p.DirectCPU == nil {
+		return 0
+	}
+	c := p.DirectCPU.Generator + p.DirectCPU.Upstream
+	return time.Duration(float64(c) * (1/share - 1))
+}
+
+// cpuMeter reads the CPU time of the processes of a run.
+type cpuMeter struct {
+	up, gw *child // gw is nil for a direct run
+}
+
+// cpuSample is what a cpuMeter read at one moment.
+type cpuSample struct{ self, up, gw time.Duration }
+
+func (m cpuMeter) read() (cpuSample, error) {
+	var s cpuSample
+	var err error
+	if s.self, err = procCPU("/proc/self/stat"); err != nil {
+		return s, err
+	}
+	if s.up, err = m.up.cpu(); err != nil {
+		return s, err
+	}
+	if m.gw != nil {
+		s.gw, err = m.gw.cpu()
+	}
+	return s, err
+}
+
+// use turns two samples around a run of n requests into CPU per request.
+func (m cpuMeter) use(a, b cpuSample, n uint64) *cpuUse {
+	if n == 0 {
+		return nil
+	}
+	per := func(d time.Duration) time.Duration { return d / time.Duration(n) }
+	return &cpuUse{Generator: per(b.self - a.self), Upstream: per(b.up - a.up), Layer0: per(b.gw - a.gw)}
 }
 
 // added is layer0's added latency at quantile p50 or p99 (negative when noise wins).
@@ -132,7 +188,7 @@ func report(ctx context.Context, o options, w io.Writer) error {
 		{"streaming 100 tokens, Anthropic SSE", llm.FormatAnthropic, true, o.streamRates},
 		{"streaming 100 tokens, binary v1", llm.FormatBinary, true, o.streamRates},
 	} {
-		r, err := runScenario(ctx, o, sc, upURL, gwURL, pprofAddr)
+		r, err := runScenario(ctx, o, sc, upURL, gwURL, pprofAddr, up, gw)
 		if err != nil {
 			return err
 		}
@@ -248,7 +304,7 @@ func load(ctx context.Context, o options, sc scenario, url string, rate float64,
 
 // runScenario measures a scenario at each fixed rate and at saturation, profiling layer0 during
 // its saturation run.
-func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, pprofAddr string) (scenarioResult, error) {
+func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, pprofAddr string, up, gw *child) (scenarioResult, error) {
 	r := scenarioResult{Name: sc.Name}
 	for _, url := range []string{upURL, gwURL} {
 		if _, err := load(ctx, o, sc, url, 0, o.warmup); err != nil {
@@ -259,8 +315,14 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 		var p pair
 		var err error
 		logf("%s: %s direct", sc.Name, rateName(rate))
+		direct, through := cpuMeter{up: up}, cpuMeter{up: up, gw: gw}
+		c0, cerr := direct.read()
 		if p.Direct, err = load(ctx, o, sc, upURL, rate, o.duration); err != nil {
 			return r, err
+		}
+		c1, cerr1 := direct.read()
+		if rate == 0 && cerr == nil && cerr1 == nil {
+			p.DirectCPU = direct.use(c0, c1, p.Direct.OK)
 		}
 		var prof chan profile
 		if rate == 0 {
@@ -269,8 +331,13 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 			go func() { prof <- fetchProfile(ctx, pprofAddr, file, o.duration-time.Second) }()
 		}
 		logf("%s: %s through layer0", sc.Name, rateName(rate))
+		c0, cerr = through.read()
 		if p.Layer0, err = load(ctx, o, sc, gwURL, rate, o.duration); err != nil {
 			return r, err
+		}
+		c1, cerr1 = through.read()
+		if rate == 0 && cerr == nil && cerr1 == nil {
+			p.Layer0CPU = through.use(c0, c1, p.Layer0.OK)
 		}
 		if rate > 0 {
 			p.Rate = rate
