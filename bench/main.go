@@ -33,6 +33,7 @@ type options struct {
 	streamRates []float64 // streaming open-loop rates
 	conns       int       // closed-loop connections for saturation
 	streams     int       // concurrent streams of the memory test; 0 skips it
+	proxy       bool      // measure the bare proxy too (bench/proxy.go)
 	engine      string    // engine kind the gateway reaches the upstream with
 	out         string    // directory for logs, profiles and report.json
 	gobench     string    // packages for go test -bench; "" skips
@@ -46,6 +47,8 @@ func main() {
 			exit(runUpstreamChild(os.Args[2:]))
 		case childGateway:
 			exit(runGatewayChild(os.Args[2:]))
+		case childProxy:
+			exit(runProxyChild(os.Args[2:]))
 		}
 	}
 	var o options
@@ -56,6 +59,7 @@ func main() {
 	streamRates := fs.String("stream-rates", "250,500,1000", "streaming open-loop rates, req/s")
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
 	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
+	fs.BoolVar(&o.proxy, "proxy", true, "also measure a bare net/http proxy, the floor of layer0's design, at saturation and at the target rate")
 	fs.StringVar(&o.engine, "engine", "anthropic", "engine kind layer0 reaches the upstream with: anthropic, openai or sim")
 	fs.StringVar(&o.out, "out", "", "directory for logs, profiles and report.json (default: a new temporary directory)")
 	fs.StringVar(&o.gobench, "gobench", "./...", "packages whose go test benchmarks end the report (empty skips)")

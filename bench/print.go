@@ -31,10 +31,25 @@ func printReport(w io.Writer, o options, res *result) {
 				latency(p.Direct, false), latency(p.Direct, true), latency(p.Layer0, false), latency(p.Layer0, true),
 				added(p, false), added(p, true), notes(p))
 		}
+		for _, p := range sc.Fixed {
+			if x := p.Proxy; x != nil && x.OK > 0 && p.Direct.OK > 0 {
+				fmt.Fprintf(w, "%-11s bare proxy p50 %s, p99 %s: adds %s at p50 and %s at p99  %s\n", fmt.Sprintf("%g/s", p.Rate),
+					dur(x.Latency.P50), dur(x.Latency.P99), signed(x.Latency.P50-p.Direct.Latency.P50),
+					signed(x.Latency.P99-p.Direct.Latency.P99), errNote("bare proxy", x))
+			}
+		}
 		s := sc.Saturation
 		fmt.Fprintf(w, "saturation  direct %.0f req/s (p50 %s), layer0 %.0f req/s (p50 %s): %.0f%% of direct  %s\n",
 			s.Direct.Throughput, dur(s.Direct.Latency.P50), s.Layer0.Throughput, dur(s.Layer0.Latency.P50),
 			100*s.share(), notes(s))
+		if x := s.Proxy; x != nil && s.Direct.Throughput > 0 {
+			cpu := ""
+			if s.ProxyCPU != nil {
+				cpu = fmt.Sprintf(", %s of CPU per request in the proxy", dur(s.ProxyCPU.Layer0))
+			}
+			fmt.Fprintf(w, "            bare proxy %.0f req/s (p50 %s): %.0f%% of direct%s  %s\n", x.Throughput,
+				dur(x.Latency.P50), 100*x.Throughput/s.Direct.Throughput, cpu, errNote("bare proxy", x))
+		}
 		if d, l := s.DirectCPU, s.Layer0CPU; d != nil && l != nil {
 			fmt.Fprintf(w, "CPU/request direct: generator %s + upstream %s; through layer0: generator %s + upstream %s + layer0 %s (profiled)\n",
 				dur(d.Generator), dur(d.Upstream), dur(l.Generator), dur(l.Upstream), dur(l.Layer0))

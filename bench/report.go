@@ -52,6 +52,10 @@ type pair struct {
 	// saturation runs (nil for fixed rates, or where /proc cannot tell).
 	DirectCPU *cpuUse `json:"direct_cpu,omitempty"`
 	Layer0CPU *cpuUse `json:"layer0_cpu,omitempty"`
+	// Proxy is the same load through the bare proxy (bench/proxy.go), where measured, and
+	// ProxyCPU its CPU per request (the proxy's in Layer0).
+	Proxy    *bench.Report `json:"bare_proxy,omitempty"`
+	ProxyCPU *cpuUse       `json:"bare_proxy_cpu,omitempty"`
 }
 
 // cpuUse is the CPU time (user and system) each process used during a run, per completed
@@ -182,13 +186,20 @@ func report(ctx context.Context, o options, w io.Writer) error {
 	if err := waitReady(ctx, gwURL); err != nil {
 		return err
 	}
+	var proxy *child
+	if o.proxy {
+		if proxy, err = startChild(o.out, "bare-proxy", childProxy, "--upstream", up.fields[0]); err != nil {
+			return err
+		}
+		defer proxy.stop()
+	}
 
 	for _, sc := range []scenario{
 		{"non-streaming, Anthropic JSON", llm.FormatAnthropic, false, o.rates},
 		{"streaming 100 tokens, Anthropic SSE", llm.FormatAnthropic, true, o.streamRates},
 		{"streaming 100 tokens, binary v1", llm.FormatBinary, true, o.streamRates},
 	} {
-		r, err := runScenario(ctx, o, sc, upURL, gwURL, pprofAddr, up, gw)
+		r, err := runScenario(ctx, o, sc, upURL, gwURL, pprofAddr, up, gw, proxy)
 		if err != nil {
 			return err
 		}
@@ -304,9 +315,13 @@ func load(ctx context.Context, o options, sc scenario, url string, rate float64,
 
 // runScenario measures a scenario at each fixed rate and at saturation, profiling layer0 during
 // its saturation run.
-func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, pprofAddr string, up, gw *child) (scenarioResult, error) {
+func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, pprofAddr string, up, gw, proxy *child) (scenarioResult, error) {
 	r := scenarioResult{Name: sc.Name}
-	for _, url := range []string{upURL, gwURL} {
+	urls := []string{upURL, gwURL}
+	if proxy != nil {
+		urls = append(urls, "http://"+proxy.fields[0])
+	}
+	for _, url := range urls {
 		if _, err := load(ctx, o, sc, url, 0, o.warmup); err != nil {
 			return r, err
 		}
@@ -338,6 +353,18 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 		c1, cerr1 = through.read()
 		if rate == 0 && cerr == nil && cerr1 == nil {
 			p.Layer0CPU = through.use(c0, c1, p.Layer0.OK)
+		}
+		if proxy != nil && (rate == 0 || rate == targetAddedRate && !sc.stream) {
+			logf("%s: %s through the bare proxy", sc.Name, rateName(rate))
+			m := cpuMeter{up: up, gw: proxy}
+			c0, cerr = m.read()
+			if p.Proxy, err = load(ctx, o, sc, "http://"+proxy.fields[0], rate, o.duration); err != nil {
+				return r, err
+			}
+			c1, cerr1 = m.read()
+			if rate == 0 && cerr == nil && cerr1 == nil {
+				p.ProxyCPU = m.use(c0, c1, p.Proxy.OK)
+			}
 		}
 		if rate > 0 {
 			p.Rate = rate

@@ -441,9 +441,15 @@ func parseHex(b []byte) (int64, error) {
 	return n, nil
 }
 
+// Buffered returns the number of bytes received and not read yet.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+// BodyDone reports whether the current response's body was read to its end.
+func (c *Conn) BodyDone() bool { return c.state == bodyNone && c.head.Status != 0 }
+
 // Reusable reports whether the connection may carry another request: the last response's body
-// was read to its end (or what is left of it is already buffered, which it then consumes), and
-// neither side asked to close.
+// was read to its end (or what is left of it is already buffered, which it then discards), and
+// neither side asked to close. It is for when the caller is done with the response.
 func (c *Conn) Reusable() bool {
 	if c.broken || c.head.Close {
 		return false

@@ -469,3 +469,30 @@ func BenchmarkRoundTrip(b *testing.B) {
 		p.Put(c)
 	}
 }
+
+func TestBufferedAndBodyDone(t *testing.T) {
+	in := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd"
+	c := NewConn(&scriptConn{r: strings.NewReader(in)}, 0)
+	if c.BodyDone() {
+		t.Error("got BodyDone before any head")
+	}
+	if _, err := c.ReadHead(); err != nil {
+		t.Fatal(err)
+	}
+	if c.BodyDone() || c.Buffered() != 4 {
+		t.Errorf("after the head: got BodyDone %v, Buffered %d; want false, 4", c.BodyDone(), c.Buffered())
+	}
+	p := make([]byte, 3)
+	if _, err := io.ReadFull(c, p); err != nil {
+		t.Fatal(err)
+	}
+	if c.BodyDone() || c.Buffered() != 1 {
+		t.Errorf("after 3 bytes: got BodyDone %v, Buffered %d; want false, 1", c.BodyDone(), c.Buffered())
+	}
+	if _, err := c.Read(p); err != nil {
+		t.Fatal(err)
+	}
+	if !c.BodyDone() || c.Buffered() != 0 {
+		t.Errorf("at the end: got BodyDone %v, Buffered %d; want true, 0", c.BodyDone(), c.Buffered())
+	}
+}
