@@ -57,9 +57,9 @@ func (x *exchange) messages() {
 		return
 	}
 
-	sw := anthropic.NewStreamWriter(ids.Message(), out, out.flush)
-	x.call.Sink = x.endAt(clientModel{sw, req.Model})
-	x.streamErr = sw.WriteError
+	x.enc = lazyEncoder{x: x, format: llm.FormatAnthropic, model: req.Model}
+	x.call.Sink = x.endAt(&x.enc)
+	x.streamErr = &x.enc
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)
 		return

@@ -55,7 +55,7 @@ func (x *exchange) binaryMessages() {
 	}
 	sw.ID = ids.Message()
 	x.call.Sink = x.endAt(sw)
-	x.streamErr = sw.WriteError
+	x.streamErr = sw
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)
 		return

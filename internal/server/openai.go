@@ -8,6 +8,7 @@ import (
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/wire/anthropic"
 	"github.com/layer0ai/layer0/internal/wire/openai"
 )
 
@@ -27,7 +28,6 @@ func (x *exchange) chatCompletions() {
 	x.call.Request = req
 	rec := &x.call.Record
 	rec.Format, rec.Stream = llm.FormatOpenAI, req.Stream
-	id, created := ids.Completion(), time.Now().Unix()
 
 	// The pass-through offer: an OpenAI-compatible engine gets the client's own bytes and its
 	// answer comes back unchanged but for the model name (the pipeline decides whether to take
@@ -54,22 +54,22 @@ func (x *exchange) chatCompletions() {
 			return
 		}
 		c.Response.Model = req.Model // the client sees the model it asked for
+		id, created := ids.Completion(), time.Now().Unix()
 		x.writeFull(http.StatusOK, "application/json", x.output(func(b []byte) []byte {
 			return openai.AppendResponse(b, &c.Response, id, created)
 		}))
 		return
 	}
 
-	sw := openai.NewStreamWriter(flushWriter{out})
-	sw.ID, sw.Model, sw.Created, sw.IncludeUsage = id, req.Model, created, extra.IncludeUsage
-	x.call.Sink = x.endAt(sw)
-	x.streamErr = sw.WriteError
+	x.enc = lazyEncoder{x: x, format: llm.FormatOpenAI, model: req.Model, includeUsage: extra.IncludeUsage}
+	x.call.Sink = x.endAt(&x.enc)
+	x.streamErr = &x.enc
 	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
 		x.fail(err)
 		return
 	}
 	if !x.wrote {
-		_ = sw.Flush() // whatever the engine left buffered
+		_ = x.enc.Flush() // whatever the engine left buffered
 	}
 	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
 		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
@@ -117,18 +117,56 @@ func (x *exchange) writeOpenAIError(e *apierr.Error) {
 	x.call.Record.Status = status
 }
 
-// clientModel is a sink that shows the client the model id it asked for in the start event,
-// where the engine names its upstream model. The event is copied: the engine owns it.
-type clientModel struct {
-	llm.Sink
-	model string
+// lazyEncoder is the client's stream encoder, made at the first event it must encode: an
+// answer the pass-through path takes never sends one, and does not pay for it (the Anthropic
+// encoder is 4 KB and two allocations, and each format's id one more). It also shows the client
+// the model id it asked for in the Anthropic start event, where the engine names its upstream
+// model (the event is copied: the engine owns it).
+type lazyEncoder struct {
+	x            *exchange
+	format       llm.Format // FormatAnthropic or FormatOpenAI
+	model        string     // the model the client asked for
+	includeUsage bool       // OpenAI: stream_options.include_usage
+	enc          interface {
+		llm.Sink
+		errorWriter
+	}
 }
 
-func (s clientModel) Send(ev *llm.Event) error {
-	if ev.Kind == llm.EventStart && ev.Model != s.model {
-		start := *ev
-		start.Model = s.model
-		return s.Sink.Send(&start)
+func (l *lazyEncoder) get() interface {
+	llm.Sink
+	errorWriter
+} {
+	if l.enc == nil {
+		out := &l.x.stw
+		if l.format == llm.FormatOpenAI {
+			sw := openai.NewStreamWriter(flushWriter{out})
+			sw.ID, sw.Model, sw.Created, sw.IncludeUsage = ids.Completion(), l.model, time.Now().Unix(), l.includeUsage
+			l.enc = sw
+		} else {
+			l.enc = anthropic.NewStreamWriter(ids.Message(), out, out.flush)
+		}
 	}
-	return s.Sink.Send(ev)
+	return l.enc
 }
+
+// Send implements llm.Sink.
+func (l *lazyEncoder) Send(ev *llm.Event) error {
+	if l.format == llm.FormatAnthropic && ev.Kind == llm.EventStart && ev.Model != l.model {
+		start := *ev
+		start.Model = l.model
+		return l.get().Send(&start)
+	}
+	return l.get().Send(ev)
+}
+
+// Flush implements llm.Sink; before the first event there is nothing to flush.
+func (l *lazyEncoder) Flush() error {
+	if l.enc == nil {
+		return nil
+	}
+	return l.enc.Flush()
+}
+
+// WriteError implements errorWriter.
+func (l *lazyEncoder) WriteError(e *apierr.Error) error { return l.get().WriteError(e) }

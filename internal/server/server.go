@@ -91,7 +91,7 @@ type exchange struct {
 	// wrote is set once the status line went out: after it, errors go inside the stream.
 	wrote bool
 	// streamErr writes an error inside a stream that has begun.
-	streamErr func(*apierr.Error) error
+	streamErr errorWriter
 	// sw is the stream's writer once it began: finish hands its last bytes to net/http.
 	sw *streamWriter
 	// ended is set once the stream's stop event reached the client's encoder (end), or a
@@ -110,6 +110,12 @@ type exchange struct {
 	fwd pipeline.Forward
 	stw streamWriter
 	col llm.Collector
+	enc lazyEncoder
+}
+
+// errorWriter ends a stream that failed after it began with the format's error event.
+type errorWriter interface {
+	WriteError(*apierr.Error) error
 }
 
 // ServeHTTP implements http.Handler.
@@ -252,7 +258,7 @@ func (x *exchange) fail(err error) {
 	if x.wrote {
 		// The status line went out with the stream; the record keeps it and the error type.
 		if x.streamErr != nil {
-			if werr := x.streamErr(e); werr != nil {
+			if werr := x.streamErr.WriteError(e); werr != nil {
 				x.s.logger.Debug("stream error not delivered", "request_id", rec.RequestID, "err", werr)
 			}
 		}

@@ -29,7 +29,7 @@ func NewEventReader(r io.Reader) *EventReader {
 	if !ok || br.Size() < 16<<10 {
 		br = bufio.NewReaderSize(r, 16<<10)
 	}
-	return &EventReader{br: br, raw: make([]byte, 0, 1024)}
+	return &EventReader{br: br} // raw grows only for events the fast path does not take
 }
 
 // Buffered reports whether more input is already buffered, i.e. whether reading the next event
