@@ -391,11 +391,11 @@ func (sw *streamWriter) Write(b []byte) (int, error) {
 		x.call.Record.Status = http.StatusOK
 		x.wrote = true
 		x.w.WriteHeader(http.StatusOK)
-		x.sw = sw
 	}
 	if sw.buf == nil {
 		sw.buf = x.s.bufs.Get().(*[]byte)
 		*sw.buf = (*sw.buf)[:0]
+		x.sw = sw // finish hands over what was not flushed
 	}
 	*sw.buf = append(*sw.buf, b...)
 	return len(b), nil
