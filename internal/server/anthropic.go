@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
@@ -22,51 +21,7 @@ func (x *exchange) messages() {
 		return
 	}
 	req.Format = llm.FormatAnthropic
-	x.call.Request = req
-	rec := &x.call.Record
-	rec.Format, rec.Stream = llm.FormatAnthropic, req.Stream
-
-	// The pass-through offer (see chatCompletions): an Anthropic or layer0 engine gets the
-	// client's own bytes.
-	ct := "application/json"
-	if req.Stream {
-		ct = "text/event-stream; charset=utf-8"
-	}
-	out := &x.stw
-	*out = streamWriter{x: x, contentType: ct}
-	x.fwd = pipeline.Forward{Body: body, Out: flushWriter{out}}
-	x.call.Forward = &x.fwd
-
-	if !req.Stream {
-		x.call.Forward.Out = bodyBuffer{x}
-		c := &x.col
-		x.call.Sink = c
-		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
-			x.fail(err)
-			return
-		}
-		if rec.Passed {
-			x.writePassed(ct)
-			return
-		}
-		c.Response.Model = req.Model // the client sees the model it asked for
-		msgID := ids.Message()
-		x.writeFull(http.StatusOK, "application/json", x.output(func(b []byte) []byte {
-			return anthropic.AppendResponse(b, &c.Response, msgID)
-		}))
-		return
-	}
-
-	x.enc = lazyEncoder{x: x, format: llm.FormatAnthropic, model: req.Model}
-	x.call.Sink = x.endAt(&x.enc)
-	x.streamErr = &x.enc
-	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
-		x.fail(err)
-		return
-	}
-	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
-		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
-	}
+	x.serveJSON(body, req, false)
 }
 
 // countTokens serves POST /v1/messages/count_tokens.
