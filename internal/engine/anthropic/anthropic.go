@@ -58,11 +58,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if !opts.Bearer {
 		uo.AuthHeader = "X-Api-Key"
 	}
-	c, err := upstream.New(name, cfg, uo)
-	if err != nil {
-		return nil, err
-	}
-	hdr, err := upstream.NewHeader(http.Header{
+	c, path, hdr, err := upstream.NewAPI(name, cfg, uo, Path, http.Header{
 		"Content-Type":      {"application/json"},
 		"Accept":            {"text/event-stream, application/json"},
 		"Anthropic-Version": {Version},
@@ -70,11 +66,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{c: c, path: Path, model: opts.Model, hdr: hdr}
-	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
-		e.path = strings.TrimPrefix(Path, "/v1")
-	}
-	return e, nil
+	return &Engine{c: c, path: path, model: opts.Model, hdr: hdr}, nil
 }
 
 // WithModel returns an engine that sends model as the model name and shares e's connections,

@@ -46,22 +46,14 @@ type Engine struct {
 // New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once,
 // and sent as a bearer token.
 func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
-	c, err := upstream.New(name, cfg, opts.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	hdr, err := upstream.NewHeader(http.Header{
+	c, path, hdr, err := upstream.NewAPI(name, cfg, opts.Upstream, Path, http.Header{
 		"Content-Type": {"application/json"},
 		"Accept":       {"text/event-stream, application/json"},
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{c: c, path: Path, model: opts.Model, hdr: hdr}
-	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
-		e.path = strings.TrimPrefix(Path, "/v1")
-	}
-	return e, nil
+	return &Engine{c: c, path: path, model: opts.Model, hdr: hdr}, nil
 }
 
 // WithModel returns an engine that sends model as the model name and shares e's connections,
