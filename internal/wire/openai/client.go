@@ -177,7 +177,15 @@ func appendUser(dst []byte, blocks []llm.Block, n int) []byte {
 }
 
 func appendAssistant(dst []byte, blocks []llm.Block) []byte {
-	dst = append(dst, `{"role":"assistant","content":`...)
+	dst = append(dst, `{"role":"assistant",`...)
+	return append(appendAssistantFields(dst, blocks, false), '}')
+}
+
+// appendAssistantFields appends an assistant message's "content" (its text blocks joined, or
+// null), then "refusal":null when refusal is set (answers carry it, requests do not), then
+// "tool_calls" when it has tool_use blocks.
+func appendAssistantFields(dst []byte, blocks []llm.Block, refusal bool) []byte {
+	dst = append(dst, `"content":`...)
 	text := false
 	for _, b := range blocks {
 		if b.Type != llm.BlockText {
@@ -193,6 +201,9 @@ func appendAssistant(dst []byte, blocks []llm.Block) []byte {
 		dst = append(dst, '"')
 	} else {
 		dst = append(dst, "null"...)
+	}
+	if refusal {
+		dst = append(dst, `,"refusal":null`...)
 	}
 	calls := 0
 	for _, b := range blocks {
@@ -210,7 +221,7 @@ func appendAssistant(dst []byte, blocks []llm.Block) []byte {
 	if calls > 0 {
 		dst = append(dst, ']')
 	}
-	return append(dst, '}')
+	return dst
 }
 
 // usageJSON is the OpenAI usage object.

@@ -45,40 +45,8 @@ func AppendResponse(dst []byte, r *llm.Response, id string, created int64) []byt
 	dst = appendInt(dst, created)
 	dst = append(dst, `,"model":`...)
 	dst = appendString(dst, r.Model)
-	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	text := false
-	for _, b := range r.Content {
-		if b.Type != llm.BlockText {
-			continue
-		}
-		if !text {
-			dst = append(dst, '"')
-			text = true
-		}
-		dst = appendEscaped(dst, b.Text)
-	}
-	if text {
-		dst = append(dst, '"')
-	} else {
-		dst = append(dst, "null"...)
-	}
-	dst = append(dst, `,"refusal":null`...)
-	calls := 0
-	for _, b := range r.Content {
-		if b.Type != llm.BlockToolUse {
-			continue
-		}
-		if calls == 0 {
-			dst = append(dst, `,"tool_calls":[`...)
-		} else {
-			dst = append(dst, ',')
-		}
-		calls++
-		dst = appendToolCall(dst, b.ID, b.Name, b.Input)
-	}
-	if calls > 0 {
-		dst = append(dst, ']')
-	}
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant",`...)
+	dst = appendAssistantFields(dst, r.Content, true)
 	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
 	dst = appendString(dst, FinishReason(r.Stop))
 	dst = append(dst, `}],"usage":`...)
