@@ -6,37 +6,22 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
 
-// clock is an injected clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the injected clock, moved by hand.
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // scripted is an engine that plays a script: fail before any event, or send the prelude (start
 // and block start) and then fail (an error inside a 200 stream before any content), or hang

@@ -1,34 +1,19 @@
 package route
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/fakeclock"
 )
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is an injected clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the injected clock, moved by hand.
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return fakeclock.New(t0) }
 
 // replicas makes named replicas (no engine: routing never calls it) on clock clk.
 func replicas(clk *clock, p Policy, names ...string) []*Replica {
