@@ -3,7 +3,6 @@ package layer0_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
-
-	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/server"
 )
 
 // testConfig is the gateway the SDK tests run against: healthy sims and sims that fail in every
@@ -53,22 +48,8 @@ models:
 // startGateway serves cfg on a real loopback listener and returns its base URL.
 func startGateway(t testing.TB, cfgText string) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgText))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	g, err := layer0.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second})
-	go srv.Serve(ln) //nolint:errcheck // ends at Close
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	_, base := serveGateway(t, parseConfig(t, cfgText))
+	return base
 }
 
 func anthropicClient(base string, opts ...option.RequestOption) anthropic.Client {
