@@ -3,6 +3,7 @@ package layer0_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -422,6 +423,13 @@ func TestThousandConcurrentStreams(t *testing.T) {
 	}
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
+		resp, _ := http.Get(base + "/metrics")
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "layer0_requests_total") {
+				t.Log(l)
+			}
+		}
 		t.Fatalf("%d of 1000 streams failed", n)
 	}
 }

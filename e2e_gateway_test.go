@@ -772,7 +772,7 @@ models:
 		status                   int
 		location                 string
 	}{
-		{"GET", "?model=local", "", "l0-any", 302, base + "/v1/messages"},
+		{"GET", "?model=local", "", "l0-any", 302, "/v1/messages"},
 		{"GET", "?model=remote", "", "l0-any", 302, "http://10.9.8.7:8000"},
 		{"POST", "", `{"model":"remote","max_tokens":1,"messages":[]}`, "l0-any", 302, "http://10.9.8.7:8000"},
 		{"GET", "?model=remote", "", "", 401, ""},

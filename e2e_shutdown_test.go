@@ -35,7 +35,12 @@ models:
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- server.Serve(ctx, srv, "127.0.0.1:0", 200*time.Millisecond, func(a net.Addr) { addrc <- a.String() })
+		ln, err := server.Listen("127.0.0.1:0", server.ConnLimit{})
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- server.Serve(ctx, srv, ln, 200*time.Millisecond, func(a net.Addr) { addrc <- a.String() })
 	}()
 	c := anthropicClient("http://" + <-addrc)
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -158,9 +159,11 @@ type Gateway struct {
 	logger  *slog.Logger
 	opts    options
 	metrics *metrics.Metrics
-	ctx     context.Context // the background loop's; canceled by Close
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the loop has ended
+	// listener counts the refusals of the listeners Listen opens.
+	listener *metrics.Listener
+	ctx      context.Context // the background loop's; canceled by Close
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the loop has ended
 }
 
 // New builds a gateway from cfg (DefaultConfig when nil). With no API keys configured it serves
@@ -201,8 +204,11 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}
-	g.srv = server.New(gen.pipe, server.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, AccessLog: o.accessLog,
-		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad})
+	g.srv = server.New(gen.pipe, server.Options{Limits: serverLimits(cfg), AccessLog: o.accessLog,
+		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != ""})
+	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	go g.run()
 	return g, nil
@@ -230,9 +236,34 @@ func (g *Gateway) Reload(cfg *Config) error {
 		return err
 	}
 	g.gen.Store(gen)
-	g.srv.Swap(gen.pipe, cfg.Server.MaxBodyBytes)
+	g.srv.Swap(gen.pipe, serverLimits(cfg))
 	return nil
 }
+
+// serverLimits are the server's bounds on a request's bytes and time, from cfg.
+func serverLimits(cfg *Config) server.Limits {
+	s := cfg.Server
+	return server.Limits{MaxBodyBytes: s.MaxBodyBytes, ReadBodyTimeout: s.ReadBodyTimeout, MinBodyRate: s.MinBodyRate,
+		WriteTimeout: s.WriteTimeout, BodyBytesInFlight: s.MaxBodyBytesInFlight}
+}
+
+// Listen opens a TCP listener on addr for the gateway, capped at the configuration's
+// server.max_connections (lowered to fit the process's file descriptor limit): a connection
+// over the cap is answered 503 and closed, counted in layer0_connections_refused_total and
+// logged at most once a second.
+func (g *Gateway) Listen(addr string) (net.Listener, error) {
+	max := g.Config().Server.MaxConnections
+	if fit := fdBudget(); fit > 0 && max > fit {
+		g.logger.Warn("server.max_connections lowered to fit the file descriptor limit", "configured", max, "effective", fit)
+		max = fit
+	}
+	return server.Listen(addr, server.ConnLimit{Max: max, Refused: g.listener.Refused, Logger: g.logger})
+}
+
+// AdminHandler serves the operator's endpoints (/metrics, /metrics/engines/NAME, /healthz,
+// /readyz), for server.admin_addr. With an admin address configured, the gateway's own handler
+// no longer serves the metrics.
+func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 
 // Close stops the background loop (utilisation and health checks). Requests may still be
 // served; replicas then keep their last known load and health.
@@ -262,7 +293,7 @@ func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
 		// before Do returns, so any failure can still move to another replica or model.
 		c.Sink = col
 	}
-	err := g.srv.Pipeline().Serve(ctx, &c)
+	err := g.gen.Load().pipe.Serve(ctx, &c)
 	if col != nil && err == nil && col.Response.ID == "" {
 		col.Response.ID = ids.Message()
 	}
@@ -292,3 +323,7 @@ func newEngine(name string, ec config.Engine, tok *tokenizer.Codec) (engine.Engi
 	}
 	return newHTTPEngine(name, ec)
 }
+
+// BodyBytesInFlight returns the memory request bodies hold now, in bytes (the
+// layer0_body_bytes_in_flight gauge), against server.max_body_bytes_in_flight.
+func (g *Gateway) BodyBytesInFlight() int64 { return g.srv.BodyBytesInFlight() }

@@ -72,6 +72,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
+		Logger:            logger,
 	})
 	scheme := "http"
 	if t := cfg.Server.TLS; t.CertFile != "" {
@@ -80,7 +81,26 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		scheme = "https"
 	}
-	err = server.Serve(ctx, srv, cfg.Server.Addr, cfg.Server.ShutdownTimeout, func(a net.Addr) {
+	ln, err := g.Listen(cfg.Server.Addr)
+	if err != nil {
+		return err
+	}
+	if a := cfg.Server.AdminAddr; a != "" {
+		aln, err := g.Listen(a)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		admin := server.HTTPServer(g.AdminHandler(), server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			IdleTimeout: cfg.Server.IdleTimeout, Logger: logger})
+		go func() {
+			if err := server.Serve(ctx, admin, aln, cfg.Server.ShutdownTimeout, nil); err != nil {
+				logger.Error("admin listener stopped", "err", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz) on http://%s\n", aln.Addr())
+	}
+	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")

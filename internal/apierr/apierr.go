@@ -28,6 +28,7 @@ const (
 	BadGateway                   // 502 api_error: the engine failed
 	Unavailable                  // 503 api_error: no engine can serve
 	MethodNotAllowed             // 405 invalid_request_error: wrong HTTP method for the path
+	RequestTimeout               // 408 timeout_error: the client was too slow sending its request
 )
 
 // Status is the HTTP status code of the kind.
@@ -55,6 +56,8 @@ func (k Kind) Status() int {
 		return http.StatusServiceUnavailable
 	case MethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case RequestTimeout:
+		return http.StatusRequestTimeout
 	}
 	return http.StatusInternalServerError
 }
@@ -74,7 +77,7 @@ func (k Kind) AnthropicType() string {
 		return "request_too_large"
 	case RateLimit:
 		return "rate_limit_error"
-	case Timeout:
+	case Timeout, RequestTimeout:
 		return "timeout_error"
 	case Overloaded:
 		return "overloaded_error"

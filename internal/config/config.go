@@ -57,6 +57,29 @@ type Server struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout is how long in-flight requests may run after a stop signal. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ReadBodyTimeout bounds reading a whole request body, from the first body read; a body
+	// still arriving then gets 408 and the connection is closed. Default 30s.
+	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
+	// MinBodyRate is the slowest a request body may arrive, in bytes per second, after a grace
+	// of 5 seconds: a body that falls behind it gets 408 before ReadBodyTimeout. -1 disables the
+	// floor (ReadBodyTimeout still applies). Default 1024.
+	MinBodyRate int64 `yaml:"min_body_rate"`
+	// WriteTimeout bounds each write to a client: a whole answer that is not streamed, or each
+	// flush of a stream (a client that stops reading is disconnected after it; the time between
+	// two events of a stream is not bounded by it). Default 30s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxConnections caps the open connections of the listener; one more is refused (a 503 on
+	// cleartext, closed on TLS), counted in layer0_connections_refused_total and logged.
+	// Default 10000, lowered to fit the process's file descriptor limit.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxBodyBytesInFlight is the budget of memory held by request bodies being read or served
+	// at once, in bytes; a body that would exceed it gets 503 with retry-after. Default
+	// 536870912 (512 MiB).
+	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
+	// AdminAddr, when set, is a second HOST:PORT serving the operator's endpoints (/metrics,
+	// /metrics/engines/NAME, /healthz, /readyz); /metrics is then not served on Addr, so key
+	// names in its labels are not public. Default "" (metrics on Addr).
+	AdminAddr string `yaml:"admin_addr"`
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
 	TLS TLS `yaml:"tls"`
@@ -188,6 +211,15 @@ type Log struct {
 	Access *bool `yaml:"access"`
 }
 
+// Defaults of the listener's protections (docs/operations.md lists them all).
+const (
+	DefaultReadBodyTimeout      = 30 * time.Second
+	DefaultMinBodyRate          = 1024
+	DefaultWriteTimeout         = 30 * time.Second
+	DefaultMaxConnections       = 10000
+	DefaultMaxBodyBytesInFlight = 512 << 20
+)
+
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
 	c := &Config{}
@@ -309,6 +341,21 @@ func (c *Config) setDefaults() {
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
 	}
+	if s.ReadBodyTimeout == 0 {
+		s.ReadBodyTimeout = DefaultReadBodyTimeout
+	}
+	if s.MinBodyRate == 0 {
+		s.MinBodyRate = DefaultMinBodyRate
+	}
+	if s.WriteTimeout == 0 {
+		s.WriteTimeout = DefaultWriteTimeout
+	}
+	if s.MaxConnections == 0 {
+		s.MaxConnections = DefaultMaxConnections
+	}
+	if s.MaxBodyBytesInFlight == 0 {
+		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
 		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
@@ -420,6 +467,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_body_timeout", c.Server.ReadBodyTimeout}, {"write_timeout", c.Server.WriteTimeout}} {
+		if d.v < 0 {
+			errs.add("server."+d.name, "must not be negative")
+		}
+	}
+	if c.Server.MinBodyRate < -1 {
+		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
+	}
+	if c.Server.MaxConnections < 0 {
+		errs.add("server.max_connections", "must be positive")
+	}
+	if c.Server.MaxBodyBytesInFlight < 0 {
+		errs.add("server.max_body_bytes_in_flight", "must be positive")
+	} else if c.Server.MaxBodyBytesInFlight < c.Server.MaxBodyBytes {
+		errs.add("server.max_body_bytes_in_flight", "must be at least server.max_body_bytes (%d), got %d",
+			c.Server.MaxBodyBytes, c.Server.MaxBodyBytesInFlight)
 	}
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]

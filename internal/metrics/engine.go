@@ -80,3 +80,33 @@ func (m *Metrics) WatchAccessLog(dropped, written func() uint64) error {
 	}
 	return nil
 }
+
+// Listener counts what the listeners refuse and the memory request bodies hold. Safe for
+// concurrent use; register it with Metrics.WatchListener.
+type Listener struct {
+	refused prometheus.Counter
+}
+
+// Refused counts one connection refused at a listener's connection cap.
+func (l *Listener) Refused() { l.refused.Inc() }
+
+// WatchListener registers layer0_connections_refused_total (counted through the returned
+// Listener) and layer0_body_bytes_in_flight, read from bodies at each scrape.
+func (m *Metrics) WatchListener(bodies func() int64) (*Listener, error) {
+	l := &Listener{refused: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "layer0_connections_refused_total",
+		Help: "Connections refused because a listener had max_connections open.",
+	})}
+	for _, c := range []prometheus.Collector{
+		l.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "layer0_body_bytes_in_flight",
+			Help: "Bytes held by request bodies being read or served, against server.max_body_bytes_in_flight.",
+		}, func() float64 { return float64(bodies()) }),
+	} {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}

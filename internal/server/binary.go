@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/layer0ai/layer0/internal/apierr"
 	"strings"
 	"sync"
 
@@ -77,6 +79,20 @@ func (x *exchange) refuseMislabeledBinary(body []byte) bool {
 
 // vocabulary serves GET /v1/binary/vocab and /v1/binary/vocab/{hash}.
 func (x *exchange) vocabulary() {
+	// The handler's own refusals are plain text: answer them here, in the client's format.
+	if m := x.r.Method; m != http.MethodGet && m != http.MethodHead {
+		x.w.Header().Set("Allow", "GET, HEAD")
+		x.fail(&apierr.Error{Kind: apierr.MethodNotAllowed, Code: "method_not_allowed",
+			Message: m + " " + sanitize(x.r.URL.Path) + ": method not allowed, use GET"})
+		return
+	}
+	current := vocab.PathPrefix + vocab.Default().Hash()
+	if p := strings.TrimSuffix(x.r.URL.Path, "/"); p != vocab.Path && p != current {
+		x.fail(&apierr.Error{Kind: apierr.NotFound, Code: "vocab_not_found",
+			Message: "unknown vocabulary " + sanitize(strings.TrimPrefix(p, vocab.PathPrefix)) + "; the current one is " + current})
+		return
+	}
+	x.armWrite()
 	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
 	vocabHandler().ServeHTTP(sw, x.r)
 	x.call.Record.Status = sw.status

@@ -47,7 +47,7 @@ func clientFormat(r *http.Request) llm.Format {
 func (x *exchange) negotiate() {
 	if x.r.Method != http.MethodGet && x.r.Method != http.MethodPost {
 		x.w.Header().Set("Allow", "GET, POST")
-		x.fail(&apierr.Error{Kind: apierr.InvalidRequest, Code: "method_not_allowed",
+		x.fail(&apierr.Error{Kind: apierr.MethodNotAllowed, Code: "method_not_allowed",
 			Message: x.r.Method + " /v1/layer/negotiate: method not allowed, use GET or POST"})
 		return
 	}
@@ -87,11 +87,9 @@ func (x *exchange) negotiate() {
 	rec.Model, rec.Served, rec.Engine = picked.Name, picked.Model, picked.Engine
 	loc := picked.URL
 	if loc == "" {
-		scheme := "http"
-		if x.r.TLS != nil {
-			scheme = "https"
-		}
-		loc = scheme + "://" + x.r.Host + "/v1/messages"
+		// An engine embedded here: this server's own path, relative (RFC 9110 §10.2.2), never
+		// built from the client's Host header, which the client controls.
+		loc = "/v1/messages"
 	}
 	h := x.w.Header()
 	h.Set("Location", loc)
@@ -109,8 +107,28 @@ func (x *exchange) negotiate() {
 	x.writeFull(http.StatusFound, "application/json", b)
 }
 
+// isAdminPath reports whether path is one of the operator's endpoints beside the health checks.
+func isAdminPath(path string) bool {
+	return path == "/metrics" || strings.HasPrefix(path, enginePrefix)
+}
+
+// admin serves the operator's endpoints: metrics, engine load, health.
+func (x *exchange) admin() {
+	switch path := x.r.URL.Path; {
+	case path == "/metrics" && x.s.metrics != nil:
+		x.onlyMethod(http.MethodGet, x.serveMetrics)
+	case strings.HasPrefix(path, enginePrefix) && x.s.load != nil:
+		x.onlyMethod(http.MethodGet, func() { x.engineMetrics(strings.TrimPrefix(path, enginePrefix)) })
+	case path == "/healthz" || path == "/readyz":
+		x.onlyMethod(http.MethodGet, x.health)
+	default:
+		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
+	}
+}
+
 // serveMetrics serves GET /metrics.
 func (x *exchange) serveMetrics() {
+	x.armWrite()
 	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
 	x.s.metrics.Handler().ServeHTTP(sw, x.r)
 	x.call.Record.Status = sw.status

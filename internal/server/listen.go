@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -15,8 +16,11 @@ type ListenOptions struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	// MaxHeaderBytes bounds the request headers; default 64 KiB (the HTTP/2
-	// SETTINGS_MAX_HEADER_LIST_SIZE of SYSTEM.md §4).
+	// SETTINGS_MAX_HEADER_LIST_SIZE layer0 announces).
 	MaxHeaderBytes int
+	// Logger receives net/http's own error lines (accept errors, TLS handshake failures) as
+	// JSON records at WARN; nil discards them.
+	Logger *slog.Logger
 }
 
 // HTTPServer returns an http.Server for h speaking HTTP/1.1 and HTTP/2 cleartext (prior
@@ -29,8 +33,21 @@ func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &http.Server{
-		Handler:           h,
+		Handler: h,
+		// Every line of the process log is JSON, net/http's own too.
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		// A keep-alive connection goes back to waiting for a request without the write
+		// deadline its last answer armed (the handler bounds each of its writes; the next
+		// request's interim and error answers must not inherit a deadline long past).
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateIdle {
+				_ = c.SetWriteDeadline(time.Time{})
+			}
+		},
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
@@ -55,17 +72,26 @@ var ErrDrainTimeout = errors.New("server: drain time ran out")
 // finishGrace is how long requests ended by ErrShutdown get to write their error and finish.
 const finishGrace = 5 * time.Second
 
-// Serve listens on addr and serves until ctx is done, then drains: new connections are refused
+// Listen listens on addr (TCP) with the connection cap of lim.
+func Listen(addr string, lim ConnLimit) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen: %w", err)
+	}
+	lim.TLS = false
+	return LimitListener(ln, lim), nil
+}
+
+// Serve serves on ln until ctx is done, then drains: new connections are refused
 // and requests in flight get up to drain to finish. Those still running then are ended with an
 // error in their own format (ErrShutdown), so no stream is cut silently and every request is still
 // logged; Serve then returns an error wrapping ErrDrainTimeout. ready, when non-nil, is called
 // with the bound address once listening.
-func Serve(ctx context.Context, srv *http.Server, addr string, drain time.Duration, ready func(net.Addr)) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("server: listen: %w", err)
-	}
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, drain time.Duration, ready func(net.Addr)) error {
 	if srv.TLSConfig != nil {
+		if l, ok := ln.(*limitListener); ok {
+			l.lim.TLS = true // a refused connection is closed, not answered in cleartext
+		}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	base, stop := context.WithCancelCause(context.Background())
@@ -82,7 +108,7 @@ func Serve(ctx context.Context, srv *http.Server, addr string, drain time.Durati
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), drain)
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	cancel()
 	if err != nil {
 		// Requests still running: end them with an error they can report, then let their

@@ -8,13 +8,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/accesslog"
@@ -25,30 +29,82 @@ import (
 	"github.com/layer0ai/layer0/internal/pipeline"
 )
 
-// Options configure a Server. The zero value is usable: 32 MiB bodies, no access log.
+// Options configure a Server. The zero value is usable: the defaults of Limits, no access log.
 type Options struct {
-	// MaxBodyBytes is the largest request body accepted; default 32 MiB.
-	MaxBodyBytes int64
+	// Limits bound what one request may hold and how long it may take to arrive and leave.
+	Limits Limits
 	// AccessLog receives one record per request; nil disables it.
 	AccessLog *accesslog.Logger
 	// Logger is the process log; nil discards.
 	Logger *slog.Logger
 	// Metrics, when set, observes every request once and is served at GET /metrics.
 	Metrics *metrics.Metrics
+	// AdminOnly, when set, serves the operator's endpoints (/metrics, /metrics/engines/NAME)
+	// only on the handler Admin returns, not on the Server itself.
+	AdminOnly bool
 	// EngineLoad, when set, returns the load of an embedded engine by name, served in the vLLM
 	// format at GET /metrics/engines/NAME (so another layer0, or a test, can scrape it).
 	EngineLoad func(name string) (metrics.Load, bool)
 }
 
+// Limits bound a request's body and the time its bytes may take, in both directions. Zero
+// fields take the defaults below.
+type Limits struct {
+	// MaxBodyBytes is the largest request body accepted (413 beyond); default 32 MiB.
+	MaxBodyBytes int64
+	// ReadBodyTimeout bounds reading a whole body (408 beyond); default 30s.
+	ReadBodyTimeout time.Duration
+	// MinBodyRate is the slowest a body may arrive, in bytes per second, after the first
+	// BodyRateGrace (408 when it falls behind); default 1024, negative for no floor.
+	MinBodyRate int64
+	// WriteTimeout bounds each write to the client: a whole answer, or one flush of a stream;
+	// default 30s.
+	WriteTimeout time.Duration
+	// BodyBytesInFlight is the memory all request bodies may hold at once (503 with
+	// retry-after beyond); default 512 MiB.
+	BodyBytesInFlight int64
+}
+
+// BodyRateGrace is how long a body may arrive at any rate before MinBodyRate applies.
+const BodyRateGrace = 5 * time.Second
+
+func (l *Limits) setDefaults() {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 32 << 20
+	}
+	if l.ReadBodyTimeout <= 0 {
+		l.ReadBodyTimeout = 30 * time.Second
+	}
+	if l.MinBodyRate == 0 {
+		l.MinBodyRate = 1024
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = 30 * time.Second
+	}
+	if l.BodyBytesInFlight <= 0 {
+		l.BodyBytesInFlight = 512 << 20
+	}
+	l.BodyBytesInFlight = max(l.BodyBytesInFlight, l.MaxBodyBytes)
+}
+
+// live is what a reload swaps: the pipeline and the limits it runs with, read once per request.
+type live struct {
+	p   *pipeline.Pipeline
+	lim Limits
+}
+
 // Server is an http.Handler serving the layer0 APIs from the current pipeline.
 type Server struct {
-	pipe    atomic.Pointer[pipeline.Pipeline]
-	maxBody atomic.Int64
-	access  *accesslog.Logger
-	logger  *slog.Logger
-	metrics *metrics.Metrics
-	load    func(string) (metrics.Load, bool)
-	bufs    sync.Pool
+	live atomic.Pointer[live]
+	// inFlight is the bytes held by request bodies now, against Limits.BodyBytesInFlight.
+	inFlight atomic.Int64
+	access   *accesslog.Logger
+	logger   *slog.Logger
+	metrics  *metrics.Metrics
+	load     func(string) (metrics.Load, bool)
+	// adminOnly keeps the operator's endpoints off the public handler.
+	adminOnly bool
+	bufs      sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
 	xs sync.Pool
@@ -56,38 +112,46 @@ type Server struct {
 
 // New returns a server running p.
 func New(p *pipeline.Pipeline, o Options) *Server {
-	s := &Server{access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad}
+	s := &Server{access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	s.Swap(p, o.MaxBodyBytes)
-	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	s.Swap(p, o.Limits)
+	s.bufs.New = func() any { b := make([]byte, 0, bodyChunk); return &b }
 	return s
 }
 
-// Swap makes p the pipeline for new requests; requests in flight finish on the old one.
-// maxBody ≤ 0 keeps the default of 32 MiB.
-func (s *Server) Swap(p *pipeline.Pipeline, maxBody int64) {
-	if maxBody <= 0 {
-		maxBody = 32 << 20
-	}
-	s.maxBody.Store(maxBody)
-	s.pipe.Store(p)
+// bodyChunk is the size of a pooled buffer: a body starts in one and grows as its bytes arrive.
+const bodyChunk = 16 << 10
+
+// Swap makes p, with lim, serve new requests; requests in flight finish on the old ones.
+func (s *Server) Swap(p *pipeline.Pipeline, lim Limits) {
+	lim.setDefaults()
+	s.live.Store(&live{p: p, lim: lim})
 }
 
 // Pipeline returns the live pipeline.
-func (s *Server) Pipeline() *pipeline.Pipeline { return s.pipe.Load() }
+func (s *Server) Pipeline() *pipeline.Pipeline { return s.live.Load().p }
+
+// BodyBytesInFlight returns the bytes request bodies hold now.
+func (s *Server) BodyBytesInFlight() int64 { return s.inFlight.Load() }
 
 // exchange is one request/response in flight.
 type exchange struct {
-	s      *Server
-	w      http.ResponseWriter
-	r      *http.Request
-	p      *pipeline.Pipeline
-	call   pipeline.Call
-	buf    *[]byte // the request body
-	out    *[]byte // the response body
-	format llm.Format
+	s    *Server
+	w    http.ResponseWriter
+	r    *http.Request
+	p    *pipeline.Pipeline
+	lim  *Limits
+	rc   *http.ResponseController // made at first use
+	call pipeline.Call
+	buf  *[]byte // the request body
+	// held is the bytes of the body buffer counted against Limits.BodyBytesInFlight.
+	held int64
+	// bodyRead is set once the body was read to its end.
+	bodyRead bool
+	out      *[]byte // the response body
+	format   llm.Format
 	// wrote is set once the status line went out: after it, errors go inside the stream.
 	wrote bool
 	// streamErr writes an error inside a stream that has begun.
@@ -119,12 +183,25 @@ type errorWriter interface {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, r, false) }
+
+// Admin returns the handler of the operator's endpoints — /metrics, /metrics/engines/NAME,
+// /healthz and /readyz — for a listener of their own (Options.AdminOnly).
+func (s *Server) Admin() http.Handler { return adminHandler{s} }
+
+type adminHandler struct{ s *Server }
+
+func (a adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.serve(w, r, true) }
+
+// serve answers one request; admin is set on the operator's listener, which serves only the
+// operator's endpoints.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	x, _ := s.xs.Get().(*exchange)
 	if x == nil {
 		x = new(exchange)
 	}
-	*x = exchange{s: s, w: w, r: r, p: s.pipe.Load(), format: clientFormat(r)}
+	lv := s.live.Load()
+	*x = exchange{s: s, w: w, r: r, p: lv.p, lim: &lv.lim, format: clientFormat(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.format
@@ -136,6 +213,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["X-Request-Id"] = h["Request-Id"]
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
+	if admin {
+		x.admin()
+		x.finish()
+		return
+	}
 	if isAPI(r.URL.Path) {
 		key, err := x.p.Admit(r.Header)
 		if err != nil {
@@ -170,10 +252,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.onlyMethod(http.MethodGet, x.health)
 	case path == "/v1/layer/negotiate":
 		x.negotiate()
-	case path == "/metrics" && s.metrics != nil:
-		x.onlyMethod(http.MethodGet, x.serveMetrics)
-	case strings.HasPrefix(path, enginePrefix) && s.load != nil:
-		x.onlyMethod(http.MethodGet, func() { x.engineMetrics(strings.TrimPrefix(path, enginePrefix)) })
+	case !s.adminOnly && isAdminPath(path):
+		x.admin()
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}
@@ -190,38 +270,137 @@ func (x *exchange) onlyMethod(method string, f func()) {
 	f()
 }
 
-// readBody reads the request body into a pooled buffer, refusing bodies over the limit with 413.
+// readBody reads the request body into a pooled buffer that grows with what arrives (never
+// with what the client declares), refusing a body over the size limit with 413, one that would
+// take the bodies in flight over their budget with 503, and one that arrives too slowly (whole
+// body, or under the minimum rate) with 408.
 func (x *exchange) readBody() ([]byte, bool) {
-	limit := x.s.maxBody.Load()
-	if x.r.ContentLength > limit {
-		x.fail(tooLarge(x.r.ContentLength, limit))
+	lim := x.lim
+	if x.r.ContentLength > lim.MaxBodyBytes {
+		x.fail(tooLarge(x.r.ContentLength, lim.MaxBodyBytes))
 		return nil, false
 	}
 	x.buf = x.s.bufs.Get().(*[]byte)
 	b := (*x.buf)[:0]
-	if n := x.r.ContentLength; n > 0 && int64(cap(b)) < n {
-		b = make([]byte, 0, n)
+	if !x.hold(int64(cap(b))) {
+		return nil, false
 	}
+	start := time.Now()
+	end := start.Add(lim.ReadBodyTimeout)
+	var deadline time.Time
+	defer func() {
+		if !deadline.IsZero() && x.bodyRead {
+			_ = x.controller().SetReadDeadline(time.Time{}) // the stream that follows is not bounded by it
+		}
+	}()
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			if b = x.grow(b); b == nil {
+				return nil, false
+			}
+		}
+		// The deadline is the whole body's, or sooner where the bytes so far fall behind the
+		// minimum rate: it moves later by one second per MinBodyRate bytes received.
+		d := end
+		if lim.MinBodyRate > 0 {
+			if r := start.Add(BodyRateGrace + time.Duration(int64(len(b))*int64(time.Second)/lim.MinBodyRate)); r.Before(d) {
+				d = r
+			}
+		}
+		if !d.Equal(deadline) {
+			deadline = d
+			_ = x.controller().SetReadDeadline(d) // unsupported only off a real connection
 		}
 		n, err := x.r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
-		if int64(len(b)) > limit {
-			x.fail(tooLarge(int64(len(b)), limit))
+		if int64(len(b)) > lim.MaxBodyBytes {
+			x.fail(tooLarge(int64(len(b)), lim.MaxBodyBytes))
 			return nil, false
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			x.fail(apierr.Wrap(apierr.InvalidRequest, err, "could not read the request body"))
+			x.failBody(err, len(b), time.Since(start))
 			return nil, false
 		}
 	}
 	*x.buf = b
+	x.bodyRead = true
 	return b, true
+}
+
+// grow returns b with twice its capacity (bounded by the size limit, and by the declared
+// length when there is one), the growth counted against the bodies' budget; nil after failing
+// the request when the budget is spent.
+func (x *exchange) grow(b []byte) []byte {
+	n := 2 * cap(b)
+	if cl := x.r.ContentLength; cl >= int64(len(b)) && cl+1 < int64(n) {
+		n = int(cl + 1) // room for the declared body and the read that sees its end
+	}
+	n = int(min(int64(n), x.lim.MaxBodyBytes+1))
+	if n <= cap(b) {
+		n = cap(b) + 1
+	}
+	if !x.hold(int64(n - cap(b))) {
+		return nil
+	}
+	nb := make([]byte, len(b), n)
+	copy(nb, b)
+	x.s.putBuf(x.buf)
+	*x.buf = nb
+	return nb
+}
+
+// hold counts n more bytes of body against the budget of bodies in flight, or fails the
+// request with 503 when that would exceed it.
+func (x *exchange) hold(n int64) bool {
+	if x.s.inFlight.Add(n) > x.lim.BodyBytesInFlight {
+		x.s.inFlight.Add(-n)
+		x.fail(&apierr.Error{Kind: apierr.Unavailable, Code: "BODY_BUDGET_EXHAUSTED", RetryAfter: time.Second,
+			Message: "the server holds too many request bodies at once; retry shortly"})
+		return false
+	}
+	x.held += n
+	return true
+}
+
+// failBody fails a request whose body could not be read: 408 when it arrived too slowly, a
+// client that went away is recorded as canceled (it gets nothing), anything else is a 400.
+func (x *exchange) failBody(err error, n int, took time.Duration) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		x.fail(&apierr.Error{Kind: apierr.RequestTimeout, Code: "REQUEST_TIMEOUT", Cause: err,
+			Message: "the request body did not arrive in time: " + strconv.Itoa(n) + " bytes in " +
+				took.Round(time.Millisecond).String() + " (the whole body must arrive within " + x.lim.ReadBodyTimeout.String() +
+				minRate(x.lim.MinBodyRate) + ")"})
+	case x.r.Context().Err() != nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		x.fail(fmt.Errorf("%w: the client went away while sending its body: %w", context.Canceled, err))
+	default:
+		x.fail(apierr.Wrap(apierr.InvalidRequest, err, "could not read the request body"))
+	}
+}
+
+func minRate(r int64) string {
+	if r <= 0 {
+		return ""
+	}
+	return ", and at " + strconv.FormatInt(r, 10) + " bytes per second or more after the first " + BodyRateGrace.String()
+}
+
+// controller returns the response controller of the exchange, made once.
+func (x *exchange) controller() *http.ResponseController {
+	if x.rc == nil {
+		x.rc = http.NewResponseController(x.w)
+	}
+	return x.rc
+}
+
+// armWrite bounds the next writes to the client by Limits.WriteTimeout.
+func (x *exchange) armWrite() {
+	_ = x.controller().SetWriteDeadline(time.Now().Add(x.lim.WriteTimeout)) // unsupported only off a real connection
 }
 
 func tooLarge(n, limit int64) *apierr.Error {
@@ -246,7 +425,7 @@ func (x *exchange) fail(err error) {
 		e = &apierr.Error{Kind: apierr.Unavailable, Code: "shutting_down", Cause: err,
 			Message: "the server is shutting down; retry the request"}
 		rec.ErrorType = e.Kind.AnthropicType()
-	} else if errors.Is(err, context.Canceled) && x.r.Context().Err() != nil {
+	} else if errors.Is(err, context.Canceled) && (x.r.Context().Err() != nil || !x.bodyRead && x.buf != nil) {
 		// The client went away: nothing more reaches it. The record keeps the status it was
 		// sent (or 499, nginx's "client closed request", when it was sent none).
 		rec.ErrorType = "canceled"
@@ -266,6 +445,14 @@ func (x *exchange) fail(err error) {
 	}
 	rec.Status = e.Status()
 	h := x.w.Header()
+	if !x.bodyRead && x.r.ContentLength != 0 && x.r.ProtoMajor == 1 {
+		// A refusal before the body was read (or while it was): close the connection after the
+		// answer instead of waiting for a body that will not be used, which net/http would
+		// otherwise drain first, for as long as the client takes to send it.
+		h["Connection"] = connectionClose
+		// …and net/http's close of the unread body must not wait for it either.
+		_ = x.controller().SetReadDeadline(time.Now())
+	}
 	code := e.Code
 	if code == "" {
 		code = e.Kind.AnthropicType()
@@ -283,6 +470,8 @@ func (x *exchange) fail(err error) {
 	}
 	x.writeErrorBody(e)
 }
+
+var connectionClose = []string{"close"}
 
 // headerValues holds the values of the headers the server sets, so that their []string values
 // are slices of one array.
@@ -360,6 +549,7 @@ func (x *exchange) writeFull(status int, contentType string, body []byte) {
 	x.writeTimingHeaders(x.call.Record.EngineTime, len(body))
 	x.call.Record.Status = status
 	x.wrote = true
+	x.armWrite()
 	x.w.WriteHeader(status)
 	if x.r.Method != http.MethodHead {
 		x.w.Write(body) //nolint:errcheck // the client went away; nothing to do
@@ -375,7 +565,6 @@ func (x *exchange) writeFull(status int, contentType string, body []byte) {
 type streamWriter struct {
 	x           *exchange
 	contentType string
-	rc          *http.ResponseController
 	buf         *[]byte // written since the last flush; from the server's pool
 }
 
@@ -407,6 +596,7 @@ func (sw *streamWriter) drain() error {
 	if sw.buf == nil || len(*sw.buf) == 0 {
 		return nil
 	}
+	sw.x.armWrite()
 	_, err := sw.x.w.Write(*sw.buf)
 	*sw.buf = (*sw.buf)[:0]
 	return err
@@ -419,12 +609,16 @@ func (sw *streamWriter) flush() error {
 	if sw.x.ended {
 		return nil
 	}
-	if sw.rc == nil {
-		sw.rc = http.NewResponseController(sw.x.w)
-	}
-	err := sw.rc.Flush()
+	rc := sw.x.controller()
+	sw.x.armWrite()
+	err := rc.Flush()
 	if errors.Is(err, http.ErrNotSupported) {
 		return nil
+	}
+	if err == nil {
+		// The wait for the stream's next event is not a write: under HTTP/2 a deadline left
+		// armed would reset the stream when it passed, written to or not.
+		_ = rc.SetWriteDeadline(time.Time{})
 	}
 	return err
 }
@@ -486,6 +680,9 @@ func (x *exchange) health() {
 func (x *exchange) finish() {
 	if x.sw != nil {
 		_ = x.sw.drain() // the client went away when it fails; the record says what was sent
+		if x.r.ProtoMajor == 1 {
+			x.armWrite() // for the stream's last bytes, which net/http writes after the handler
+		}
 	}
 	rec := &x.call.Record
 	if rec.Status == 0 {
@@ -498,6 +695,9 @@ func (x *exchange) finish() {
 	if x.s.access != nil {
 		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
 		x.s.access.Write(&e)
+	}
+	if x.held != 0 {
+		x.s.inFlight.Add(-x.held)
 	}
 	x.s.putBuf(x.buf)
 	x.s.putBuf(x.out)

@@ -1,0 +1,569 @@
+package layer0_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/server"
+)
+
+// The listener's protections, driven over real sockets as a stranger would: slow clients, bodies
+// declared and never sent, too many connections, bodies that pin memory, headers over the limit.
+
+// hardKey is the API key of the hardened gateway's config; hardConfig holds its hash.
+const hardKey = "l0-hardening-test-key"
+
+func hardConfig(t testing.TB, server string) *config.Config {
+	return parseConfig(t, fmt.Sprintf(`
+server:
+%s
+keys:
+  - name: tester
+    hash: %s
+`, server, authHash(hardKey)))
+}
+
+// serveListener serves cfg the way `layer0 serve` does — the gateway's own capped listener and
+// the configuration's listener timeouts — and returns the gateway, its address, and the log.
+func serveListener(t testing.TB, cfg *config.Config) (*layer0.Gateway, string, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	g, err := layer0.New(cfg, layer0.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := g.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.Serve(ctx, srv, ln, time.Second, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		g.Close()
+	})
+	return g, ln.Addr().String(), logs
+}
+
+// closedWithin reads c until the server closes it, failing when that takes longer than limit;
+// it returns what the server sent.
+func closedWithin(t *testing.T, c net.Conn, limit time.Duration) string {
+	t.Helper()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(limit))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("the connection was still open after %s (read %q)", limit, b)
+		}
+		// A reset after the answer is a close too.
+	}
+	return string(b)
+}
+
+// healthy checks the server still answers /healthz.
+func healthy(t *testing.T, addr string) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %d", resp.StatusCode)
+	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// statusOf parses the status code of a raw HTTP/1.1 answer.
+func statusOf(t *testing.T, raw string) int {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatalf("not an HTTP answer: %v: %q", err, raw)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// jsonError parses a raw HTTP/1.1 answer whose body must be an Anthropic-format JSON error, and
+// returns its status and error type.
+func jsonError(t *testing.T, raw string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatalf("not an HTTP answer: %v: %q", err, raw)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type == "" || e.Error.Message == "" {
+		t.Fatalf("status %d: body is not a JSON error (%v): %q", resp.StatusCode, err, body)
+	}
+	return resp.StatusCode, e.Error.Type, resp.Header
+}
+
+func TestSlowHeadersClosed(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 300ms"))
+	c := dial(t, addr)
+	// Headers one byte at a time, never finished.
+	go func() {
+		for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
+			if _, err := c.Write([]byte{b}); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	closedWithin(t, c, 3*time.Second)
+	healthy(t, addr)
+}
+
+// A refused request is answered at once and the connection closed: the server does not wait for
+// a body it will not read.
+func TestRefusedBeforeBodyAnsweredAndClosed(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
+	c := dial(t, addr)
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+	raw := closedWithin(t, c, 3*time.Second)
+	status, typ, _ := jsonError(t, raw)
+	if status != http.StatusUnauthorized || typ != "authentication_error" {
+		t.Fatalf("got %d %s, want 401 authentication_error", status, typ)
+	}
+	if !strings.Contains(raw, "\r\nConnection: close\r\n") {
+		t.Fatalf("no Connection: close in %q", raw)
+	}
+	healthy(t, addr)
+}
+
+func TestDeclaredBodyNeverSent(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 700ms"))
+	c := dial(t, addr)
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
+	start := time.Now()
+	raw := closedWithin(t, c, 3*time.Second)
+	if took := time.Since(start); took < 600*time.Millisecond {
+		t.Fatalf("closed after %s, before the body timeout", took)
+	}
+	status, typ, _ := jsonError(t, raw)
+	if status != http.StatusRequestTimeout || typ != "timeout_error" {
+		t.Fatalf("got %d %s, want 408 timeout_error", status, typ)
+	}
+	healthy(t, addr)
+}
+
+// An authenticated body sent at one byte every 100ms gets 408 at the whole-body deadline.
+func TestBodySlowloris(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 1s"))
+	c := dial(t, addr)
+	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := 0; i < len(body); i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := c.Write([]byte{body[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	raw := closedWithin(t, c, 4*time.Second)
+	if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", status)
+	}
+	healthy(t, addr)
+}
+
+// Under the minimum rate a body is refused before the whole-body deadline: after the grace,
+// the deadline moves by one second per min_body_rate bytes.
+func TestBodyUnderMinimumRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the rate's grace")
+	}
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 60s\n  min_body_rate: 1000"))
+	c := dial(t, addr)
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
+	c.Write(bytes.Repeat([]byte(" "), 1000)) // one second's worth
+	start := time.Now()
+	raw := closedWithin(t, c, server.BodyRateGrace+4*time.Second)
+	if took := time.Since(start); took < server.BodyRateGrace {
+		t.Fatalf("closed after %s, inside the grace", took)
+	}
+	if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", status)
+	}
+}
+
+func TestConnectionCap(t *testing.T) {
+	t.Parallel()
+	g, addr, logs := serveListener(t, hardConfig(t, "  max_connections: 4"))
+	_ = g
+	// Four idle connections take every slot…
+	held := make([]net.Conn, 4)
+	for i := range held {
+		held[i] = dial(t, addr)
+		fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted and served: the slot is taken
+		br := bufio.NewReader(held[i])
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// …so a fifth gets a 503 in JSON and is closed.
+	c := dial(t, addr)
+	raw := closedWithin(t, c, 3*time.Second)
+	status, typ, h := jsonError(t, raw)
+	if status != http.StatusServiceUnavailable || typ != "overloaded_error" || h.Get("Retry-After") == "" {
+		t.Fatalf("got %d %s retry-after %q, want 503 overloaded_error with retry-after", status, typ, h.Get("Retry-After"))
+	}
+	if !strings.Contains(logs.String(), `"msg":"connection refused: the listener is at max_connections"`) {
+		t.Fatalf("no log line for the refusal: %s", logs.String())
+	}
+	// One slot freed: the server answers again.
+	held[0].Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Get("http://" + addr + "/healthz")
+		if err == nil && resp.StatusCode == http.StatusOK {
+			resp.Body.Close()
+			break
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot freed after a close: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The refusal is counted (the fifth; the wait for a free slot may have been refused too).
+	if v := metricValue(t, "http://"+addr, "layer0_connections_refused_total"); v < 1 {
+		t.Fatalf("layer0_connections_refused_total %v, want at least 1", v)
+	}
+}
+
+// Bodies that declare the maximum size and send one byte hold what they sent, not what they
+// declared: 100 of them (3.2 GB declared) must keep the heap under 64 MiB more.
+func TestDeclaredBodiesDoNotPinMemory(t *testing.T) {
+	g, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
+	const n = 100
+	const bound = 64 << 20
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
+	}
+	// Wait until every body is being read.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.BodyBytesInFlight() < n*16<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("bodies in flight hold %d bytes, want %d connections reading", g.BodyBytesInFlight(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d connections declaring 32 MiB and sending 1 byte: heap +%d KiB, bodies hold %d KiB", n, grew>>10, g.BodyBytesInFlight()>>10)
+	if grew > bound {
+		t.Fatalf("heap grew by %d bytes with %d one-byte bodies, over the bound of %d", grew, n, bound)
+	}
+}
+
+// When the bodies in flight hold the whole budget, one more is refused with 503 and retry-after.
+func TestBodyBudget(t *testing.T) {
+	t.Parallel()
+	g, addr, _ := serveListener(t, hardConfig(t, "  max_body_bytes: 65536\n  max_body_bytes_in_flight: 65536"))
+	for i := 0; i < 4; i++ { // 4 × 16 KiB: the budget
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for g.BodyBytesInFlight() < 4*16<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("bodies hold %d bytes", g.BodyBytesInFlight())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := dial(t, addr)
+	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d retry-after %q, want 503 with retry-after", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// Headers over the limit, and requests net/http cannot parse, get JSON errors too.
+func TestUnparsableRequestsGetJSON(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 2s"))
+	for name, req := range map[string]string{
+		"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
+		"bad request line":       "GARBAGE\r\n\r\n",
+		"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+	} {
+		c := dial(t, addr)
+		io.WriteString(c, req)
+		raw := closedWithin(t, c, 3*time.Second)
+		status, typ, _ := jsonError(t, raw)
+		if name == "headers over the limit" && (status != http.StatusRequestHeaderFieldsTooLarge || typ != "request_too_large") {
+			t.Fatalf("%s: got %d %s, want 431 request_too_large", name, status, typ)
+		}
+		if name != "headers over the limit" && status != http.StatusBadRequest {
+			t.Fatalf("%s: got %d, want 400", name, status)
+		}
+	}
+}
+
+// A client that sends half its body and leaves is a canceled request, not a 400.
+func TestClientGoneMidBodyIsCanceled(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, ""))
+	before, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`)
+	c := dial(t, addr)
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if v, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`); v == before+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			inv, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="invalid"`)
+			t.Fatalf("canceled not counted; invalid=%v", inv)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client that stops reading a stream is disconnected after the write timeout instead of
+// holding the request forever.
+func TestStalledReaderDisconnected(t *testing.T) {
+	t.Parallel()
+	cfg := parseConfig(t, fmt.Sprintf(`
+server: {write_timeout: 500ms}
+engines: {echo: {kind: sim, sim: {mode: echo}}}
+models: {sim: {engines: [echo]}}
+keys: [{name: tester, hash: %s}]
+`, authHash(hardKey)))
+	_, addr, _ := serveListener(t, cfg)
+	d := net.Dialer{}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	// The echo engine repeats 750 KB of words: tens of megabytes of events, more than any socket
+	// buffers hold.
+	body := `{"model":"sim","max_tokens":1000000,"stream":true,"messages":[{"role":"user","content":"` +
+		strings.Repeat("word ", 150000) + `"}]}`
+	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+	// Never read. The request must end (stream error or canceled) within seconds.
+	base := "http://" + addr
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="stream_error"`)
+		w, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="canceled"`)
+		o, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="ok"`)
+		if inv, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="invalid"`); inv > 0 {
+			t.Fatal("the request was refused")
+		}
+		if v+w+o >= 1 {
+			if o >= 1 {
+				t.Skip("the whole answer fit in the socket buffers; nothing stalled")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a stream to a client that stopped reading was still running after 15s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestNegotiateIgnoresHost(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, ""))
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
+	req.Host = "evil.example"
+	req.Header.Set("X-Api-Key", hardKey)
+	c := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "evil") || loc != "/v1/messages" {
+		t.Fatalf("got %d Location %q, want 302 to /v1/messages", resp.StatusCode, loc)
+	}
+	req, _ = http.NewRequest(http.MethodPut, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
+	req.Header.Set("X-Api-Key", hardKey)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("PUT negotiate: %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestVocabErrorsInJSON(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := serveListener(t, hardConfig(t, ""))
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{{"GET", "/v1/binary/vocab/0000", 404}, {"POST", "/v1/binary/vocab", 405}} {
+		c := dial(t, addr)
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", tc.method, tc.path)
+		raw := closedWithin(t, c, 3*time.Second)
+		if status, _, _ := jsonError(t, raw); status != tc.want {
+			t.Fatalf("%s %s: %d, want %d", tc.method, tc.path, status, tc.want)
+		}
+	}
+}
+
+// With an admin address the metrics leave the public listener.
+func TestAdminListener(t *testing.T) {
+	t.Parallel()
+	g, addr, _ := serveListener(t, hardConfig(t, "  admin_addr: 127.0.0.1:0"))
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("public /metrics: %d, want 404", resp.StatusCode)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Second}
+	go srv.Serve(ln) //nolint:errcheck // ends at Close
+	defer srv.Close()
+	resp, err = http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "layer0_connections_refused_total") {
+		t.Fatalf("admin /metrics: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + ln.Addr().String() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("admin /v1/models: %d, want 404", resp.StatusCode)
+	}
+}
+
+// The anthropic and OpenAI reset headers of one answer describe the same instant.
+func TestRateLimitResetHeadersAgree(t *testing.T) {
+	t.Parallel()
+	cfg := parseConfig(t, fmt.Sprintf(`
+keys:
+  - name: tester
+    hash: %s
+    limits: {requests_per_minute: 5}
+`, authHash(hardKey)))
+	_, addr, _ := serveListener(t, cfg)
+	body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	for i := 0; i < 7; i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("X-Api-Key", hardKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339, resp.Header.Get("Anthropic-Ratelimit-Requests-Reset"))
+		if err != nil {
+			t.Fatalf("answer %d (%d): anthropic reset %q: %v", i, resp.StatusCode, resp.Header.Get("Anthropic-Ratelimit-Requests-Reset"), err)
+		}
+		in, err := time.ParseDuration(resp.Header.Get("X-Ratelimit-Reset-Requests"))
+		if err != nil {
+			t.Fatalf("answer %d (%d): openai reset %q: %v", i, resp.StatusCode, resp.Header.Get("X-Ratelimit-Reset-Requests"), err)
+		}
+		// Date has whole seconds and the RFC 3339 time rounds up: they agree within 2s.
+		if d := at.Sub(date) - in; d < -2*time.Second || d > 2*time.Second {
+			t.Fatalf("answer %d (%d): anthropic reset %s is %s after Date, openai reset says %s",
+				i, resp.StatusCode, at.Format(time.RFC3339), at.Sub(date), in)
+		}
+		if rem, _ := strconv.Atoi(resp.Header.Get("Anthropic-Ratelimit-Requests-Remaining")); rem != mustAtoi(resp.Header.Get("X-Ratelimit-Remaining-Requests")) {
+			t.Fatalf("answer %d: remaining differ", i)
+		}
+	}
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
