@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -22,6 +23,10 @@ func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) WriteHeader(s int)           { w.status = s }
 func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
 func (w *discardWriter) Flush()                      {}
+
+// The deadlines a real connection's writer supports (the server bounds body reads and writes).
+func (w *discardWriter) SetReadDeadline(time.Time) error  { return nil }
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 
 var benchBody = []byte(`{"model":"sim","max_tokens":20,"system":"You are terse.","messages":[{"role":"user","content":"Summarise the benefits of a single-process gateway."}]}`)
 

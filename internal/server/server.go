@@ -138,14 +138,15 @@ func (s *Server) BodyBytesInFlight() int64 { return s.inFlight.Load() }
 
 // exchange is one request/response in flight.
 type exchange struct {
-	s    *Server
-	w    http.ResponseWriter
-	r    *http.Request
-	p    *pipeline.Pipeline
-	lim  *Limits
-	rc   *http.ResponseController // made at first use
-	call pipeline.Call
-	buf  *[]byte // the request body
+	s     *Server
+	w     http.ResponseWriter
+	r     *http.Request
+	p     *pipeline.Pipeline
+	lim   *Limits
+	rc    http.ResponseController // valid when hasRC
+	hasRC bool
+	call  pipeline.Call
+	buf   *[]byte // the request body
 	// held is the bytes of the body buffer counted against Limits.BodyBytesInFlight.
 	held int64
 	// bodyRead is set once the body was read to its end.
@@ -392,10 +393,10 @@ func minRate(r int64) string {
 
 // controller returns the response controller of the exchange, made once.
 func (x *exchange) controller() *http.ResponseController {
-	if x.rc == nil {
-		x.rc = http.NewResponseController(x.w)
+	if !x.hasRC {
+		x.rc, x.hasRC = *http.NewResponseController(x.w), true // a copy: no allocation
 	}
-	return x.rc
+	return &x.rc
 }
 
 // armWrite bounds the next writes to the client by Limits.WriteTimeout.
