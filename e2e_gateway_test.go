@@ -761,7 +761,7 @@ keys:
   - {name: limited, hash: `+authHash("l0-limited")+`, models: [local]}
 engines:
   sim: {kind: sim}
-  vllm: {kind: openai, url: "http://user:secret@10.9.8.7:8000"}
+  vllm: {kind: openai, url: "http://10.9.8.7:8000"}
 models:
   local: {engines: [sim]}
   remote: {engines: [vllm]}

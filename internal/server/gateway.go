@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -86,7 +85,7 @@ func (x *exchange) negotiate() {
 	}
 	rec := &x.call.Record
 	rec.Model, rec.Served, rec.Engine = picked.Name, picked.Model, picked.Engine
-	loc := withoutUserinfo(picked.URL)
+	loc := picked.URL
 	if loc == "" {
 		// An engine embedded here: this server's own path, relative (RFC 9110 §10.2.2), never
 		// built from the client's Host header, which the client controls.
@@ -125,17 +124,6 @@ func (x *exchange) admin() {
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
 	}
-}
-
-// withoutUserinfo drops the user:password@ part of a URL: an engine's credentials never reach a
-// client.
-func withoutUserinfo(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = nil
-	return u.String()
 }
 
 // serveMetrics serves GET /metrics.
