@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -25,22 +27,59 @@ func fingerprintOf(path string) (fingerprint, error) {
 	return sha256.Sum256(b), nil
 }
 
+// settleTime is how long the config file must have been left alone before it is read as
+// complete; settleTries bounds the re-reads while it keeps changing.
+const (
+	settleTime  = 250 * time.Millisecond
+	settleTries = 20
+)
+
 // reloader re-reads the config file on SIGHUP and whenever its content changes (polled once a
 // second: no dependency, and it works on every file system, including the symlink swaps of a
 // Kubernetes ConfigMap). A file that fails to load is rejected with every problem logged, and the
-// running configuration keeps serving.
+// running configuration keeps serving. A reload is never less strict than a start: the file is
+// read until it has settled (see stable), an empty file is an error, and a file that removes every
+// key while keys are in force is refused unless it sets auth.allow_none.
 type reloader struct {
 	path   string
 	g      *layer0.Gateway
 	logger *slog.Logger
 	level  *slog.LevelVar
 	last   fingerprint // the version last loaded or rejected
+	settle time.Duration
+	sleep  func(time.Duration) // time.Sleep; replaced in tests
 }
 
 func newReloader(path string, g *layer0.Gateway, logger *slog.Logger, level *slog.LevelVar) *reloader {
-	r := &reloader{path: path, g: g, logger: logger, level: level}
+	r := &reloader{path: path, g: g, logger: logger, level: level, settle: settleTime, sleep: time.Sleep}
 	r.last, _ = fingerprintOf(path) // the version New was given, near enough: a change after it is seen
 	return r
+}
+
+// stable reads the file once it has settled: when it was last modified at least r.settle ago,
+// or else when two reads r.settle apart agree. A file written in place (not renamed into place)
+// is empty or partial while it is written; what stable returns is what its writer left.
+func (r *reloader) stable() ([]byte, error) {
+	b, err := os.ReadFile(r.path)
+	for range settleTries {
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(r.path)
+		if err != nil {
+			return nil, err
+		}
+		if time.Since(fi.ModTime()) >= r.settle {
+			return b, nil
+		}
+		r.sleep(r.settle)
+		again, err := os.ReadFile(r.path)
+		if err == nil && bytes.Equal(again, b) {
+			return b, nil
+		}
+		b = again
+	}
+	return nil, fmt.Errorf("config: %s: still changing after %d reads %v apart", r.path, settleTries, r.settle)
 }
 
 // run reloads on each signal from hup and each tick on which the file changed, until ctx ends.
@@ -78,10 +117,7 @@ func (r *reloader) poll() {
 // settings cannot change without a restart: the address in force is kept, and a change to the
 // others is reported.
 func (r *reloader) reload(why string) bool {
-	if fp, err := fingerprintOf(r.path); err == nil {
-		r.last = fp
-	}
-	cfg, err := config.Load(r.path)
+	cfg, err := r.load()
 	running := r.g.Config()
 	if err == nil {
 		fileAddr := cfg.Server.Addr
@@ -111,4 +147,24 @@ func (r *reloader) reload(why string) bool {
 	_ = r.level.UnmarshalText([]byte(cfg.Log.Level))
 	r.logger.Info("config reloaded", "path", r.path, "reason", why)
 	return true
+}
+
+// load reads the settled file and checks it as a start would, and more: it must not remove
+// every key while keys are in force unless it says so (auth.allow_none). The version read is
+// remembered, so polling does not retry it.
+func (r *reloader) load() (*config.Config, error) {
+	b, err := r.stable()
+	if err != nil {
+		return nil, err
+	}
+	r.last = sha256.Sum256(b)
+	cfg, err := config.LoadBytes(r.path, b)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(r.g.Config().Keys); n > 0 && len(cfg.Keys) == 0 && !cfg.Auth.AllowNone {
+		return nil, fmt.Errorf("config: %s: %w", r.path, &config.Errors{List: []string{fmt.Sprintf(
+			"keys: the file has no keys while %d are in force; set auth.allow_none: true to turn auth off", n)}})
+	}
+	return cfg, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
 )
 
@@ -59,6 +60,7 @@ func newTestReloader(t *testing.T, text string) (*reloader, *layer0.Gateway, *sy
 	var log syncBuffer
 	level := new(slog.LevelVar)
 	r := newReloader(path, g, slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: level})), level)
+	r.settle = 20 * time.Millisecond // every file a test writes is fresh: keep the settling short
 	return r, g, &log, level
 }
 
@@ -206,5 +208,110 @@ func TestServeSaysWhenAuthless(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+// rejected checks that the last reload was refused with an ERROR record containing want, and
+// that the running configuration is still was.
+func rejected(t *testing.T, g *layer0.Gateway, was *config.Config, log *syncBuffer, want string) {
+	t.Helper()
+	if g.Config() != was {
+		t.Errorf("the running configuration was replaced (models now %q)", models(g))
+	}
+	var last string
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		last = line
+	}
+	if !strings.Contains(last, `"level":"ERROR"`) || !strings.Contains(last, "config reload rejected") ||
+		!strings.Contains(last, want) {
+		t.Errorf("last log record: %s\nwant an ERROR rejecting the reload, containing %q", last, want)
+	}
+}
+
+const cfgBlock = "engines:\n  s: {kind: sim}\nmodels:\n  one: {engines: [s]}\n  two: {engines: [s]}\n"
+
+// TestReloadRefusesEmptyAndPartialFiles checks the moments of a non-atomic write: an empty file
+// and files cut short are errors, logged at ERROR, and the running configuration keeps serving.
+func TestReloadRefusesEmptyAndPartialFiles(t *testing.T) {
+	r, g, log, _ := newTestReloader(t, cfgBlock)
+	was := g.Config()
+	for _, tt := range []struct{ name, text, want string }{
+		{"empty", "", "the file is empty"},
+		{"blank", "\n  \n# nothing yet\n", "the file is empty"},
+		{"cut after a section's key", "engines:\n", "engines: the section has no value"},
+		{"cut inside a line", cfgBlock[:strings.Index(cfgBlock, "wo:")], "could not find expected ':'"},
+		{"cut inside a value", cfgBlock[:len(cfgBlock)-9], "did not find expected ','"},
+		{"cut inside a flow mapping", "engines: {s: {kind: sim}}\nmodels: {one: {engi", "line"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			writeFile(t, r.path, tt.text)
+			r.poll()
+			rejected(t, g, was, log, tt.want)
+		})
+	}
+	writeFile(t, r.path, cfgBlock+"  three: {engines: [s]}\n")
+	r.poll()
+	if got := models(g); got != "one, three, two" {
+		t.Errorf("after the complete file: models %q, want one, three, two", got)
+	}
+}
+
+// TestReloadWaitsForAFileWrittenInTwoHalves writes a file in place in two halves, the first a
+// valid configuration on its own, the second while the reloader waits for the file to settle:
+// only the whole file is applied.
+func TestReloadWaitsForAFileWrittenInTwoHalves(t *testing.T) {
+	r, g, log, _ := newTestReloader(t, cfgOne)
+	half := strings.Index(cfgBlock, "  two:")
+	writeFile(t, r.path, cfgBlock[:half]+"  three: {engines: [s]}\n")
+	if _, err := config.Parse([]byte(cfgBlock[:half] + "  three: {engines: [s]}\n")); err != nil {
+		t.Fatalf("the first half must load on its own for this test: %v", err)
+	}
+	sleeps := 0
+	r.sleep = func(d time.Duration) {
+		if sleeps++; sleeps == 1 { // the writer finishes while the reloader waits
+			writeFile(t, r.path, cfgBlock[:half]+"  three: {engines: [s]}\n"+cfgBlock[half:])
+		}
+		time.Sleep(d)
+	}
+	r.poll()
+	if got := models(g); got != "one, three, two" {
+		t.Errorf("models %q, want the whole file's one, three, two", got)
+	}
+	if n := strings.Count(log.String(), `"msg":"config reloaded"`); n != 1 {
+		t.Errorf("%d reloads, want 1 (the half file must not be applied):\n%s", n, log.String())
+	}
+	if sleeps == 0 {
+		t.Error("the fresh file was applied without waiting for it to settle")
+	}
+
+	// A file left alone longer than the settle time is read at once.
+	writeFile(t, r.path, cfgOne)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(r.path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	sleeps = 0
+	r.poll()
+	if got := models(g); got != "one" || sleeps != 0 {
+		t.Errorf("a settled file: models %q after %d waits, want one after none", got, sleeps)
+	}
+}
+
+// TestReloadRefusesRemovingAllKeys checks that a file without keys cannot turn auth off while
+// keys are in force, unless it says so.
+func TestReloadRefusesRemovingAllKeys(t *testing.T) {
+	withKey := "keys:\n  - {name: a, hash: " + auth.HashHex("l0-reload") + "}\n" + cfgOne
+	r, g, log, _ := newTestReloader(t, withKey)
+	was := g.Config()
+	writeFile(t, r.path, cfgOne)
+	r.poll()
+	rejected(t, g, was, log, "no keys while 1 are in force")
+	if len(g.Config().Keys) != 1 {
+		t.Fatalf("keys in force: %d, want 1", len(g.Config().Keys))
+	}
+	writeFile(t, r.path, "auth: {allow_none: true}\n"+cfgOne)
+	r.poll()
+	if len(g.Config().Keys) != 0 {
+		t.Errorf("with auth.allow_none: %d keys in force, want none: %s", len(g.Config().Keys), log.String())
 	}
 }

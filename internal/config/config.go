@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,6 +33,8 @@ type Config struct {
 	// Keys are the API keys clients present, declared by their SHA-256 hashes. Default none:
 	// layer0 then serves without auth, and only on a loopback address.
 	Keys []Key `yaml:"keys"`
+	// Auth holds the settings of authentication beyond the keys themselves.
+	Auth Auth `yaml:"auth"`
 	// Limits are the global rate limits and the request size limits.
 	Limits Limits `yaml:"limits"`
 	// Aliases map another name to a model or a split ("claude-latest": "claude-3-5-sonnet").
@@ -203,6 +206,14 @@ type Model struct {
 	Fallback []string `yaml:"fallback"`
 }
 
+// Auth holds the settings of authentication beyond the keys themselves.
+type Auth struct {
+	// AllowNone lets a reload remove every key while keys are in force, which turns auth off
+	// (and layer0 then serves only on a loopback address). Default false: such a reload is
+	// refused, as a file emptied or cut short while being written would otherwise do it.
+	AllowNone bool `yaml:"allow_none"`
+}
+
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
@@ -227,11 +238,30 @@ func Default() *Config {
 	return c
 }
 
-// Load reads, decodes, defaults and validates the file at path.
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes).
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	return LoadBytes(path, b)
+}
+
+// LoadBytes decodes, defaults and validates b, the content of the file at path. Unlike Parse it
+// refuses a document without a setting (empty, blank or only comments): a file is meant to
+// configure something, and an empty one is most likely being written, not the wish to run the
+// embedded default (which starting without a file gives).
+func LoadBytes(path string, b []byte) (*Config, error) {
+	if empty(b) {
+		return nil, fmt.Errorf("config: %s: %w", path, &Errors{List: []string{
+			"the file is empty (no settings); start without a config file for the embedded default"}})
+	}
+	if cut := bareSections(b); len(cut) > 0 {
+		errs := &Errors{}
+		for _, name := range cut {
+			errs.add(name, "the section has no value; is the file complete?")
+		}
+		return nil, fmt.Errorf("config: %s: %w", path, errs)
 	}
 	c, err := Parse(b)
 	if err != nil {
@@ -240,13 +270,45 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// bareSections returns the top-level keys of the YAML document b given no value ("models:" and
+// nothing under it): what a file cut short at a line's end looks like, which would otherwise
+// load as that section's default (the embedded sim model, for engines and models).
+func bareSections(b []byte) []string {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	var bare []string
+	m := root.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if v := m.Content[i+1]; v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			bare = append(bare, m.Content[i].Value)
+		}
+	}
+	return bare
+}
+
+// empty reports whether the YAML document b has no settings: nothing, or only comments, or a
+// null document. Invalid YAML is not empty: Parse reports it.
+func empty(b []byte) bool {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return false
+	}
+	if len(root.Content) == 0 {
+		return true
+	}
+	n := root.Content[0]
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
 // Parse decodes, defaults and validates a YAML document. Its error is an *Errors listing every
 // problem found.
 func Parse(b []byte) (*Config, error) {
 	c := &Config{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, &Errors{List: []string{RedactUserinfo(strings.TrimPrefix(err.Error(), "yaml: "))}}
 	}
 	errs := &Errors{}
 	if len(root.Content) > 0 {
@@ -255,7 +317,7 @@ func Parse(b []byte) (*Config, error) {
 		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 			var te *yaml.TypeError
 			if !errors.As(err, &te) {
-				return nil, &Errors{List: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+				return nil, &Errors{List: []string{RedactUserinfo(strings.TrimPrefix(err.Error(), "yaml: "))}}
 			}
 			// The decoder went on past these: report them, then everything Validate finds in
 			// what was decoded, so one typo does not hide the other problems.
@@ -280,6 +342,9 @@ func Parse(b []byte) (*Config, error) {
 		}
 	}
 	if len(errs.List) > 0 {
+		for i, m := range errs.List {
+			errs.List[i] = RedactUserinfo(m) // a value quoted by the YAML library or by Validate
+		}
 		return nil, errs
 	}
 	return c, nil
@@ -498,7 +563,7 @@ func (c *Config) Validate() error {
 			if e.URL == "" {
 				errs.add(p+".url", "required for kind %s", e.Kind)
 			} else if msg := checkURL(e.URL); msg != "" {
-				errs.add(p+".url", "%s, got %q", msg, e.URL)
+				errs.add(p+".url", "%s, got %q", msg, RedactUserinfo(e.URL))
 			}
 		case "":
 			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
@@ -535,6 +600,9 @@ func (c *Config) Validate() error {
 	c.validatePolicy(errs)
 	if len(errs.List) == 0 {
 		return nil
+	}
+	for i, m := range errs.List {
+		errs.List[i] = RedactUserinfo(m)
 	}
 	return errs
 }
@@ -606,4 +674,43 @@ func checkURL(s string) string {
 		}
 	}
 	return ""
+}
+
+// RedactUserinfo returns s with the userinfo of every URL in it (the "user:password@" after a
+// scheme's "://") replaced by "xxxxx@", so that a message quoting an engine's URL never shows its
+// credentials. It works on text, not on parsed URLs, so it also covers URLs too malformed to
+// parse and URLs inside longer messages.
+func RedactUserinfo(s string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		start := i + len("://")
+		// userinfo is what comes before the last '@' up to the end of the URL (a quote, a space
+		// or the end of s). The '@' is looked for past the authority too: a password with a '/',
+		// '?' or '#' in it breaks a URL's syntax but is still a password.
+		end := start + strings.IndexFunc(rest[start:], func(r rune) bool {
+			return r == '"' || r == '\'' || r == '`' || r == '\\' || r == '<' || r == '>' || unicode.IsSpace(r)
+		})
+		if end < start {
+			end = len(rest)
+		}
+		at := strings.LastIndexByte(rest[start:end], '@')
+		if at < 0 {
+			b.WriteString(rest[:end])
+			rest = rest[end:]
+			continue
+		}
+		b.WriteString(rest[:start])
+		b.WriteString("xxxxx")
+		rest = rest[start+at:]
+	}
+	if b.Len() == 0 {
+		return s
+	}
+	b.WriteString(rest)
+	return b.String()
 }

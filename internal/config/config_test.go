@@ -192,3 +192,59 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadBytesRefusesEmptyAndCutFiles(t *testing.T) {
+	for _, tt := range []struct{ name, text, want string }{
+		{"empty", "", "the file is empty"},
+		{"comments only", "# layer0\n\n", "the file is empty"},
+		{"null document", "~\n", "the file is empty"},
+		{"bare section", "engines: {s: {kind: sim}}\nmodels:\n", "models: the section has no value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadBytes("layer0.yaml", []byte(tt.text))
+			var errs *Errors
+			if !errors.As(err, &errs) || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "config: layer0.yaml: ") {
+				t.Errorf("got %v, want an *Errors naming the file and saying %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := LoadBytes("layer0.yaml", []byte("engines: {s: {kind: sim}}\nmodels: {m: {engines: [s]}}\n")); err != nil {
+		t.Errorf("a complete file: %v", err)
+	}
+}
+
+func TestRedactUserinfo(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"http://user:pass@host:8000/v1", "http://xxxxx@host:8000/v1"},
+		{`got "https://tok@h" and "http://a:b@c/d"`, `got "https://xxxxx@h" and "http://xxxxx@c/d"`},
+		{"http://u:pa/ss@host", "http://xxxxx@host"},
+		{"http://host/path no credentials", "http://host/path no credentials"},
+		{"no url at all", "no url at all"},
+	} {
+		if got := RedactUserinfo(tt.in); got != tt.want {
+			t.Errorf("RedactUserinfo(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestErrorsNeverShowEngineCredentials checks every message a bad engine URL can produce.
+func TestErrorsNeverShowEngineCredentials(t *testing.T) {
+	for _, text := range []string{
+		"engines: {e: {kind: openai, url: 'ftp://admin:s3cret@host'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: 'http://admin:s3cret@host:99999'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: 'http://admin:s3cret@host?x=1'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: 'http://admin:s3cret@ho st'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: 'http://admin:s3cret@host', timeouts: 'http://admin:s3cret@host'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: {x: 'http://admin:s3cret@host'}}}\n",
+		"engines: {e: {kind: openai, url: [http://admin:s3cret@host}\n",
+	} {
+		_, err := LoadBytes("layer0.yaml", []byte(text))
+		if err == nil {
+			t.Errorf("%q: loaded, want an error", text)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "admin") {
+			t.Errorf("%q: the error shows the credentials: %v", text, err)
+		}
+	}
+}

@@ -2,11 +2,14 @@
 // tokens per minute (GCRA cells with a burst of one minute's worth) and concurrent requests — with
 // an injected clock and a pluggable Store, plus size checks on a decoded request.
 //
-// A request takes, for its key and then for the global scope: a concurrency slot, one request,
-// and its estimated input tokens; and it needs one output token left (not in debt). If any step
-// is refused the steps already taken are undone and the request gets a 429 carrying retry-after
-// and the Anthropic and OpenAI rate-limit headers. The input estimate is settled with the
-// engine's count afterwards (refund or extra charge).
+// A request is admitted in two stages, each for its key and then for the global scope. Admit,
+// before anything is counted: a concurrency slot and one request, and it needs one output token
+// left (not in debt). Reserve, once the tokenizer has counted the request: its
+// estimated input tokens. Counting is the expensive part of admission, so a caller that is
+// refused anyway is refused before it. If any step is refused the steps already taken are undone
+// and the request gets a 429 carrying retry-after and the Anthropic and OpenAI rate-limit
+// headers. The input estimate is settled with the engine's count afterwards (refund or extra
+// charge).
 //
 // Output tokens are charged while they stream, unconditionally. A stream that crosses its
 // output limit is allowed to finish: cutting a half-written answer helps no one, and max_tokens
@@ -202,18 +205,91 @@ type Lease struct {
 	held   bool  // concurrency slots held
 }
 
-// Acquire admits a request of key name with an estimated inputTokens, or returns a 429
-// *apierr.Error saying which limit refused it, with RetryAfter and the rate-limit headers. An
-// unknown name is refused (fail closed) with a 500: the Limiter and the key set disagree. A store
-// failure is refused with a 503.
+// Acquire admits a request of key name with an estimated inputTokens: Admit, then Reserve. It
+// returns a 429 *apierr.Error saying which limit refused it, with RetryAfter and the rate-limit
+// headers. An unknown name is refused (fail closed) with a 500: the Limiter and the key set
+// disagree. A store failure is refused with a 503.
 func (l *Limiter) Acquire(ctx context.Context, name string, inputTokens int) (Lease, error) {
+	ls, err := l.Admit(ctx, name)
+	if err != nil {
+		return Lease{}, err
+	}
+	if err := ls.Reserve(ctx, inputTokens); err != nil {
+		return Lease{}, err
+	}
+	return ls, nil
+}
+
+// Admit takes, for key name and then for the global scope, what does not depend on the size of
+// the request: a concurrency slot and one request; and it refuses a key whose output tokens are
+// spent (not one left, or in debt). Call it before counting the request's tokens, so
+// that a refused caller costs no tokenizer work, then Reserve the count on the Lease. Errors are
+// those of Acquire.
+func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 	if l == nil {
 		return Lease{}, nil
 	}
-	return l.acquire(ctx, name, int64(inputTokens), l.now())
+	key, ok := l.keys[name]
+	if !ok {
+		return Lease{}, &apierr.Error{Kind: apierr.API, Message: "rate limiter has no entry for this API key",
+			Cause: fmt.Errorf("limit: unknown key %q", name)}
+	}
+	now := l.now()
+	scopes := [2]*scope{key, &l.global}
+	var done [2]step
+	for i, s := range scopes {
+		var err error
+		done[i], err = s.admit(ctx, now)
+		if err != nil {
+			for j := i; j >= 0; j-- {
+				scopes[j].undo(ctx, now, done[j], 0)
+			}
+			l.refused(ctx, key, now, err)
+			return Lease{}, err
+		}
+	}
+	return Lease{l: l, key: key, held: true}, nil
 }
 
-// step is how far acquire got in one scope, so a refusal can undo exactly that.
+// Reserve takes an admitted request's estimated inputTokens, for its key and then for the global
+// scope. If they do not fit, the whole admission is undone — the request refunded, the
+// concurrency slots released — and the 429 says which limit refused it; the Lease is then spent
+// (Release is a no-op). Call it once per Lease, after Admit.
+func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
+	if ls.l == nil || !ls.held {
+		return nil
+	}
+	l, now := ls.l, ls.l.now()
+	input := max(int64(inputTokens), 0)
+	scopes := [2]*scope{ls.key, &l.global}
+	var done [2]step
+	for i, s := range scopes {
+		var err error
+		done[i], err = s.reserve(ctx, now, input)
+		if err != nil {
+			for j := range scopes {
+				if j <= i {
+					scopes[j].undo(ctx, now, done[j], input)
+				}
+				scopes[j].undo(ctx, now, stepReq, 0)
+			}
+			ls.held = false
+			l.refused(ctx, ls.key, now, err)
+			return err
+		}
+	}
+	ls.input = input
+	return nil
+}
+
+// refused sets the rate-limit headers on a 429.
+func (l *Limiter) refused(ctx context.Context, key *scope, now time.Time, err error) {
+	if e, ok := err.(*apierr.Error); ok && e.Kind == apierr.RateLimit {
+		l.header(ctx, key, now, e.Header)
+	}
+}
+
+// step is how far admit or reserve got in one scope, so a refusal can undo exactly that.
 type step uint8
 
 const (
@@ -223,33 +299,9 @@ const (
 	stepIn
 )
 
-func (l *Limiter) acquire(ctx context.Context, name string, input int64, now time.Time) (Lease, error) {
-	key, ok := l.keys[name]
-	if !ok {
-		return Lease{}, &apierr.Error{Kind: apierr.API, Message: "rate limiter has no entry for this API key",
-			Cause: fmt.Errorf("limit: unknown key %q", name)}
-	}
-	input = max(input, 0)
-	scopes := [2]*scope{key, &l.global}
-	var done [2]step
-	for i, s := range scopes {
-		var err error
-		done[i], err = s.take(ctx, now, input)
-		if err != nil {
-			for j := i; j >= 0; j-- {
-				scopes[j].undo(ctx, now, done[j], input)
-			}
-			if e, ok := err.(*apierr.Error); ok && e.Kind == apierr.RateLimit {
-				l.header(ctx, key, now, e.Header)
-			}
-			return Lease{}, err
-		}
-	}
-	return Lease{l: l, key: key, input: input, held: true}, nil
-}
-
-// take runs one scope's steps in order and returns how far it got.
-func (s *scope) take(ctx context.Context, now time.Time, input int64) (step, error) {
+// admit runs one scope's steps that do not need the request's size, in order, and returns how
+// far it got.
+func (s *scope) admit(ctx context.Context, now time.Time) (step, error) {
 	done := stepNone
 	if g := s.conc.cell; g != nil {
 		n, ok, err := g.Inc(ctx, s.conc.max)
@@ -272,20 +324,6 @@ func (s *scope) take(ctx context.Context, now time.Time, input int64) (step, err
 		}
 		done = stepReq
 	}
-	if c := s.in.cell; c != nil && input > 0 {
-		st, ok, err := c.Take(ctx, now, s.in.rate, input)
-		if err != nil {
-			return done, storeError(err)
-		}
-		if !ok {
-			what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
-			if st.RetryAfter < 0 {
-				return done, s.tooBig(input, what)
-			}
-			return done, s.refuse(what, fmt.Sprintf("this request needs about %d", input), st.RetryAfter)
-		}
-		done = stepIn
-	}
 	if c := s.out.cell; c != nil {
 		st, err := c.Peek(ctx, now, s.out.rate)
 		if err != nil {
@@ -298,11 +336,32 @@ func (s *scope) take(ctx context.Context, now time.Time, input int64) (step, err
 	return done, nil
 }
 
-// undo reverses the steps take completed. Errors are ignored: the request is being refused
-// anyway, and a store that cannot refund leaves the limit stricter, never looser.
+// reserve takes one scope's input tokens and returns how far it got.
+func (s *scope) reserve(ctx context.Context, now time.Time, input int64) (step, error) {
+	c := s.in.cell
+	if c == nil || input == 0 {
+		return stepNone, nil
+	}
+	st, ok, err := c.Take(ctx, now, s.in.rate, input)
+	if err != nil {
+		return stepNone, storeError(err)
+	}
+	if !ok {
+		what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
+		if st.RetryAfter < 0 {
+			return stepNone, s.tooBig(input, what)
+		}
+		return stepNone, s.refuse(what, fmt.Sprintf("this request needs about %d", input), st.RetryAfter)
+	}
+	return stepIn, nil
+}
+
+// undo reverses the steps admit and reserve completed. Errors are ignored: the request is being
+// refused anyway, and a store that cannot refund leaves the limit stricter, never looser.
 func (s *scope) undo(ctx context.Context, now time.Time, done step, input int64) {
 	if done >= stepIn {
 		_, _ = s.in.cell.Add(ctx, now, s.in.rate, -input)
+		return // reserve's step: admit's steps are undone by their own call
 	}
 	if done >= stepReq && s.req.cell != nil {
 		_, _ = s.req.cell.Add(ctx, now, s.req.rate, -1)

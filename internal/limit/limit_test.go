@@ -512,6 +512,80 @@ func TestConcurrentAcquire(t *testing.T) {
 	}
 }
 
+// TestReserveRefusalUndoesAdmit checks the two stages together: a request whose tokens do not
+// fit gives back the request and the slot Admit took, so the limits stay exact.
+func TestReserveRefusalUndoesAdmit(t *testing.T) {
+	clk := newClock()
+	l := newLimiter(t, Config{
+		Global: Limits{Concurrent: 1},
+		Keys:   map[string]Limits{"a": {RequestsPerMinute: 2, InputTokensPerMinute: 1000, Concurrent: 1}},
+	}, clk)
+	ctx := context.Background()
+	admit := func(step string) *Lease {
+		t.Helper()
+		ls, err := l.Admit(ctx, "a")
+		if err != nil {
+			t.Fatalf("%s: Admit: %v", step, err)
+		}
+		return &ls
+	}
+	ls := admit("too big")
+	if err := ls.Reserve(ctx, 1001); !strings.Contains(errText(err), "more than this API key's limit of 1000") {
+		t.Fatalf("Reserve(1001) = %v, want the too-big 429", err)
+	}
+	if err := ls.Release(); err != nil {
+		t.Fatalf("Release after a refused Reserve: %v", err)
+	}
+	ls = admit("first") // the slot and the request came back
+	if err := ls.Reserve(ctx, 600); err != nil {
+		t.Fatalf("Reserve(600): %v", err)
+	}
+	_ = ls.Release()
+	ls = admit("over the tokens")
+	if err := ls.Reserve(ctx, 600); !strings.Contains(errText(err), "this request needs about 600") {
+		t.Fatalf("Reserve(600) with 400 left = %v, want a 429", err)
+	}
+	ls = admit("second")
+	if err := ls.Reserve(ctx, 400); err != nil {
+		t.Fatalf("Reserve(400): %v", err)
+	}
+	_ = ls.Release()
+	if _, err := l.Admit(ctx, "a"); !strings.Contains(errText(err), "2 requests per minute") {
+		t.Errorf("third Admit = %v, want the requests-per-minute 429", err)
+	}
+	for _, g := range []Gauge{l.keys["a"].conc.cell, l.global.conc.cell} {
+		if v, _ := g.Value(ctx); v != 0 {
+			t.Errorf("got %d concurrency slots held after all releases, want 0", v)
+		}
+	}
+}
+
+// TestAdmitRefusesSpentTokens checks that a key in output-token debt is refused before its
+// request is counted, without using a request of its minute.
+func TestAdmitRefusesSpentTokens(t *testing.T) {
+	clk := newClock()
+	l := newLimiter(t, Config{Keys: map[string]Limits{"a": {RequestsPerMinute: 2, OutputTokensPerMinute: 100}}}, clk)
+	ctx := context.Background()
+	ls, err := l.Acquire(ctx, "a", 0)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	_ = ls.Charge(100)
+	_ = ls.Release()
+	_, err = l.Admit(ctx, "a")
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Kind != apierr.RateLimit || !strings.Contains(e.Message, "100 output tokens per minute") {
+		t.Fatalf("Admit with no output tokens left = %v, want a 429 on output tokens", err)
+	}
+	if got := e.Header.Get("Anthropic-Ratelimit-Output-Tokens-Remaining"); e.RetryAfter != 600*time.Millisecond || got != "0" {
+		t.Errorf("got retry after %v and %q output tokens remaining, want 600ms and \"0\"", e.RetryAfter, got)
+	}
+	clk.Advance(600 * time.Millisecond)
+	if _, err := l.Admit(ctx, "a"); err != nil {
+		t.Errorf("Admit after the refill: %v (the refused Admit must not have used a request)", err)
+	}
+}
+
 func TestAcquireAllocs(t *testing.T) {
 	l := newLimiter(t, Config{
 		Global: Limits{RequestsPerMinute: 1e9, Concurrent: 1e6},

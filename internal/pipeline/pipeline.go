@@ -319,20 +319,24 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		return err
 	}
 
-	// L2 rate limits, with the input estimated in the model's tokenizer (settled below with
-	// the engine's own count).
-	input, err := p.count(name, req)
-	if err != nil {
-		return err
-	}
-	c.lease, err = p.limits.Acquire(ctx, key.Name, input)
-	if err != nil {
-		var e *apierr.Error
-		rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+	// L2 rate limits: the request and its concurrency slot before any token is counted (the
+	// tokenizer is the costly part of admission), then the input estimated in the model's
+	// tokenizer (settled below with the engine's own count).
+	var err error
+	if c.lease, err = p.limits.Admit(ctx, key.Name); err != nil {
+		rec.RateLimited = rateLimited(err)
 		return err
 	}
 	lease := &c.lease
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	input, err := p.count(name, req)
+	if err != nil {
+		return err
+	}
+	if err := lease.Reserve(ctx, input); err != nil {
+		rec.RateLimited = rateLimited(err)
+		return err
+	}
 
 	// L3/L5 the route: split arm, context-length filtering, fallback chain.
 	plan, err := p.routes.Plan(name, key.Name, input)
@@ -389,6 +393,12 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		_ = lease.Settle(input, rec.Deltas)
 	}
 	return nil
+}
+
+// rateLimited reports whether err is layer0's own 429.
+func rateLimited(err error) bool {
+	var e *apierr.Error
+	return errors.As(err, &e) && e.Kind == apierr.RateLimit
 }
 
 // errFirstByte is the cause of an attempt canceled for sending no content in time.

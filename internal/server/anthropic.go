@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -35,17 +36,30 @@ func (x *exchange) countTokens() {
 		x.fail(err)
 		return
 	}
-	x.call.Record.Format = llm.FormatAnthropic
+	rec := &x.call.Record
+	rec.Format = llm.FormatAnthropic
 	if _, err := x.model(req.Model); err != nil { // unknown, or not this key's to use
 		x.fail(err)
 		return
+	}
+	// A count is a request of the key's: it takes a request and a concurrency slot of its limits
+	// (no tokens), before the tokenizer runs, as a message does.
+	if k := x.call.Key; k != nil {
+		lease, err := x.p.Limits().Admit(x.r.Context(), k.Name)
+		if err != nil {
+			var e *apierr.Error
+			rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+			x.fail(err)
+			return
+		}
+		defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 	}
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
 		return
 	}
-	x.call.Record.Usage.InputTokens = n
+	rec.Usage.InputTokens = n
 	x.writeFull(http.StatusOK, "application/json", anthropic.AppendCountTokens(nil, n))
 }
 

@@ -128,14 +128,29 @@ func (c *Codec) Count(s string) int {
 	s = validUTF8(s)
 	n := 0
 	var scratch bpeScratch
+	var memo chunkMemo
 	for i := 0; i < len(s); {
-		j := split(s, i)
-		if _, ok := c.ranks[s[i:j]]; ok {
-			n++
-		} else {
-			n += len(c.merge(&scratch, s[i:j], noRank)) - 1
+		end := split(s, i)
+		long := end-i > MaxPiece
+		for j := i; i < end; i = j {
+			j = chunk(s, i, end)
+			piece := s[i:j]
+			if !long {
+				if _, ok := c.ranks[piece]; ok {
+					n++
+				} else {
+					n += len(c.merge(&scratch, piece, noRank)) - 1
+				}
+				continue
+			}
+			if k, ok := memo.find(piece); ok {
+				n += memo.end[k]
+				continue
+			}
+			m := len(c.merge(&scratch, piece, noRank)) - 1
+			memo.put(piece, 0, m)
+			n += m
 		}
-		i = j
 	}
 	return n
 }
@@ -157,20 +172,83 @@ func (c *Codec) EncodeBelow(dst []uint32, s string, limit uint32) []uint32 {
 func (c *Codec) encode(dst []uint32, s string, limit uint32) []uint32 {
 	s = validUTF8(s)
 	var scratch bpeScratch
+	var memo chunkMemo
 	for i := 0; i < len(s); {
-		j := split(s, i)
-		piece := s[i:j]
-		if id, ok := c.ranks[piece]; ok && id < limit {
-			dst = append(dst, id)
-		} else {
-			parts := c.merge(&scratch, piece, limit)
-			for k := 0; k < len(parts)-1; k++ {
-				dst = append(dst, c.ranks[piece[parts[k].off:parts[k+1].off]])
+		end := split(s, i)
+		long := end-i > MaxPiece
+		for j := i; i < end; i = j {
+			j = chunk(s, i, end)
+			piece := s[i:j]
+			if long {
+				if k, ok := memo.find(piece); ok {
+					at := len(dst)
+					dst = append(dst, dst[memo.at[k]:memo.end[k]]...)
+					memo.at[k], memo.end[k] = at, len(dst)
+					continue
+				}
+			}
+			at := len(dst)
+			if id, ok := c.ranks[piece]; ok && id < limit {
+				dst = append(dst, id)
+			} else {
+				parts := c.merge(&scratch, piece, limit)
+				for k := 0; k < len(parts)-1; k++ {
+					dst = append(dst, c.ranks[piece[parts[k].off:parts[k+1].off]])
+				}
+			}
+			if long {
+				memo.put(piece, at, len(dst))
 			}
 		}
-		i = j
 	}
 	return dst
+}
+
+// MaxPiece is the longest piece merged whole, in bytes. A longer piece — only a run of one
+// class of character makes one: a word without spaces, a run of spaces, line breaks or symbols —
+// is merged in chunks of at most MaxPiece bytes cut at character boundaries, so that the work
+// and the memory of one merge stay bounded however the text is made. cl100k_base's longest token
+// is far shorter (128 bytes), so a chunk changes the ids only around its cut: a token or so per
+// MaxPiece bytes of such a run, where tiktoken would spend seconds and gigabytes on a 30 MB one.
+// A chunk equal to one of the last few (a run of one character, or of a few repeating) reuses
+// that one's tokens instead of merging again, so such a run costs less than ordinary text.
+const MaxPiece = 1024
+
+// chunk returns the end of the next chunk to merge of the piece s[i:end]: all of it, or its
+// first MaxPiece bytes or fewer, cut at a character boundary.
+func chunk(s string, i, end int) int {
+	if end-i <= MaxPiece {
+		return end
+	}
+	j := i + MaxPiece
+	for j > i && !utf8.RuneStart(s[j]) {
+		j--
+	}
+	return j
+}
+
+// chunkMemo remembers the tokens of the last few chunks of a long piece: in Count their number
+// (end), in encode where they are in dst (dst[at:end]).
+type chunkMemo struct {
+	chunk   [4]string
+	at, end [4]int
+	next    int
+}
+
+// find returns the slot of a remembered chunk equal to piece.
+func (m *chunkMemo) find(piece string) (int, bool) {
+	for k, c := range m.chunk {
+		if len(c) == len(piece) && c == piece {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// put remembers piece's tokens, in place of the oldest chunk remembered.
+func (m *chunkMemo) put(piece string, at, end int) {
+	m.chunk[m.next], m.at[m.next], m.end[m.next] = piece, at, end
+	m.next = (m.next + 1) % len(m.chunk)
 }
 
 // validUTF8 returns s with every byte that is not part of a valid UTF-8 sequence replaced by

@@ -2,8 +2,10 @@ package tokenizer
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -313,6 +315,121 @@ func BenchmarkLibraryCount(b *testing.B) {
 				if _, err := lib.Count(bc.s); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// maxBody is the largest request body the server accepts by default (limit.max_body_bytes), the
+// largest text one request can ask the tokenizer to count.
+const maxBody = 32 << 20
+
+// pathological returns inputs of n bytes that are each one pre-tokenizer piece (or close to it),
+// and ordinary text of the same size to compare their cost with.
+func pathological(n int) []struct{ name, s string } {
+	return []struct{ name, s string }{
+		{"ordinary", strings.Repeat(benchLong, n/len(benchLong)+1)[:n]},
+		{"letter", strings.Repeat("a", n)},
+		{"space", strings.Repeat(" ", n)},
+		{"symbol", strings.Repeat("=", n)},
+		{"newline", strings.Repeat("\n", n)},
+		{"cjk", strings.Repeat("日", n/3)},
+		{"period3", strings.Repeat("abc", n/3)},
+		{"word", randomWord(n)},
+	}
+}
+
+// randomWord returns n random lowercase letters: one piece that no chunk repeats.
+func randomWord(n int) string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(rng.IntN(26))
+	}
+	return string(b)
+}
+
+// TestLongPiecesCostLikeOrdinaryText counts the largest body's worth of runs of one character
+// (and of three repeating), each one pre-tokenizer piece, and checks that each costs no more time
+// than ordinary text of the same size (with a generous margin for a busy machine) and almost no
+// memory: merging such a piece whole took a minute and 2 GB.
+func TestLongPiecesCostLikeOrdinaryText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts 32 MiB inputs")
+	}
+	c := Default()
+	inputs := pathological(maxBody)
+	timed := func(s string) (time.Duration, uint64) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		c.Count(s)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		return took, after.TotalAlloc - before.TotalAlloc
+	}
+	ordinary, _ := timed(inputs[0].s)
+	for _, in := range inputs[1:] {
+		if in.name == "word" {
+			continue // random letters: merged in full, chunk by chunk (see the benchmark)
+		}
+		took, alloc := timed(in.s)
+		if budget := 2*ordinary + time.Second; took > budget && !raceEnabled {
+			t.Errorf("%s: counted %d bytes in %v, more than twice ordinary text's %v", in.name, len(in.s), took, ordinary)
+		}
+		if alloc > 1<<20 {
+			t.Errorf("%s: counting %d bytes allocated %d bytes, want under 1 MiB", in.name, len(in.s), alloc)
+		}
+	}
+}
+
+// TestLongPiecesRoundTrip checks the chunked merge of long pieces: the ids decode to the text,
+// Count agrees with Encode, and the remembered chunks give what merging them again gives.
+func TestLongPiecesRoundTrip(t *testing.T) {
+	c := Default()
+	for _, in := range pathological(10*MaxPiece + 7) {
+		for _, s := range []string{in.s, "x " + in.s + " y", in.s + "\n" + in.s} {
+			ids := c.Encode(nil, s)
+			if got := string(c.Decode(nil, ids)); got != s {
+				t.Errorf("%s: Decode(Encode(s)) differs from s (%d bytes, got %d)", in.name, len(s), len(got))
+			}
+			if n := c.Count(s); n != len(ids) {
+				t.Errorf("%s: Count = %d, Encode gave %d ids", in.name, n, len(ids))
+			}
+			var direct []uint32
+			var scratch bpeScratch
+			for i := 0; i < len(s); {
+				end := split(s, i)
+				for j := i; i < end; i = j {
+					j = chunk(s, i, end)
+					if id, ok := c.ranks[s[i:j]]; ok {
+						direct = append(direct, id)
+						continue
+					}
+					parts := c.merge(&scratch, s[i:j], noRank)
+					for k := 0; k < len(parts)-1; k++ {
+						direct = append(direct, c.ranks[s[i:j][parts[k].off:parts[k+1].off]])
+					}
+				}
+			}
+			if !cmp.Equal(ids, direct) {
+				t.Errorf("%s: Encode with remembered chunks differs from merging every chunk", in.name)
+			}
+		}
+	}
+}
+
+// BenchmarkCountPathological counts the largest body's worth of one repeated character, the
+// input that made byte-pair merging quadratic-ish in time and linear in memory per piece, next
+// to ordinary text of the same size.
+func BenchmarkCountPathological(b *testing.B) {
+	c := Default()
+	for _, bc := range pathological(maxBody) {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.s)))
+			for b.Loop() {
+				c.Count(bc.s)
 			}
 		})
 	}

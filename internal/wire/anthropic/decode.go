@@ -48,14 +48,74 @@ func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
 // topLevelIgnored lists the top-level fields the real API knows that layer0 accepts and does
 // not act on: they are validated as JSON and dropped.
 func topLevelIgnored(k string) bool {
-	switch k {
-	case "service_tier", "thinking", "container", "mcp_servers", "context_management",
-		"cache_control", "inference_geo", "speed", "diagnostics", "output_config",
-		"output_format", "compaction", "fallbacks", "fallback_credit_token":
-		return true
-	}
-	return false
+	return topLevelBit(k) >= 1<<firstIgnored
 }
+
+// topLevelBit returns a distinct bit for each top-level field a request may have — those layer0
+// reads, then (from bit firstIgnored) those it accepts and drops — and 0 for any other key.
+func topLevelBit(k string) uint32 {
+	var i uint
+	switch k {
+	case "model":
+		i = 1
+	case "max_tokens":
+		i = 2
+	case "messages":
+		i = 3
+	case "system":
+		i = 4
+	case "temperature":
+		i = 5
+	case "top_p":
+		i = 6
+	case "top_k":
+		i = 7
+	case "stop_sequences":
+		i = 8
+	case "stream":
+		i = 9
+	case "tools":
+		i = 10
+	case "tool_choice":
+		i = 11
+	case "metadata":
+		i = 12
+	case "service_tier":
+		i = firstIgnored
+	case "thinking":
+		i = firstIgnored + 1
+	case "container":
+		i = firstIgnored + 2
+	case "mcp_servers":
+		i = firstIgnored + 3
+	case "context_management":
+		i = firstIgnored + 4
+	case "cache_control":
+		i = firstIgnored + 5
+	case "inference_geo":
+		i = firstIgnored + 6
+	case "speed":
+		i = firstIgnored + 7
+	case "diagnostics":
+		i = firstIgnored + 8
+	case "output_config":
+		i = firstIgnored + 9
+	case "output_format":
+		i = firstIgnored + 10
+	case "compaction":
+		i = firstIgnored + 11
+	case "fallbacks":
+		i = firstIgnored + 12
+	case "fallback_credit_token":
+		i = firstIgnored + 13
+	default:
+		return 0
+	}
+	return 1 << i
+}
+
+// firstIgnored is topLevelBit's first bit of the fields accepted and dropped.
+const firstIgnored = 16
 
 func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 	switch k := d.peek(); k {
@@ -67,6 +127,7 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 		return d.typeErr("a JSON object", k)
 	}
 	var hasModel, hasMaxTokens, hasMessages bool
+	var seen uint32 // topLevelBit of each field read
 	for n := 0; ; {
 		k, ok, err := d.key(&n)
 		if err != nil {
@@ -75,6 +136,13 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 		if !ok {
 			break
 		}
+		// A field given twice would be read last-wins here and first-wins by other parsers of
+		// the same body (an engine reached by pass-through, a filter in front of it): refuse it.
+		b := topLevelBit(k)
+		if seen&b != 0 {
+			return d.fail("duplicate key: each field may be given only once")
+		}
+		seen |= b
 		switch k {
 		case "model":
 			var s string

@@ -138,11 +138,6 @@ func TestDecodeRequest(t *testing.T) {
 			want: &llm.Request{Model: "m", MaxTokens: 1, Messages: []llm.Message{{Content: []llm.Block{text("x")}}},
 				ToolChoice: llm.ToolChoice{Type: llm.ToolAny}},
 		},
-		{
-			name: "duplicate members: the last wins",
-			body: `{"model":"a","model":"b","max_tokens":1,"max_tokens":2,"messages":[{"role":"user","content":"x"}]}`,
-			want: &llm.Request{Model: "b", MaxTokens: 2, Messages: []llm.Message{{Content: []llm.Block{text("x")}}}},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,6 +239,10 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"invalid UTF-8 in a member name", req(okMsgs + ",\"\xff\":1"), "body: string is not valid UTF-8 (byte offset 73)"},
 
 		{"unknown field", req(okMsgs + `,"foo":1`), "foo: extra inputs are not permitted"},
+		{"duplicate model", req(okMsgs + `,"model":"b"`), "model: duplicate key: each field may be given only once"},
+		{"duplicate model, escaped", req(okMsgs + `,"mod\u0065l":"b"`), "model: duplicate key: each field may be given only once"},
+		{"duplicate messages", req(okMsgs + `,` + okMsgs), "messages: duplicate key: each field may be given only once"},
+		{"duplicate ignored field", req(okMsgs + `,"thinking":{},"thinking":{}`), "thinking: duplicate key: each field may be given only once"},
 		{"model missing", `{"max_tokens":1,` + okMsgs + `}`, "model: field required"},
 		{"model number", `{"model":7,"max_tokens":1,` + okMsgs + `}`, "model: must be a string, got number"},
 		{"model empty", `{"model":"","max_tokens":1,` + okMsgs + `}`, "model: must not be empty"},

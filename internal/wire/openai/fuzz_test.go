@@ -15,6 +15,7 @@ import (
 // llm.Request.Validate and encodes to valid JSON that decodes again.
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"a","messages":[{"role":"user","content":"hi","role":"user"}],"model":"b"}`))
 	f.Add([]byte("{\"model\":\"m\",\"stop\":[\"a\",\"\xff\"],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\"}]}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)

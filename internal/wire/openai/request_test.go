@@ -21,6 +21,12 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"array body", `[]`, ""},
 		{"string body", `"x"`, ""},
 		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, "model"},
+		{"duplicate model", `{"model":"a","messages":[{"role":"user","content":"hi"}],"model":"b"}`, "model"},
+		{"duplicate model in another case", `{"model":"a","messages":[{"role":"user","content":"hi"}],"Model":"b"}`, "Model"},
+		{"duplicate model, escaped", `{"model":"a","messages":[{"role":"user","content":"hi"}],"mod\u0065l":"b"}`, "model"},
+		{"duplicate unknown field", `{"model":"a","seed":1,"messages":[{"role":"user","content":"hi"}],"seed":2}`, "seed"},
+		{"duplicate past 32 fields", `{"model":"a","x0":0,"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"x13":13,"x14":14,"x15":15,"x16":16,"x17":17,"x18":18,"x19":19,"x20":20,"x21":21,"x22":22,"x23":23,"x24":24,"x25":25,"x26":26,"x27":27,"x28":28,"x29":29,"x30":30,"x31":31,"x32":32,"x33":33,"x34":34,"x35":35,"x36":36,"x37":37,"x38":38,"x39":39,"messages":[{"role":"user","content":"hi"}],"x7":1}`, "x7"},
+		{"duplicate past 32 fields, first ones", `{"model":"a","x0":0,"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"x13":13,"x14":14,"x15":15,"x16":16,"x17":17,"x18":18,"x19":19,"x20":20,"x21":21,"x22":22,"x23":23,"x24":24,"x25":25,"x26":26,"x27":27,"x28":28,"x29":29,"x30":30,"x31":31,"x32":32,"x33":33,"x34":34,"x35":35,"x36":36,"x37":37,"x38":38,"x39":39,"messages":[{"role":"user","content":"hi"}],"MODEL":"b"}`, "MODEL"},
 		{"empty model", `{"model":"","messages":[{"role":"user","content":"hi"}]}`, "model"},
 		{"model not string", `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, "model"},
 		{"no messages", `{"model":"m"}`, "messages"},
@@ -299,5 +305,31 @@ func TestDecodeRequestStop(t *testing.T) {
 	var e *apierr.Error
 	if !errors.As(err, &e) || e.Param != "stop" || e.Message != "stop: at most 4 stop sequences are allowed, got 5" {
 		t.Errorf("5 stop sequences: got %v, want a 400 about stop", err)
+	}
+}
+
+// TestDecodeRequestNestedDuplicatesAreNotTopLevel checks that only the request's own fields are
+// checked for duplicates: the same names inside messages, or inside strings, are not.
+func TestDecodeRequestNestedDuplicatesAreNotTopLevel(t *testing.T) {
+	body := `{"model":"m","metadata":{"model":"x","model":"y"},"messages":[{"role":"user","content":"\"model\":1,\"model\":2"}]}`
+	if _, err := DecodeRequest([]byte(body)); err != nil {
+		t.Errorf("got %v, want decoded", err)
+	}
+}
+
+func TestDuplicateKeyAllocs(t *testing.T) {
+	body := []byte(`{"model":"gpt","stream":true,"max_tokens":100,"messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Tell me about the weather in Paris today, please."}]}`)
+	if n := testing.AllocsPerRun(100, func() { duplicateKey(body) }); n != 0 {
+		t.Errorf("duplicateKey allocates %v times on a request without escapes, want 0", n)
+	}
+}
+
+// BenchmarkDuplicateKey is the duplicate check's share of DecodeRequest, on the same body.
+func BenchmarkDuplicateKey(b *testing.B) {
+	body := []byte(`{"model":"gpt","stream":true,"max_tokens":100,"messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Tell me about the weather in Paris today, please."}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		duplicateKey(body)
 	}
 }

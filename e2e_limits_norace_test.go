@@ -1,0 +1,9 @@
+//go:build !race
+
+package layer0_test
+
+import "time"
+
+// refusalBudget bounds how long the gateway may take to refuse a 30 MB request; see
+// e2e_limits_race_test.go.
+const refusalBudget = 5 * time.Second
