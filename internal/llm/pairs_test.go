@@ -120,6 +120,12 @@ func TestValidatePairsMany(t *testing.T) {
 	missing := &Request{Model: "m", MaxTokens: 10, Messages: []Message{userText("go"), uses(ids...), results(ids[1:]...)}}
 	checkParam(t, missing.Validate(), "messages.1", "immediately after: toolu_00.")
 
+	none := &Request{Model: "m", MaxTokens: 10, Messages: []Message{userText("go"), uses(ids...), userText("no")}}
+	checkParam(t, none.Validate(), "messages.1", "immediately after: toolu_00, toolu_01, ")
+	if err := none.Validate(); !strings.Contains(err.Error(), "toolu_15 and 24 more.") {
+		t.Errorf("got %q, want it to list 16 ids and count the 24 more", err)
+	}
+
 	dup := &Request{Model: "m", MaxTokens: 10, Messages: []Message{userText("go"), uses(ids...), results(append(ids, ids[3])...)}}
 	checkParam(t, dup.Validate(), fmt.Sprintf("messages.2.content.%d", len(ids)), "duplicate tool_result for tool_use_id toolu_03")
 

@@ -160,16 +160,15 @@ func (r *Request) validatePairs() error {
 // tools, nor for one with at most pairScanMax calls in a turn, unless it finds an error.
 func (r *Request) ToolPairError() (msg, block int, reason string) {
 	for i := range r.Messages {
-		var j int
-		var reason string
+		j, why := -1, ""
 		switch r.Messages[i].Role {
 		case RoleAssistant:
-			j, reason = r.checkUsesAnswered(i)
+			j, why = r.checkUsesAnswered(i)
 		case RoleUser:
-			j, reason = r.checkResultsAnswer(i)
+			j, why = r.checkResultsAnswer(i)
 		}
-		if reason != "" {
-			return i, j, reason
+		if why != "" {
+			return i, j, why
 		}
 	}
 	return -1, -1, ""
@@ -217,22 +216,39 @@ func (r *Request) checkUsesAnswered(i int) (int, string) {
 			ok = hasResult(next, b.ID)
 		}
 		if !ok {
-			return -1, unanswered(uses, next)
+			return -1, unanswered(uses, next, answered)
 		}
 	}
 	return -1, ""
 }
 
-// unanswered says which tool_use ids of uses have no tool_result in next; it names them all, as
-// the Anthropic API does.
-func unanswered(uses, next []Block) string {
+// maxListed is the most ids an error message lists.
+const maxListed = 16
+
+// unanswered says which tool_use ids of uses have no tool_result in next (answered holds the
+// ids next answers, when it was built); it names them, as the Anthropic API does, up to
+// maxListed.
+func unanswered(uses, next []Block, answered map[string]bool) string {
 	var missing []string
+	more := 0
 	for _, b := range uses {
-		if b.Type == BlockToolUse && !hasResult(next, b.ID) {
-			missing = append(missing, clip(b.ID))
+		if b.Type != BlockToolUse {
+			continue
 		}
+		if ok := answered[b.ID]; ok || answered == nil && hasResult(next, b.ID) {
+			continue
+		}
+		if len(missing) == maxListed {
+			more++
+			continue
+		}
+		missing = append(missing, clip(b.ID))
 	}
-	return "tool_use ids were found without tool_result blocks immediately after: " + strings.Join(missing, ", ") +
+	list := strings.Join(missing, ", ")
+	if more > 0 {
+		list += " and " + strconv.Itoa(more) + " more"
+	}
+	return "tool_use ids were found without tool_result blocks immediately after: " + list +
 		". Each tool_use block must have a corresponding tool_result block in the next message."
 }
 

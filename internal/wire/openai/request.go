@@ -456,6 +456,9 @@ func checkToolPairs(msgs []chatMessage) error {
 	return nil
 }
 
+// maxListed is the most call ids an error message lists.
+const maxListed = 16
+
 func hasCall(calls []chatToolCall, id string) bool {
 	for j := range calls {
 		if calls[j].ID == id {
@@ -480,6 +483,9 @@ func checkAnswered(msgs []chatMessage, i int, answered map[string]int) error {
 	}
 	if first < 0 {
 		return nil
+	}
+	if more := len(missing) - maxListed; more > 0 {
+		missing = append(missing[:maxListed], fmt.Sprintf("and %d more", more))
 	}
 	return apierr.Invalid(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, first),
 		"an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
