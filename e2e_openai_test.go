@@ -290,9 +290,9 @@ func TestOpenAIErrors(t *testing.T) {
 			400, "", "n", "invalid_request_error"},
 		{"no messages", oai.ChatCompletionNewParams{Model: "sim"}, 400, "", "messages", "invalid_request_error"},
 		{"rate limited", oai.ChatCompletionNewParams{Model: "e429", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
-			429, "rate_limit_exceeded", "", "rate_limit_error"},
+			429, "rate_limit_exceeded", "", "requests"},
 		{"overloaded", oai.ChatCompletionNewParams{Model: "e529", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}},
-			503, "overloaded", "", "server_error"},
+			503, "server_is_overloaded", "", "server_error"},
 		{"too long", oai.ChatCompletionNewParams{Model: "tiny", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("a long prompt that cannot fit")}},
 			400, "context_length_exceeded", "messages", "invalid_request_error"},
 	}

@@ -110,6 +110,12 @@ func KindForStatus(status int) Kind {
 	return API
 }
 
+// What a rate limit counts, for Error.Limit.
+const (
+	LimitRequests = "requests"
+	LimitTokens   = "tokens"
+)
+
 // Error is the error every stage returns. Message is sent to the client; Cause is not.
 type Error struct {
 	Kind    Kind
@@ -118,6 +124,10 @@ type Error struct {
 	Param string
 	// Code is a machine-readable code sent as X-Error-Code (and OpenAI's "code"); optional.
 	Code string
+	// Limit says what the limit behind a RateLimit error counts: LimitRequests (the default
+	// when empty) or LimitTokens. OpenAI's format sends it as the error type, as the OpenAI API
+	// does.
+	Limit string
 	// RetryAfter, when positive, is sent as retry-after.
 	RetryAfter time.Duration
 	// Header holds extra response headers (rate-limit state, for example); optional.

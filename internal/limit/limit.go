@@ -386,8 +386,13 @@ func (s *scope) refuse(limit, detail string, retry time.Duration) *apierr.Error 
 		msg += " (" + detail + ")"
 	}
 	msg += "; retry after " + roundUp(retry).String()
+	counts := apierr.LimitRequests // the limit's own words say what it counts
+	const tpm = "tokens per minute"
+	if len(limit) >= len(tpm) && limit[len(limit)-len(tpm):] == tpm {
+		counts = apierr.LimitTokens
+	}
 	return &apierr.Error{Kind: apierr.RateLimit, Message: msg, Code: "RATE_LIMITED", RetryAfter: retry,
-		Header: http.Header{}}
+		Limit: counts, Header: http.Header{}}
 }
 
 // tooBig refuses a request that can never fit: retrying will not help, and x-should-retry says so
@@ -395,7 +400,7 @@ func (s *scope) refuse(limit, detail string, retry time.Duration) *apierr.Error 
 func (s *scope) tooBig(input int64, limit string) *apierr.Error {
 	msg := fmt.Sprintf("rate limit exceeded: this request has about %d input tokens, more than %s of %s",
 		input, s.whose(), limit)
-	return &apierr.Error{Kind: apierr.RateLimit, Message: msg, Code: "RATE_LIMITED",
+	return &apierr.Error{Kind: apierr.RateLimit, Message: msg, Code: "RATE_LIMITED", Limit: apierr.LimitTokens,
 		Header: http.Header{"X-Should-Retry": {"false"}}}
 }
 

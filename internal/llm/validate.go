@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -36,6 +37,9 @@ const (
 //     media_type and data, or a URL; tool_use blocks (id, name, input a JSON object) appear in
 //     assistant messages only and tool_result blocks (tool_use_id; text and image content) in
 //     user messages only;
+//   - tool calls and results pair up: every tool_use id in an assistant message has a
+//     tool_result in the next message, which is a user message, and every tool_result answers a
+//     tool_use of the message just before it, once;
 //   - system blocks are non-empty text;
 //   - temperature is 0 to MaxTemperature (MaxTemperatureOpenAI for OpenAI's format), top_p 0
 //     to 1, top_k 0 to MaxMaxTokens;
@@ -131,7 +135,190 @@ func (r *Request) validateMessages() error {
 			}
 		}
 	}
-	return nil
+	return r.validatePairs()
+}
+
+// validatePairs is ToolPairError as a 400 naming the field.
+func (r *Request) validatePairs() error {
+	i, j, reason := r.ToolPairError()
+	switch {
+	case reason == "":
+		return nil
+	case j < 0:
+		return apierr.Invalid(path("messages", i), "%s", reason)
+	}
+	return apierr.Invalid(path("messages", i, "content", j), "%s", reason)
+}
+
+// ToolPairError reports the first place where tool_use and tool_result blocks fail to pair up
+// as the Anthropic API requires: the message after an assistant message with tool_use blocks is
+// a user message holding one tool_result for each of their ids, and every tool_result answers a
+// tool_use of the message just before it, once. It returns the index of the message, the index
+// of the block (-1 when the message as a whole is at fault: tool_use ids without results) and
+// what is wrong, naming the ids; reason is "" when everything pairs. Validate calls it; the
+// binary decoder calls it to name the offset. It allocates nothing for a conversation without
+// tools, nor for one with at most pairScanMax calls in a turn, unless it finds an error.
+func (r *Request) ToolPairError() (msg, block int, reason string) {
+	for i := range r.Messages {
+		j, why := -1, ""
+		switch r.Messages[i].Role {
+		case RoleAssistant:
+			j, why = r.checkUsesAnswered(i)
+		case RoleUser:
+			j, why = r.checkResultsAnswer(i)
+		}
+		if why != "" {
+			return i, j, why
+		}
+	}
+	return -1, -1, ""
+}
+
+// pairScanMax is the number of tool blocks in a message up to which ids are compared pairwise;
+// above it, a set is cheaper than the quadratic scan.
+const pairScanMax = 32
+
+// checkUsesAnswered checks that every tool_use of assistant message i has a tool_result in
+// message i+1.
+func (r *Request) checkUsesAnswered(i int) (int, string) {
+	uses := r.Messages[i].Content
+	var next []Block
+	if i+1 < len(r.Messages) && r.Messages[i+1].Role == RoleUser {
+		next = r.Messages[i+1].Content
+	}
+	n := 0
+	for j := range uses {
+		if uses[j].Type == BlockToolUse {
+			n++
+		}
+	}
+	if n == 0 {
+		return -1, ""
+	}
+	var answered map[string]bool
+	if n > pairScanMax {
+		answered = make(map[string]bool, len(next))
+		for k := range next {
+			if next[k].Type == BlockToolResult {
+				answered[next[k].ToolUseID] = true
+			}
+		}
+	}
+	for j := range uses {
+		b := &uses[j]
+		if b.Type != BlockToolUse {
+			continue
+		}
+		var ok bool
+		if answered != nil {
+			ok = answered[b.ID]
+		} else {
+			ok = hasResult(next, b.ID)
+		}
+		if !ok {
+			return -1, unanswered(uses, next, answered)
+		}
+	}
+	return -1, ""
+}
+
+// maxListed is the most ids an error message lists.
+const maxListed = 16
+
+// unanswered says which tool_use ids of uses have no tool_result in next (answered holds the
+// ids next answers, when it was built); it names them, as the Anthropic API does, up to
+// maxListed.
+func unanswered(uses, next []Block, answered map[string]bool) string {
+	var missing []string
+	more := 0
+	for _, b := range uses {
+		if b.Type != BlockToolUse {
+			continue
+		}
+		if ok := answered[b.ID]; ok || answered == nil && hasResult(next, b.ID) {
+			continue
+		}
+		if len(missing) == maxListed {
+			more++
+			continue
+		}
+		missing = append(missing, clip(b.ID))
+	}
+	list := strings.Join(missing, ", ")
+	if more > 0 {
+		list += " and " + strconv.Itoa(more) + " more"
+	}
+	return "tool_use ids were found without tool_result blocks immediately after: " + list +
+		". Each tool_use block must have a corresponding tool_result block in the next message."
+}
+
+func hasResult(blocks []Block, id string) bool {
+	for k := range blocks {
+		if blocks[k].Type == BlockToolResult && blocks[k].ToolUseID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkResultsAnswer checks that every tool_result of user message i answers a tool_use of
+// message i-1, and that no two answer the same one.
+func (r *Request) checkResultsAnswer(i int) (int, string) {
+	results := r.Messages[i].Content
+	var prev []Block
+	if i > 0 && r.Messages[i-1].Role == RoleAssistant {
+		prev = r.Messages[i-1].Content
+	}
+	n := 0
+	for j := range results {
+		if results[j].Type == BlockToolResult {
+			n++
+		}
+	}
+	if n == 0 {
+		return -1, ""
+	}
+	var uses, seen map[string]bool
+	if n > pairScanMax {
+		uses, seen = make(map[string]bool, len(prev)), make(map[string]bool, n)
+		for k := range prev {
+			if prev[k].Type == BlockToolUse {
+				uses[prev[k].ID] = true
+			}
+		}
+	}
+	for j := range results {
+		b := &results[j]
+		if b.Type != BlockToolResult {
+			continue
+		}
+		var used, dup bool
+		if uses != nil {
+			used, dup = uses[b.ToolUseID], seen[b.ToolUseID]
+			seen[b.ToolUseID] = true
+		} else {
+			used = hasUse(prev, b.ToolUseID)
+			dup = hasResult(results[:j], b.ToolUseID)
+		}
+		switch {
+		case !used:
+			return j, "unexpected tool_use_id found in tool_result blocks: " + clip(b.ToolUseID) +
+				". Each tool_result block must have a corresponding tool_use block in the previous message."
+		case dup:
+			return j, "duplicate tool_result for tool_use_id " + clip(b.ToolUseID) +
+				": each tool_use block must have exactly one tool_result block."
+		}
+	}
+	return -1, ""
+}
+
+func hasUse(blocks []Block, id string) bool {
+	for k := range blocks {
+		if blocks[k].Type == BlockToolUse && blocks[k].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // checkBlock checks block j of message i.

@@ -55,7 +55,9 @@ func TestDecodeRequest(t *testing.T) {
 						{"type":"thinking","thinking":"hmm","signature":"sig"},
 						{"type":"redacted_thinking","data":"xyz"},
 						{"type":"text","text":"Let me check."},
-						{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{ "city" : "Paris", "units": ["c", "f"] }}
+						{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{ "city" : "Paris", "units": ["c", "f"] }},
+						{"type":"tool_use","id":"toolu_02","name":"get_weather","input":{"city":"Lyon"}},
+						{"type":"tool_use","id":"toolu_03","name":"noop","input":{}}
 					]},
 					{"role":"user","content":[
 						{"type":"tool_result","tool_use_id":"toolu_01","content":"18 degrees"},
@@ -90,6 +92,8 @@ func TestDecodeRequest(t *testing.T) {
 					{Role: llm.RoleAssistant, Content: []llm.Block{
 						text("Let me check."),
 						{Type: llm.BlockToolUse, ID: "toolu_01", Name: "get_weather", Input: json.RawMessage(`{"city":"Paris","units":["c","f"]}`)},
+						{Type: llm.BlockToolUse, ID: "toolu_02", Name: "get_weather", Input: json.RawMessage(`{"city":"Lyon"}`)},
+						{Type: llm.BlockToolUse, ID: "toolu_03", Name: "noop", Input: json.RawMessage(`{}`)},
 					}},
 					{Role: llm.RoleUser, Content: []llm.Block{
 						{Type: llm.BlockToolResult, ToolUseID: "toolu_01", Content: []llm.Block{text("18 degrees")}},

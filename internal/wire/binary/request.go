@@ -358,7 +358,38 @@ func (d *reqDecoder) v2(req *llm.Request, mode *Mode) error {
 		}
 	}
 	d.idx[0] = -1
+	if i, j, reason := req.ToolPairError(); reason != "" {
+		return d.pairError(i, j, reason)
+	}
 	return d.params(req, mode)
+}
+
+// pairError is the error for tool_use and tool_result blocks that do not pair up, found in
+// message i (block j, or the message itself when j < 0) of a version 2 body whose messages
+// decoded: it names the offset where that message or block starts, which it finds by reading
+// the body again up to there, on this error path only.
+func (d *reqDecoder) pairError(i, j int, reason string) error {
+	w := reqDecoder{b: d.b, s: d.s, off: len(Magic), idx: [3]int{-1, -1, -1}}
+	_, _ = w.u8("version")
+	_, _ = w.str("model", MaxModelLen)
+	_, _ = w.uvarint("max_tokens", MaxTokensV2)
+	_, _ = w.count("message count", 4)
+	var m llm.Message
+	for range i {
+		_ = w.message(&m)
+	}
+	d.idx[0] = i
+	if j < 0 {
+		return d.fail(w.off, "messages[]", "%s", reason)
+	}
+	role, _ := w.u8("messages[].role")
+	_, _ = w.count("messages[].block count", 2)
+	var b llm.Block
+	for range j {
+		_ = w.block(&b, "messages[].content[].", llm.Role(role), true)
+	}
+	d.idx[1] = j
+	return d.fail(w.off, "messages[].content[]", "%s", reason)
 }
 
 func (d *reqDecoder) message(m *llm.Message) error {

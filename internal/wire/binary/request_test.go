@@ -304,6 +304,7 @@ func randRequest(r *rand.Rand, v Version) *llm.Request {
 	if v == V1 {
 		return req
 	}
+	pairTools(r, req)
 	req.MaxTokens = 1 + r.IntN(MaxTokensV2)
 	if r.IntN(2) == 0 {
 		req.Temperature = ptrF(r.Float64())
@@ -331,6 +332,69 @@ func randRequest(r *rand.Rand, v Version) *llm.Request {
 		req.UserID = randText(r, 20)
 	}
 	return req
+}
+
+// pairTools makes the random conversation's tool calls and results pair up, as Validate
+// requires: tool_use ids are made unique, every tool_result is dropped, and each assistant
+// message with tool_use blocks is followed by a user message answering them all.
+func pairTools(r *rand.Rand, req *llm.Request) {
+	var msgs []llm.Message
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser {
+			kept := m.Content[:0]
+			for _, b := range m.Content {
+				if b.Type != llm.BlockToolResult {
+					kept = append(kept, b)
+				}
+			}
+			if len(kept) == 0 {
+				kept = append(kept, llm.Block{Type: llm.BlockText, Text: randText(r, 50) + "."})
+			}
+			m.Content = kept
+		}
+		if len(msgs) > 0 && m.Role == llm.RoleUser && hasToolUse(msgs[len(msgs)-1]) {
+			m.Content = append(results(r, msgs[len(msgs)-1]), m.Content...)
+		}
+		if len(msgs) > 0 && m.Role == llm.RoleAssistant && hasToolUse(msgs[len(msgs)-1]) {
+			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: results(r, msgs[len(msgs)-1])})
+		}
+		for j := range m.Content {
+			if m.Content[j].Type == llm.BlockToolUse {
+				n++
+				m.Content[j].ID = fmt.Sprintf("toolu_%d%s", n, m.Content[j].ID[len("toolu_"):])
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	if hasToolUse(msgs[len(msgs)-1]) {
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: results(r, msgs[len(msgs)-1])})
+	}
+	req.Messages = msgs
+}
+
+func hasToolUse(m llm.Message) bool {
+	for _, b := range m.Content {
+		if b.Type == llm.BlockToolUse {
+			return true
+		}
+	}
+	return false
+}
+
+// results returns a tool_result for each tool_use of m.
+func results(r *rand.Rand, m llm.Message) []llm.Block {
+	var out []llm.Block
+	for _, b := range m.Content {
+		if b.Type == llm.BlockToolUse {
+			res := llm.Block{Type: llm.BlockToolResult, ToolUseID: b.ID, IsError: r.IntN(2) == 0}
+			for range r.IntN(3) {
+				res.Content = append(res.Content, randBlock(r, llm.RoleUser, false))
+			}
+			out = append(out, res)
+		}
+	}
+	return out
 }
 
 // randBlock returns a random block a message of the role may hold (a tool_result's when top is

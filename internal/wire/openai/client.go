@@ -289,6 +289,9 @@ func engineError(status int, msg, typ, code string) *apierr.Error {
 		msg = strings.ToValidUTF8(msg[:maxEngineMessage], "") + "…"
 	}
 	e := &apierr.Error{Kind: kind, Message: msg}
+	if kind == apierr.RateLimit && typ == apierr.LimitTokens {
+		e.Limit = typ // a hosted engine's token limit stays a token limit for OpenAI clients
+	}
 	if code != "" && !isNumber(code) {
 		e.Code = code
 	} else if strings.Contains(typ, "context_length") || strings.Contains(msg, "maximum context length") {

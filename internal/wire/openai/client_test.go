@@ -248,6 +248,13 @@ func TestDecodeError(t *testing.T) {
 			}
 		})
 	}
+	// The hosted API's type says what a 429's limit counts; a token limit stays one.
+	for typ, want := range map[string]string{"tokens": apierr.LimitTokens, "requests": "", "": ""} {
+		e := DecodeError(429, []byte(`{"error":{"message":"Rate limit reached","type":"`+typ+`","code":"rate_limit_exceeded"}}`))
+		if e.Limit != want {
+			t.Errorf("429 of type %q: got limit %q, want %q", typ, e.Limit, want)
+		}
+	}
 	long := DecodeError(400, []byte(`{"error":{"message":"`+strings.Repeat("é", 1000)+`"}}`))
 	if len(long.Message) > maxEngineMessage+len("…") {
 		t.Errorf("got a %d-byte message, want it cut", len(long.Message))

@@ -74,42 +74,66 @@ func Status(e *apierr.Error) int {
 	return e.Status()
 }
 
-// errorTypeCode returns the OpenAI error type and the default code for a kind, as the OpenAI API
-// spells them (for example 401 is type invalid_request_error, code invalid_api_key).
-func errorTypeCode(k apierr.Kind) (typ, code string) {
-	switch k {
+// errorTypeCode returns the OpenAI error type and code for e, as the OpenAI API spells them.
+// Every client error but a 429 is type invalid_request_error; a 429 is type requests or tokens,
+// what the limit counts, with code rate_limit_exceeded; a server error is type server_error. The
+// code is the OpenAI API's where it has one for the case (invalid_api_key, model_not_found,
+// rate_limit_exceeded, context_length_exceeded, server_is_overloaded), else e.Code in lower
+// case, else the kind's own (method_not_allowed, request_too_large, timeout, bad_gateway,
+// service_unavailable), else none (null). docs/errors.md lists them all.
+func errorTypeCode(e *apierr.Error) (typ, code string) {
+	code = strings.ToLower(e.Code)
+	orKind := func(c string) string {
+		if code == "" {
+			return c
+		}
+		return code
+	}
+	switch e.Kind {
 	case apierr.InvalidRequest:
-		return "invalid_request_error", ""
+		return "invalid_request_error", code
 	case apierr.MethodNotAllowed:
-		return "invalid_request_error", "method_not_allowed"
+		return "invalid_request_error", orKind("method_not_allowed")
 	case apierr.Authentication:
+		// A missing key and a wrong key alike: the API's code for a key it cannot use.
 		return "invalid_request_error", "invalid_api_key"
 	case apierr.Permission:
-		return "permission_error", "permission_denied"
+		if code == "model_not_allowed" {
+			// The OpenAI API answers a model the project may not use with model_not_found.
+			code = "model_not_found"
+		}
+		return "invalid_request_error", code
 	case apierr.NotFound:
-		return "invalid_request_error", "model_not_found"
+		if code == "" && e.Param == "model" {
+			code = "model_not_found"
+		}
+		return "invalid_request_error", code
 	case apierr.RequestTooLarge:
-		return "invalid_request_error", "request_too_large"
+		return "invalid_request_error", orKind("request_too_large")
 	case apierr.RateLimit:
-		return "rate_limit_error", "rate_limit_exceeded"
+		typ = e.Limit
+		if typ == "" {
+			typ = apierr.LimitRequests
+		}
+		return typ, "rate_limit_exceeded"
 	case apierr.Timeout:
-		return "timeout_error", "timeout"
+		return "server_error", orKind("timeout")
 	case apierr.Overloaded:
-		return "server_error", "overloaded"
+		return "server_error", orKind("server_is_overloaded")
 	case apierr.BadGateway:
-		return "server_error", "bad_gateway"
+		return "server_error", orKind("bad_gateway")
 	case apierr.Unavailable:
-		return "server_error", "service_unavailable"
+		return "server_error", orKind("service_unavailable")
 	}
-	return "server_error", ""
+	return "server_error", code
 }
 
 // AppendError appends the OpenAI error body for e:
 //
 //	{"error":{"message":"…","type":"invalid_request_error","param":"messages","code":"…"}}
 //
-// The code is e.Code in lower case when set, else the kind's usual OpenAI code (invalid_api_key,
-// model_not_found, rate_limit_exceeded, …), else null. The cause is never written.
+// The type and code are as errorTypeCode says; param is null when e names no field. The cause
+// is never written.
 func AppendError(dst []byte, e *apierr.Error) []byte {
 	dst = append(dst, `{"error":`...)
 	dst = appendErrorObject(dst, e)
@@ -117,10 +141,7 @@ func AppendError(dst []byte, e *apierr.Error) []byte {
 }
 
 func appendErrorObject(dst []byte, e *apierr.Error) []byte {
-	typ, code := errorTypeCode(e.Kind)
-	if e.Code != "" {
-		code = strings.ToLower(e.Code)
-	}
+	typ, code := errorTypeCode(e)
 	dst = append(dst, `{"message":`...)
 	dst = appendString(dst, e.Message)
 	dst = append(dst, `,"type":`...)

@@ -187,6 +187,9 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if err := decodeMessages(r, cr.Messages); err != nil {
 		return nil, x, err
 	}
+	if err := checkToolPairs(cr.Messages); err != nil {
+		return nil, x, err
+	}
 	if err := r.Validate(); err != nil {
 		return nil, x, err
 	}
@@ -411,6 +414,87 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 		return apierr.Invalid("messages", "at least one user or assistant message is required")
 	}
 	return nil
+}
+
+// checkToolPairs checks that tool calls and tool messages pair up as the OpenAI API requires:
+// an assistant message with tool_calls is followed by one tool message per call id (system and
+// developer messages may sit between them: they join the system prompt), and every tool message
+// answers a call of the assistant message before that run, once. Errors name the field as
+// OpenAI spells it (messages[3].tool_call_id). The messages have been decoded already, so every
+// tool message has a tool_call_id and every call an id.
+func checkToolPairs(msgs []chatMessage) error {
+	pending := -1               // index of the assistant message whose calls are being answered
+	var answered map[string]int // call id -> index of the tool message answering it
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case "system", "developer":
+			continue
+		case "tool":
+			id := *m.ToolCallID
+			if pending < 0 || !hasCall(msgs[pending].ToolCalls, id) {
+				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
+					"messages with role 'tool' must be a response to a preceding message with 'tool_calls'; "+
+						"no tool call of that message has id %.64q", id)
+			}
+			if j, dup := answered[id]; dup {
+				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
+					"duplicate tool message for tool_call_id %.64q: messages[%d] already responds to it", id, j)
+			}
+			answered[id] = i
+			continue
+		}
+		if pending >= 0 {
+			if err := checkAnswered(msgs, pending, answered); err != nil {
+				return err
+			}
+			pending = -1
+		}
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			pending = i
+			answered = make(map[string]int, len(m.ToolCalls))
+		}
+	}
+	if pending >= 0 {
+		return checkAnswered(msgs, pending, answered)
+	}
+	return nil
+}
+
+// maxListed is the most call ids an error message lists.
+const maxListed = 16
+
+func hasCall(calls []chatToolCall, id string) bool {
+	for j := range calls {
+		if calls[j].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAnswered checks that every tool call of assistant message i has a tool message in
+// answered; the error names the first call without one and lists them all.
+func checkAnswered(msgs []chatMessage, i int, answered map[string]int) error {
+	first := -1
+	var missing []string
+	for j, tc := range msgs[i].ToolCalls {
+		if _, ok := answered[tc.ID]; !ok {
+			if first < 0 {
+				first = j
+			}
+			missing = append(missing, fmt.Sprintf("%.64s", tc.ID))
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	if more := len(missing) - maxListed; more > 0 {
+		missing = append(missing[:maxListed], fmt.Sprintf("and %d more", more))
+	}
+	return apierr.Invalid(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, first),
+		"an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+			"The following tool_call_ids did not have response messages: %s", strings.Join(missing, ", "))
 }
 
 func emptyContent(i int) error {

@@ -279,7 +279,8 @@ func TestAppendError(t *testing.T) {
 		{apierr.Invalid("messages", "required"), `{"error":{"message":"messages: required","type":"invalid_request_error","param":"messages","code":null}}`},
 		{&apierr.Error{Kind: apierr.Authentication, Message: "bad key"}, `{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
 		{&apierr.Error{Kind: apierr.NotFound, Message: "no model x", Param: "model"}, `{"error":{"message":"no model x","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
-		{&apierr.Error{Kind: apierr.RateLimit, Message: "slow down"}, `{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}`},
+		{&apierr.Error{Kind: apierr.RateLimit, Message: "slow down"}, `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+		{&apierr.Error{Kind: apierr.RateLimit, Message: "slow down", Code: "RATE_LIMITED", Limit: apierr.LimitTokens}, `{"error":{"message":"slow down","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`},
 		{&apierr.Error{Kind: apierr.API, Message: "internal error", Cause: io.EOF}, `{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}`},
 		{&apierr.Error{Kind: apierr.InvalidRequest, Message: "too long", Code: "CONTEXT_LENGTH_EXCEEDED"}, `{"error":{"message":"too long","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`},
 	}
