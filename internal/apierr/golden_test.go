@@ -71,6 +71,12 @@ func everyError() []written {
 			504, "timeout_error", "FIRST_BYTE_TIMEOUT", 504, "server_error", "first_byte_timeout"},
 		{"the engine stalled or did not finish in time", apierr.Wrap(apierr.Timeout, cause, "engine stalled"),
 			504, "timeout_error", "TIMEOUT_ERROR", 504, "server_error", "timeout"},
+		{"the request body did not arrive within read_body_timeout, or fell under min_body_rate", &apierr.Error{Kind: apierr.RequestTimeout, Code: "REQUEST_TIMEOUT", Message: "too slow"},
+			408, "timeout_error", "REQUEST_TIMEOUT", 408, "invalid_request_error", "request_timeout"},
+		{"the request bodies in flight hold max_body_bytes_in_flight (with retry-after)", &apierr.Error{Kind: apierr.Unavailable, Code: "BODY_BUDGET_EXHAUSTED", Message: "too many bodies", RetryAfter: 1e9},
+			503, "api_error", "BODY_BUDGET_EXHAUSTED", 503, "server_error", "body_budget_exhausted"},
+		{"no such binary-protocol vocabulary", &apierr.Error{Kind: apierr.NotFound, Code: "vocab_not_found", Message: "unknown vocabulary"},
+			404, "not_found_error", "VOCAB_NOT_FOUND", 404, "invalid_request_error", "vocab_not_found"},
 		{"the engine is overloaded (529 or 503, or at its concurrency limit)", apierr.New(apierr.Overloaded, "overloaded"),
 			529, "overloaded_error", "OVERLOADED_ERROR", 503, "server_error", "server_is_overloaded"},
 	}

@@ -118,6 +118,9 @@ func errorTypeCode(e *apierr.Error) (typ, code string) {
 		return typ, "rate_limit_exceeded"
 	case apierr.Timeout:
 		return "server_error", orKind("timeout")
+	case apierr.RequestTimeout:
+		// The client was too slow: its request is at fault, as with any other 4xx.
+		return "invalid_request_error", orKind("request_timeout")
 	case apierr.Overloaded:
 		return "server_error", orKind("server_is_overloaded")
 	case apierr.BadGateway:
