@@ -18,6 +18,7 @@ import (
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
@@ -26,8 +27,10 @@ import (
 // engine metrics endpoint need of it. A generation is never mutated; reload builds the next one,
 // handing over the state that must survive (replicas of unchanged engines, limit counters).
 type generation struct {
-	cfg      *Config
-	pipe     *pipeline.Pipeline
+	cfg  *Config
+	pipe *pipeline.Pipeline
+	// snap is the pipeline with the server's limits of the same configuration.
+	snap     server.Snapshot
 	replicas map[string]*replica // by engine name, every configured engine
 }
 
@@ -156,7 +159,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	g.pipe, err = pipeline.New(pipeline.Config{
 		Keys:   keys,
 		Limits: lim,
-		Sizes: limit.Sizes{MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxMessages: cfg.Limits.MaxMessages,
+		Sizes: limit.Sizes{MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxMessages: cfg.Limits.MaxMessages,
 			MaxContentBytes: cfg.Limits.MaxContentBytes},
 		Routes:  table,
 		Models:  models,
@@ -166,6 +169,9 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
+	sc := cfg.Server
+	g.snap = server.NewSnapshot(g.pipe, server.Limits{ReadBodyTimeout: sc.ReadBodyTimeout,
+		MinBodyRate: sc.MinBodyRate, WriteTimeout: sc.WriteTimeout, BodyBytesInFlight: sc.MaxBodyBytesInFlight})
 	return g, nil
 }
 

@@ -26,7 +26,7 @@ func TestMalformedOverHTTP(t *testing.T) {
 		{"bad role", "POST", "/v1/messages", strings.Replace(ok, `"user"`, `"robot"`, 1), 400, "invalid_request_error", "messages.0.role"},
 		{"huge max_tokens", "POST", "/v1/messages", strings.Replace(ok, `5`, `1e99`, 1), 400, "invalid_request_error", "max_tokens"},
 		{"temperature out of range", "POST", "/v1/messages", strings.Replace(ok, `"max_tokens"`, `"temperature":3,"max_tokens"`, 1), 400, "invalid_request_error", "temperature"},
-		{"over the body limit", "POST", "/v1/messages", `{"model":"sim","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_too_large", "exceeds the limit of 4096 bytes"},
+		{"over the body limit", "POST", "/v1/messages", `{"model":"sim","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_too_large", "the limit is 4096 bytes"},
 		{"empty body", "POST", "/v1/messages", ``, 400, "invalid_request_error", "body"},
 		{"wrong method", "GET", "/v1/messages", ``, 405, "invalid_request_error", "method not allowed"},
 		{"unknown path", "POST", "/v1/complete", ok, 404, "not_found_error", "no such endpoint"},

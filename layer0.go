@@ -204,7 +204,7 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}
-	g.srv = server.New(gen.pipe, server.Options{Limits: serverLimits(cfg), AccessLog: o.accessLog,
+	g.srv = server.New(g.snapshot, server.Options{AccessLog: o.accessLog,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != ""})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
@@ -236,16 +236,11 @@ func (g *Gateway) Reload(cfg *Config) error {
 		return err
 	}
 	g.gen.Store(gen)
-	g.srv.Swap(gen.pipe, serverLimits(cfg))
 	return nil
 }
 
-// serverLimits are the server's bounds on a request's bytes and time, from cfg.
-func serverLimits(cfg *Config) server.Limits {
-	s := cfg.Server
-	return server.Limits{MaxBodyBytes: s.MaxBodyBytes, ReadBodyTimeout: s.ReadBodyTimeout, MinBodyRate: s.MinBodyRate,
-		WriteTimeout: s.WriteTimeout, BodyBytesInFlight: s.MaxBodyBytesInFlight}
-}
+// snapshot is the live generation as the server serves it: one atomic load per request.
+func (g *Gateway) snapshot() *server.Snapshot { return &g.gen.Load().snap }
 
 // Listen opens a TCP listener on addr for the gateway, capped at the configuration's
 // server.max_connections (lowered to fit the process's file descriptor limit): a connection

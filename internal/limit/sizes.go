@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -27,8 +26,7 @@ type Sizes struct {
 }
 
 // CheckBody refuses a declared Content-Length above MaxBodyBytes before the body is read. A
-// negative length (unknown) passes: limit the reader with http.MaxBytesReader and map its error
-// with BodyError.
+// negative length (unknown) passes: the reader checks what arrives with CheckBodyRead.
 func (s Sizes) CheckBody(contentLength int64) error {
 	if s.MaxBodyBytes > 0 && contentLength > s.MaxBodyBytes {
 		return bodyTooLarge(strconv.FormatInt(contentLength, 10)+" bytes", s.MaxBodyBytes)
@@ -36,16 +34,12 @@ func (s Sizes) CheckBody(contentLength int64) error {
 	return nil
 }
 
-// BodyError turns the error of a body read through http.MaxBytesReader into a 413; any other
-// error is returned unchanged.
-func (s Sizes) BodyError(err error) error {
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		e := bodyTooLarge("larger than that", mb.Limit)
-		e.Cause = err
-		return e
+// CheckBodyRead refuses a body of which more than MaxBodyBytes have arrived (read so far).
+func (s Sizes) CheckBodyRead(read int64) error {
+	if s.MaxBodyBytes > 0 && read > s.MaxBodyBytes {
+		return bodyTooLarge("more than that ("+strconv.FormatInt(read, 10)+" bytes read)", s.MaxBodyBytes)
 	}
-	return err
+	return nil
 }
 
 func bodyTooLarge(size string, limit int64) *apierr.Error {

@@ -1,10 +1,7 @@
 package limit
 
 import (
-	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -78,17 +75,12 @@ func TestSizesBodyAndHeader(t *testing.T) {
 		}
 	}
 
-	// A body read through http.MaxBytesReader maps to the same 413.
-	rec := httptest.NewRecorder()
-	body := http.MaxBytesReader(rec, io.NopCloser(strings.NewReader(strings.Repeat("x", 20))), s.MaxBodyBytes)
-	_, err := io.ReadAll(body)
-	got := s.BodyError(err)
-	if e := apierr.From(got); e.Kind != apierr.RequestTooLarge || !strings.Contains(e.Message, "the limit is 10 bytes") {
-		t.Errorf("BodyError: got %v, want 413", got)
+	// A body that turns out larger than declared (or had no length) is refused as it is read.
+	if err := s.CheckBodyRead(10); err != nil {
+		t.Errorf("CheckBodyRead(10): %v", err)
 	}
-	other := errors.New("boom")
-	if got := s.BodyError(other); got != other {
-		t.Errorf("BodyError(other): got %v, want it unchanged", got)
+	if e := apierr.From(s.CheckBodyRead(11)); e.Kind != apierr.RequestTooLarge || !strings.Contains(e.Message, "the limit is 10 bytes") {
+		t.Errorf("CheckBodyRead(11): got %v, want 413", e)
 	}
 
 	small := http.Header{"X-A": {"1"}}                                // 3+1+4 = 8
@@ -96,7 +88,7 @@ func TestSizesBodyAndHeader(t *testing.T) {
 	if err := s.CheckHeader(small); err != nil {
 		t.Errorf("CheckHeader(small): got %v, want nil", err)
 	}
-	err = s.CheckHeader(big)
+	err := s.CheckHeader(big)
 	if e := apierr.From(err); e == nil || e.Kind != apierr.RequestTooLarge || !strings.Contains(e.Message, "35 bytes, the limit is 30") {
 		t.Errorf("CheckHeader(big): got %v, want 413 naming 35 and 30", err)
 	}

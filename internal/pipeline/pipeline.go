@@ -66,8 +66,8 @@ type Config struct {
 	Keys *auth.Keys
 	// Limits enforces rate limits; nil limits nothing.
 	Limits *limit.Limiter
-	// Sizes bounds headers, message count and content length (the body is bounded as it is
-	// read, by the server).
+	// Sizes bounds the body (checked by the server as it reads it), headers, message count and
+	// content length.
 	Sizes limit.Sizes
 	// Routes resolves names and plans attempts. Required.
 	Routes *route.Table
@@ -166,6 +166,9 @@ func (p *Pipeline) Routes() *route.Table { return p.routes }
 // Limits is the rate limiter (nil when nothing is limited), for the next pipeline to adopt its
 // state on reload.
 func (p *Pipeline) Limits() *limit.Limiter { return p.limits }
+
+// Sizes are the request size limits, the body's among them (the server checks it as it reads).
+func (p *Pipeline) Sizes() *limit.Sizes { return &p.sizes }
 
 // Call is one request going through the pipeline.
 type Call struct {

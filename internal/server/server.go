@@ -29,10 +29,8 @@ import (
 	"github.com/layer0ai/layer0/internal/pipeline"
 )
 
-// Options configure a Server. The zero value is usable: the defaults of Limits, no access log.
+// Options configure a Server. The zero value is usable: no access log, no metrics.
 type Options struct {
-	// Limits bound what one request may hold and how long it may take to arrive and leave.
-	Limits Limits
 	// AccessLog receives one record per request; nil disables it.
 	AccessLog *accesslog.Logger
 	// Logger is the process log; nil discards.
@@ -50,8 +48,6 @@ type Options struct {
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
 // fields take the defaults below.
 type Limits struct {
-	// MaxBodyBytes is the largest request body accepted (413 beyond); default 32 MiB.
-	MaxBodyBytes int64
 	// ReadBodyTimeout bounds reading a whole body (408 beyond); default 30s.
 	ReadBodyTimeout time.Duration
 	// MinBodyRate is the slowest a body may arrive, in bytes per second, after the first
@@ -69,9 +65,6 @@ type Limits struct {
 const BodyRateGrace = 5 * time.Second
 
 func (l *Limits) setDefaults() {
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = 32 << 20
-	}
 	if l.ReadBodyTimeout <= 0 {
 		l.ReadBodyTimeout = 30 * time.Second
 	}
@@ -84,18 +77,26 @@ func (l *Limits) setDefaults() {
 	if l.BodyBytesInFlight <= 0 {
 		l.BodyBytesInFlight = 512 << 20
 	}
-	l.BodyBytesInFlight = max(l.BodyBytesInFlight, l.MaxBodyBytes)
 }
 
-// live is what a reload swaps: the pipeline and the limits it runs with, read once per request.
-type live struct {
-	p   *pipeline.Pipeline
-	lim Limits
+// Snapshot is one configuration as the server serves it: the pipeline and the limits it runs
+// with. The owner swaps whole snapshots (with everything else derived from the same
+// configuration); the server reads the live one once per request, so a request never sees the
+// pipeline of one configuration with the limits of another.
+type Snapshot struct {
+	Pipeline *pipeline.Pipeline
+	Limits   Limits
+}
+
+// NewSnapshot returns the snapshot of p with lim, its zero fields set to their defaults.
+func NewSnapshot(p *pipeline.Pipeline, lim Limits) Snapshot {
+	lim.setDefaults()
+	return Snapshot{Pipeline: p, Limits: lim}
 }
 
 // Server is an http.Handler serving the layer0 APIs from the current pipeline.
 type Server struct {
-	live atomic.Pointer[live]
+	live func() *Snapshot
 	// inFlight is the bytes held by request bodies now, against Limits.BodyBytesInFlight.
 	inFlight atomic.Int64
 	access   *accesslog.Logger
@@ -110,28 +111,18 @@ type Server struct {
 	xs sync.Pool
 }
 
-// New returns a server running p.
-func New(p *pipeline.Pipeline, o Options) *Server {
-	s := &Server{access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly}
+// New returns a server serving, for each request, the snapshot live returns then.
+func New(live func() *Snapshot, o Options) *Server {
+	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	s.Swap(p, o.Limits)
 	s.bufs.New = func() any { b := make([]byte, 0, bodyChunk); return &b }
 	return s
 }
 
 // bodyChunk is the size of a pooled buffer: a body starts in one and grows as its bytes arrive.
 const bodyChunk = 16 << 10
-
-// Swap makes p, with lim, serve new requests; requests in flight finish on the old ones.
-func (s *Server) Swap(p *pipeline.Pipeline, lim Limits) {
-	lim.setDefaults()
-	s.live.Store(&live{p: p, lim: lim})
-}
-
-// Pipeline returns the live pipeline.
-func (s *Server) Pipeline() *pipeline.Pipeline { return s.live.Load().p }
 
 // BodyBytesInFlight returns the bytes request bodies hold now.
 func (s *Server) BodyBytesInFlight() int64 { return s.inFlight.Load() }
@@ -201,8 +192,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	if x == nil {
 		x = new(exchange)
 	}
-	lv := s.live.Load()
-	*x = exchange{s: s, w: w, r: r, p: lv.p, lim: &lv.lim, format: clientFormat(r)}
+	lv := s.live()
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, format: clientFormat(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.format
@@ -277,8 +268,9 @@ func (x *exchange) onlyMethod(method string, f func()) {
 // body, or under the minimum rate) with 408.
 func (x *exchange) readBody() ([]byte, bool) {
 	lim := x.lim
-	if x.r.ContentLength > lim.MaxBodyBytes {
-		x.fail(tooLarge(x.r.ContentLength, lim.MaxBodyBytes))
+	sizes := x.p.Sizes()
+	if err := sizes.CheckBody(x.r.ContentLength); err != nil {
+		x.fail(err)
 		return nil, false
 	}
 	x.buf = x.s.bufs.Get().(*[]byte)
@@ -296,7 +288,7 @@ func (x *exchange) readBody() ([]byte, bool) {
 	}()
 	for {
 		if len(b) == cap(b) {
-			if b = x.grow(b); b == nil {
+			if b = x.grow(b, sizes.MaxBodyBytes); b == nil {
 				return nil, false
 			}
 		}
@@ -314,8 +306,8 @@ func (x *exchange) readBody() ([]byte, bool) {
 		}
 		n, err := x.r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
-		if int64(len(b)) > lim.MaxBodyBytes {
-			x.fail(tooLarge(int64(len(b)), lim.MaxBodyBytes))
+		if err := sizes.CheckBodyRead(int64(len(b))); err != nil {
+			x.fail(err)
 			return nil, false
 		}
 		if err == io.EOF {
@@ -334,12 +326,14 @@ func (x *exchange) readBody() ([]byte, bool) {
 // grow returns b with twice its capacity (bounded by the size limit, and by the declared
 // length when there is one), the growth counted against the bodies' budget; nil after failing
 // the request when the budget is spent.
-func (x *exchange) grow(b []byte) []byte {
+func (x *exchange) grow(b []byte, limit int64) []byte {
 	n := 2 * cap(b)
 	if cl := x.r.ContentLength; cl >= int64(len(b)) && cl+1 < int64(n) {
 		n = int(cl + 1) // room for the declared body and the read that sees its end
 	}
-	n = int(min(int64(n), x.lim.MaxBodyBytes+1))
+	if limit > 0 {
+		n = int(min(int64(n), limit+1))
+	}
 	if n <= cap(b) {
 		n = cap(b) + 1
 	}
@@ -402,12 +396,6 @@ func (x *exchange) controller() *http.ResponseController {
 // armWrite bounds the next writes to the client by Limits.WriteTimeout.
 func (x *exchange) armWrite() {
 	_ = x.controller().SetWriteDeadline(time.Now().Add(x.lim.WriteTimeout)) // unsupported only off a real connection
-}
-
-func tooLarge(n, limit int64) *apierr.Error {
-	return &apierr.Error{Kind: apierr.RequestTooLarge, Code: "request_too_large",
-		Message: "request body of " + strconv.FormatInt(n, 10) + "+ bytes exceeds the limit of " +
-			strconv.FormatInt(limit, 10) + " bytes"}
 }
 
 // statusClientClosed is recorded (never sent) for a request whose client left before any
