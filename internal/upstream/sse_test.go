@@ -34,6 +34,7 @@ func readEvents(r *EventReader) ([]sseEvent, error) {
 func FuzzEventReader(f *testing.F) {
 	f.Add([]byte("event: a\ndata: {\"x\":1}\n\n: c\n\ndata: 1\ndata: 2\n\n\n\nevent: b\r\ndata:x\r\n\r\nevent: tail"))
 	f.Add([]byte("data: [DONE]\n\n"))
+	f.Add([]byte("id: 1\nretry: 10\ndata: {}\n\n\x8f\x00garbage\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fast, errFast := readEvents(NewEventReader(bytes.NewReader(in)))
 		slow, errSlow := readEvents(NewEventReader(iotest.OneByteReader(bytes.NewReader(in))))
