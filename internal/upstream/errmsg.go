@@ -88,7 +88,7 @@ func quoteShort(s string) string {
 }
 
 // Sanitize makes text from an engine fit for a client's error message: invalid UTF-8 and control
-// characters (line breaks and tabs included) are dropped, runs of spaces become one, and what is
+// characters are dropped, white space (line breaks and tabs included) becomes one space, and what is
 // longer than max bytes is cut at a character boundary and marked with "…".
 func Sanitize(s string, max int) string {
 	clean := len(s) <= max
@@ -106,10 +106,10 @@ func Sanitize(s string, max int) string {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		i += n
 		switch {
-		case r == utf8.RuneError && n <= 1, unicode.IsControl(r), r == '\u2028', r == '\u2029':
-			continue
-		case unicode.IsSpace(r):
+		case unicode.IsSpace(r): // line breaks and tabs included
 			space = b.Len() > 0
+			continue
+		case r == utf8.RuneError && n <= 1, unicode.IsControl(r):
 			continue
 		}
 		sp := 0

@@ -100,10 +100,11 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 const maxJSONBody = 64 << 20
 
 var (
-	done      = []byte("[DONE]")
-	finishKey = []byte(`"finish_reason"`)
-	usageKey  = []byte(`"usage"`)
-	usageOpt  = []byte(`"stream_options":{"include_usage":true},`)
+	done       = []byte("[DONE]")
+	finishKey  = []byte(`"finish_reason"`)
+	usageKey   = []byte(`"usage"`)
+	choicesKey = []byte(`"choices"`)
+	usageOpt   = []byte(`"stream_options":{"include_usage":true},`)
 )
 
 // Forward implements upstream.Forwarder. The body is not decoded: one scan of its top level
@@ -274,12 +275,15 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			_, err := out.Write(raw)
 			return res, err // the caller ends the response (upstream.Forwarder)
 		}
-		// The stream's shape: every chunk is a JSON object.
+		// The stream's shape: every chunk is a JSON object, with choices unless it is an error.
 		if !upstream.ValidObject(data) {
 			return res, upstream.Malformed("a stream chunk that is not a JSON object", "")
 		}
 		if ae := wire.StreamError(data); ae != nil {
 			return res, ae
+		}
+		if !bytes.Contains(data, choicesKey) {
+			return res, upstream.Malformed("a stream chunk without choices", "")
 		}
 		skip := false
 		if !bytes.Contains(data, usageKey) {
