@@ -212,6 +212,11 @@ func TestH1Timeouts(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}, "did not finish within 150ms"},
+		{"idle after the headers, not streamed", config.Timeouts{Connect: time.Second, FirstByte: time.Second, Idle: 50 * time.Millisecond, Total: 5 * time.Second}, false,
+			func(conn net.Conn) {
+				_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))
+				time.Sleep(2 * time.Second)
+			}, "nothing received for 50ms"},
 		{"total, not streamed", config.Timeouts{Connect: time.Second, FirstByte: time.Second, Idle: time.Second, Total: 100 * time.Millisecond}, false,
 			func(conn net.Conn) {
 				_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))

@@ -97,3 +97,20 @@ func TestEventReaderReadsLongEventsAcrossTheBuffer(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestEventReaderRefusesGarbage: a line that is no SSE field is an error, on both paths; the
+// fields engines send and comments are not.
+func TestEventReaderRefusesGarbage(t *testing.T) {
+	ok := "id: 1\nretry: 100\n: keep-alive\nevent: e\ndata: {}\n\n"
+	for _, in := range []string{ok + "\x8f\x00\x13garbage\n\n", ok + "<html>\n\n", "datum: 1\n\n"} {
+		for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in))} {
+			evs, err := readEvents(NewEventReader(r))
+			if !errors.Is(err, ErrNotSSE) {
+				t.Errorf("%q: got %v, %v; want ErrNotSSE", in, evs, err)
+			}
+		}
+	}
+	if _, err := readEvents(NewEventReader(strings.NewReader(ok))); err != nil {
+		t.Errorf("%q: %v", ok, err)
+	}
+}
