@@ -460,30 +460,37 @@ func sdkCall(t *testing.T, base, format string, stream bool) (text, engine strin
 	return text, hr.Header.Get("X-Layer0-Engine")
 }
 
-// TestPassThroughResetAfterContent cuts the engine's stream after content reached the client:
-// the attempt cannot fall back, and the client's stream ends with its format's error event
-// (Anthropic's event: error, OpenAI's error chunk) after the content, once.
-func TestPassThroughResetAfterContent(t *testing.T) {
+// TestPassThroughBrokenAfterContent breaks the engine's stream after content reached the client
+// — a reset, an event cut short, garbage: the attempt cannot fall back, and the client's stream
+// ends with its format's error event (Anthropic's event: error, OpenAI's error chunk) after the
+// content, once.
+func TestPassThroughBrokenAfterContent(t *testing.T) {
 	ant, oe, base := faultGateway(t)
 	engines := map[string]*badEngine{"anthropic": ant, "openai": oe}
 	for _, f := range faultFormats {
-		t.Run(f.name, func(t *testing.T) {
-			engines[f.name].set(func(c *net.TCPConn, _ bool) bool {
-				if head(c, "text/event-stream", -1) == nil {
-					_, _ = io.WriteString(c, f.prelude+f.content+f.content[:10])
+		for _, tail := range []struct{ name, bytes string }{
+			{"reset", f.content[:10]},
+			{"cut event", f.content[:len(f.content)/2] + "\n\n"},
+			{"garbage", garbage},
+		} {
+			t.Run(f.name+"/"+tail.name, func(t *testing.T) {
+				engines[f.name].set(func(c *net.TCPConn, _ bool) bool {
+					if head(c, "text/event-stream", -1) == nil {
+						_, _ = io.WriteString(c, f.prelude+f.content+tail.bytes)
+					}
+					time.Sleep(20 * time.Millisecond)
+					reset(c)
+					return false
+				})
+				status, _, body := postRaw(t, base, f.path, f.name, true)
+				if status != http.StatusOK || !strings.Contains(body, "Hello from the broken engine") {
+					t.Fatalf("got %d, want the content streamed:\n%s", status, body)
 				}
-				time.Sleep(20 * time.Millisecond)
-				reset(c)
-				return false
+				if !f.errorEnd(body) || strings.Count(body, f.errorEv) != 1 || strings.Count(body, "Hello from the broken engine") != 1 {
+					t.Errorf("the stream does not end with one error event after the content:\n%.2000q", body)
+				}
 			})
-			status, _, body := postRaw(t, base, f.path, f.name, true)
-			if status != http.StatusOK || !strings.Contains(body, "Hello from the broken engine") {
-				t.Fatalf("got %d, want the content streamed:\n%s", status, body)
-			}
-			if !f.errorEnd(body) || strings.Count(body, f.errorEv) != 1 {
-				t.Errorf("the stream does not end with one error event:\n%s", body)
-			}
-		})
+		}
 	}
 }
 

@@ -250,6 +250,28 @@ func ValidObject(b []byte) bool {
 	return Valid(b)
 }
 
+// EventObject checks the data of a stream's event, which must be a JSON object: wholly
+// (ValidObject) while full is set — the pass-through path sets it until the attempt has
+// written its first byte, so that no event it commits to is broken — and after that only its
+// shape, in constant time: it starts with '{' and ends with '}', which an event cut short or
+// garbage does not. Checking every event wholly would cost a stream as much again as the rest
+// of the pass-through path (BenchmarkPassThrough: 0.3 ms → 0.7 ms for 256 chunks).
+func EventObject(data []byte, full bool) bool {
+	if full {
+		return ValidObject(data)
+	}
+	i, j := 0, len(data)
+	for i < j && isWS(data[i]) {
+		i++
+	}
+	for j > i && isWS(data[j-1]) {
+		j--
+	}
+	return j-i >= 2 && data[i] == '{' && data[j-1] == '}'
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // Valid reports whether b is one complete JSON value with only whitespace around it. Nesting
 // deeper than 1024 levels is refused. It allocates nothing.
 func Valid(b []byte) bool {

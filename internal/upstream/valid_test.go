@@ -73,3 +73,27 @@ func BenchmarkValid(b *testing.B) {
 		}
 	}
 }
+
+func TestEventObject(t *testing.T) {
+	tests := []struct {
+		data        string
+		full, shape bool // EventObject(data, true), EventObject(data, false)
+	}{
+		{`{"a":1}`, true, true},
+		{" {\"a\":1}\r\n", true, true},
+		{`{"a":1`, false, false},
+		{`{"a":,}`, false, true}, // broken inside: only the whole check sees it
+		{`[1]`, false, false},
+		{`{`, false, false},
+		{"\x8f\x00}", false, false},
+		{``, false, false},
+	}
+	for _, tt := range tests {
+		if got := EventObject([]byte(tt.data), true); got != tt.full {
+			t.Errorf("EventObject(%q, true) = %v, want %v", tt.data, got, tt.full)
+		}
+		if got := EventObject([]byte(tt.data), false); got != tt.shape {
+			t.Errorf("EventObject(%q, false) = %v, want %v", tt.data, got, tt.shape)
+		}
+	}
+}

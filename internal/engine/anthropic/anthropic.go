@@ -300,8 +300,9 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		if bytes.Equal(name, evError) {
 			return res, resp.Err(DecodeError(0, data))
 		}
-		// The stream's shape: named events of JSON objects, message_start first (pings aside).
-		if len(name) == 0 || !upstream.ValidObject(data) {
+		// The stream's shape: named events of JSON objects (checked whole until the attempt
+		// commits), message_start first (pings aside).
+		if len(name) == 0 || !upstream.EventObject(data, !out.Started()) {
 			return res, resp.Err(upstream.Malformed("a stream event that is not a named JSON object", ""))
 		}
 		if !started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {

@@ -275,8 +275,9 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			_, err := out.Write(raw)
 			return res, err // the caller ends the response (upstream.Forwarder)
 		}
-		// The stream's shape: every chunk is a JSON object, with choices unless it is an error.
-		if !upstream.ValidObject(data) {
+		// The stream's shape: every chunk is a JSON object (checked whole until the attempt
+		// commits), with choices unless it is an error.
+		if !upstream.EventObject(data, !out.Started()) {
 			return res, upstream.Malformed("a stream chunk that is not a JSON object", "")
 		}
 		if ae := wire.StreamError(data); ae != nil {
