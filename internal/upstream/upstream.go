@@ -755,7 +755,9 @@ func (r *Response) Err(err error) error {
 	var ae *apierr.Error
 	if errors.As(err, &ae) {
 		// The message may quote the engine (an error object with a 200, an error event).
-		ae.Message = Sanitize(r.c.key.Redact(ae.Message), MaxReason)
+		if m := Sanitize(r.c.key.Redact(ae.Message), MaxReason); m != ae.Message {
+			ae.Message = m
+		}
 		return ae
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

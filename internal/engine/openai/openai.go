@@ -250,7 +250,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			return res, rerr
 		default: // io.EOF
 			if len(bytes.TrimSpace(raw)) > 0 || !finished {
-				return res, errTruncated
+				return res, errTruncated()
 			}
 			return res, out.Release() // the caller ends the response (upstream.Forwarder)
 		}
@@ -270,7 +270,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		}
 		if bytes.Equal(data, done) {
 			if !finished {
-				return res, errTruncated // [DONE] without a finish_reason: the answer was cut
+				return res, errTruncated() // [DONE] without a finish_reason: the answer was cut
 			}
 			_, err := out.Write(raw)
 			return res, err // the caller ends the response (upstream.Forwarder)
@@ -336,8 +336,11 @@ func hasFinish(data []byte) bool {
 	}
 }
 
-// errTruncated is the error for a stream that ended (or said [DONE]) before a finish_reason.
-var errTruncated = apierr.Wrap(apierr.BadGateway, wire.ErrTruncated, "engine stream ended before the response was complete")
+// errTruncated is the error for a stream that ended (or said [DONE]) before a finish_reason;
+// a new one each time, as callers may set its fields.
+func errTruncated() error {
+	return apierr.Wrap(apierr.BadGateway, wire.ErrTruncated, "engine stream ended before the response was complete")
+}
 
 // prelude reports whether a chunk carries nothing for the client yet: it has choices, each
 // with a delta that holds at most a role and empty values (content "" or null, tool_calls [] or
