@@ -101,9 +101,9 @@ const maxJSONBody = 64 << 20
 
 var (
 	done       = []byte("[DONE]")
-	finishKey  = []byte(`"finish_reason"`)
+	finishKey  = []byte(`finish_reason"`) // searched without its opening quote: see hasFinish
 	usageKey   = []byte(`"usage"`)
-	choicesKey = []byte(`"choices"`)
+	choicesKey = []byte(`choices"`)
 	usageOpt   = []byte(`"stream_options":{"include_usage":true},`)
 )
 
@@ -275,15 +275,16 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			_, err := out.Write(raw)
 			return res, err // the caller ends the response (upstream.Forwarder)
 		}
-		// The stream's shape: every chunk is a JSON object (checked whole until the attempt
-		// commits), with choices unless it is an error.
-		if !upstream.EventObject(data, !out.Started()) {
+		// The stream's shape: every chunk is a JSON object; until the attempt commits, one
+		// checked whole and with choices (unless it is an error), and by its shape after.
+		full := !out.Started()
+		if !upstream.EventObject(data, full) {
 			return res, upstream.Malformed("a stream chunk that is not a JSON object", "")
 		}
 		if ae := wire.StreamError(data); ae != nil {
 			return res, ae
 		}
-		if !bytes.Contains(data, choicesKey) {
+		if full && !bytes.Contains(data, choicesKey) {
 			return res, upstream.Malformed("a stream chunk without choices", "")
 		}
 		skip := false
@@ -314,7 +315,11 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 }
 
 // hasFinish reports whether a chunk holds a finish_reason that is a string (not null), whatever
-// the engine's spacing; a search, not a scan, as for most chunks there is none.
+// the engine's spacing; a search, not a scan, as for most chunks there is none. The keys it and
+// the choices check search for lack their opening quote: bytes.Index looks for a needle's first
+// byte first, and '"' is the most frequent byte of a chunk (with it hasFinish took 20% of
+// BenchmarkPassThrough/forward, 6% without; a quote cannot end a key's name inside a JSON
+// string, where it is escaped).
 func hasFinish(data []byte) bool {
 	for {
 		i := bytes.Index(data, finishKey)
