@@ -177,7 +177,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 
 // newReplica builds an engine and its routing state.
 func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Codec, o *options) (*replica, error) {
-	e, err := newEngine(name, ec, tok)
+	e, err := newEngine(name, ec, tok, o.logger)
 	if err != nil {
 		return nil, err
 	}

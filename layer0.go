@@ -307,7 +307,7 @@ func (s *idSink) Send(ev *Event) error {
 	return s.Sink.Send(ev)
 }
 
-func newEngine(name string, ec config.Engine, tok *tokenizer.Codec) (engine.Engine, error) {
+func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, logger *slog.Logger) (engine.Engine, error) {
 	switch ec.Kind {
 	case config.KindSim:
 		e, err := sim.New(ec.Sim, tok)
@@ -316,7 +316,7 @@ func newEngine(name string, ec config.Engine, tok *tokenizer.Codec) (engine.Engi
 		}
 		return e, nil
 	}
-	return newHTTPEngine(name, ec)
+	return newHTTPEngine(name, ec, logger)
 }
 
 // BodyBytesInFlight returns the memory request bodies hold now, in bytes (the

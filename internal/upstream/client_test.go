@@ -169,8 +169,10 @@ func TestH1ErrorStatus(t *testing.T) {
 	c := newTestClient(t, "http://"+s.addr, config.Timeouts{}, Options{})
 	_, err := call(context.Background(), c, false)
 	var ae *apierr.Error
-	if !errors.As(err, &ae) || ae.RetryAfter != 3*time.Second || !strings.Contains(ae.Message, "slow") {
-		t.Fatalf("got %v, want the decoded error with retry-after 3s", err)
+	// The body is plain text, not an API error: its words stay out of the client's message.
+	if !errors.As(err, &ae) || ae.RetryAfter != 3*time.Second || strings.Contains(ae.Message, "slow") ||
+		!strings.Contains(ae.Message, "429") {
+		t.Fatalf("got %v, want the decoded error with retry-after 3s, naming 429 and not the body", err)
 	}
 	// The error body was read whole: the connection is reused.
 	if _, err := call(context.Background(), c, false); err == nil || s.conns.Load() != 1 {
@@ -210,6 +212,11 @@ func TestH1Timeouts(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}, "did not finish within 150ms"},
+		{"idle after the headers, not streamed", config.Timeouts{Connect: time.Second, FirstByte: time.Second, Idle: 50 * time.Millisecond, Total: 5 * time.Second}, false,
+			func(conn net.Conn) {
+				_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))
+				time.Sleep(2 * time.Second)
+			}, "nothing received for 50ms"},
 		{"total, not streamed", config.Timeouts{Connect: time.Second, FirstByte: time.Second, Idle: time.Second, Total: 100 * time.Millisecond}, false,
 			func(conn net.Conn) {
 				_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))

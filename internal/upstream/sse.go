@@ -13,9 +13,15 @@ const MaxEvent = 8 << 20
 // ErrEventTooLarge is returned for an SSE event longer than MaxEvent.
 var ErrEventTooLarge = errors.New("upstream: SSE event too large")
 
+// ErrNotSSE is returned for a line that is none of the fields an engine's stream has (data,
+// event, id, retry) nor a comment: garbage, which the SSE grammar would skip, is refused so
+// that a broken engine fails its attempt instead of reaching the client.
+var ErrNotSSE = errors.New("upstream: a line of the stream is not an SSE field")
+
 // EventReader splits a text/event-stream into whole events without decoding them, for the
 // pass-through path: each event comes back as its raw bytes (to forward unchanged) with its
-// name and data payload located. The slices are valid until the next call.
+// name and data payload located. The slices are valid until the next call. A line that is not
+// an SSE field an engine sends (data, event, id, retry) or a comment is an error (ErrNotSSE).
 type EventReader struct {
 	br   *bufio.Reader
 	raw  []byte
@@ -99,8 +105,29 @@ func (r *EventReader) Next() (raw, name, data []byte, err error) {
 				v, s = v[1:], s+1
 			}
 			nameSpan, hasName = [2]int{s, s + len(v)}, true
+		default:
+			if !knownField(text) {
+				return nil, nil, nil, ErrNotSSE
+			}
 		}
 	}
+}
+
+// knownField reports whether an event's line (not blank) is a comment or one of the fields
+// an engine's stream has.
+func knownField(line []byte) bool {
+	if line[0] == ':' {
+		return true
+	}
+	name := line
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name = line[:i]
+	}
+	switch string(name) {
+	case "data", "event", "id", "retry":
+		return true
+	}
+	return false
 }
 
 // buffered is Next's fast path, for the usual event: whole in the read buffer, after no blank
@@ -132,6 +159,8 @@ func (r *EventReader) buffered() (raw, name, data []byte, ok bool) {
 			data, hasData = trimSpace1(line[5:]), true
 		case bytes.HasPrefix(line, eventField):
 			name = trimSpace1(line[6:])
+		case !knownField(line):
+			return nil, nil, nil, false // the general path refuses it
 		}
 		i = next
 	}

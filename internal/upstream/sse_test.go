@@ -34,6 +34,7 @@ func readEvents(r *EventReader) ([]sseEvent, error) {
 func FuzzEventReader(f *testing.F) {
 	f.Add([]byte("event: a\ndata: {\"x\":1}\n\n: c\n\ndata: 1\ndata: 2\n\n\n\nevent: b\r\ndata:x\r\n\r\nevent: tail"))
 	f.Add([]byte("data: [DONE]\n\n"))
+	f.Add([]byte("id: 1\nretry: 10\ndata: {}\n\n\x8f\x00garbage\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fast, errFast := readEvents(NewEventReader(bytes.NewReader(in)))
 		slow, errSlow := readEvents(NewEventReader(iotest.OneByteReader(bytes.NewReader(in))))
@@ -94,5 +95,22 @@ func TestEventReaderReadsLongEventsAcrossTheBuffer(t *testing.T) {
 	want := []sseEvent{{"data: a\n\n", "", "a"}, {"data: " + long + "\n\n", "", long}, {"data: b\n\n", "", "b"}, {"", "EOF", ""}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestEventReaderRefusesGarbage: a line that is no SSE field is an error, on both paths; the
+// fields engines send and comments are not.
+func TestEventReaderRefusesGarbage(t *testing.T) {
+	ok := "id: 1\nretry: 100\n: keep-alive\nevent: e\ndata: {}\n\n"
+	for _, in := range []string{ok + "\x8f\x00\x13garbage\n\n", ok + "<html>\n\n", "datum: 1\n\n"} {
+		for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in))} {
+			evs, err := readEvents(NewEventReader(r))
+			if !errors.Is(err, ErrNotSSE) {
+				t.Errorf("%q: got %v, %v; want ErrNotSSE", in, evs, err)
+			}
+		}
+	}
+	if _, err := readEvents(NewEventReader(strings.NewReader(ok))); err != nil {
+		t.Errorf("%q: %v", ok, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -66,6 +67,9 @@ type Options struct {
 	// AuthHeader is the header that carries the credential: "Authorization" (the default,
 	// sent as "Bearer KEY") or another name such as "X-Api-Key" (sent as the bare key).
 	AuthHeader string
+	// Logger receives the engine's error answers in full (credential redacted), which clients
+	// get only a sanitised reason of. Nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Client sends requests to one engine. It is safe for concurrent use; its zero value is not.
@@ -90,6 +94,8 @@ type Client struct {
 	targets  sync.Map // a Request's Path → target + Path
 
 	resps sync.Pool // *Response
+
+	log *slog.Logger // nil logs nothing
 }
 
 // maxIdleConns bounds the idle connections kept per engine.
@@ -112,7 +118,8 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	c := &Client{name: name, base: strings.TrimRight(cfg.URL, "/"), t: cfg.Timeouts, key: &Secret{}, auth: opts.AuthHeader}
+	c := &Client{name: name, base: strings.TrimRight(cfg.URL, "/"), t: cfg.Timeouts, key: &Secret{}, auth: opts.AuthHeader,
+		log: opts.Logger}
 	if c.auth == "" {
 		c.auth = "Authorization"
 	}
@@ -248,7 +255,8 @@ type Request struct {
 	Body []byte
 	// Stream says the answer is streamed: the first-byte timeout then runs until the first body
 	// byte, and the idle timeout bounds every gap after it. Otherwise the first-byte timeout
-	// runs until the response headers.
+	// runs until the response headers, and the idle timeout bounds every gap in the body after
+	// them (an engine that stalls after its headers fails, without waiting for the total bound).
 	Stream bool
 	// DecodeError turns an error status and body into an *apierr.Error.
 	DecodeError func(status int, body []byte) *apierr.Error
@@ -273,7 +281,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 		return nil, err
 	}
 	c.inflight.Add(1)
-	resp := c.newResponse(ctx, r.Stream, start)
+	resp := c.newResponse(ctx, start)
 	var (
 		a   answer
 		err error
@@ -290,8 +298,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	}
 	if status := resp.Status; status < 200 || status > 299 {
 		resp.Close()
-		e := r.DecodeError(status, a.body)
-		e.Message = c.key.Redact(e.Message)
+		e := c.engineError(r, status, a.body)
 		if a.retryAfter > 0 {
 			e.RetryAfter = a.retryAfter
 		}
@@ -301,7 +308,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 		return nil, e
 	}
 	if !r.Stream {
-		resp.headers() // the first-byte bound ends with the headers
+		resp.read() // the first-byte bound ends with the headers: the body must not stall
 	}
 	resp.Body = &resp.body
 	if resp.br == nil {
@@ -504,7 +511,6 @@ type Response struct {
 
 	c      *Client
 	parent context.Context
-	stream bool
 	body   watchedBody
 	br     *bufio.Reader // Reader's buffer, made once per pooled Response
 	timer  *time.Timer   // the watchdog, created once per pooled Response
@@ -515,7 +521,7 @@ type Response struct {
 	mu       sync.Mutex
 	due      time.Time // when the watchdog's current bound ends; zero when none runs
 	total    time.Time // when the total bound ends; zero when there is none
-	gotFirst bool      // a streamed body returned its first byte
+	gotFirst bool      // a streamed body returned its first byte, or a non-streamed answer its headers
 	cause    error
 	closed   bool
 	conn     *h1.Conn                // the http:// path's connection
@@ -535,7 +541,7 @@ const ReaderSize = 16 << 10
 func (r *Response) Reader() *bufio.Reader { return r.br }
 
 // newResponse returns a pooled Response for a call starting now, its watchdog armed.
-func (c *Client) newResponse(ctx context.Context, stream bool, start time.Time) *Response {
+func (c *Client) newResponse(ctx context.Context, start time.Time) *Response {
 	r, _ := c.resps.Get().(*Response)
 	if r == nil {
 		r = &Response{}
@@ -545,7 +551,7 @@ func (c *Client) newResponse(ctx context.Context, stream bool, start time.Time) 
 	}
 	r.mu.Lock()
 	r.Status, r.ContentType, r.Body = 0, "", nil
-	r.c, r.parent, r.stream = c, ctx, stream
+	r.c, r.parent = c, ctx
 	r.body = watchedBody{r}
 	r.due, r.total, r.gotFirst = time.Time{}, time.Time{}, false
 	r.cause, r.closed, r.conn, r.dial, r.stop, r.hr, r.cancel = nil, false, nil, nil, nil, nil, nil
@@ -566,15 +572,8 @@ func (c *Client) newResponse(ctx context.Context, stream bool, start time.Time) 
 	return r
 }
 
-// headers moves a non-streamed call from the first-byte bound to the total bound alone.
-func (r *Response) headers() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rearmLocked(r.total)
-}
-
-// read re-arms the watchdog after a streamed body read that returned data: the idle bound
-// (within the total bound) from now.
+// read re-arms the watchdog after a body read that returned data, and after a non-streamed
+// answer's headers: the idle bound (within the total bound) from now.
 func (r *Response) read() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -755,7 +754,10 @@ func (r *Response) Err(err error) error {
 	}
 	var ae *apierr.Error
 	if errors.As(err, &ae) {
-		ae.Message = r.c.key.Redact(ae.Message)
+		// The message may quote the engine (an error object with a 200, an error event).
+		if m := Sanitize(r.c.key.Redact(ae.Message), MaxReason); m != ae.Message {
+			ae.Message = m
+		}
 		return ae
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -777,7 +779,7 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	} else {
 		n, err = r.hr.Body.Read(p)
 	}
-	if n > 0 && r.stream {
+	if n > 0 {
 		r.read()
 	}
 	return n, err

@@ -190,6 +190,7 @@ var (
 	evMessageDelta = []byte("message_delta")
 	evMessageStop  = []byte("message_stop")
 	evError        = []byte("error")
+	evPing         = []byte("ping")
 )
 
 // Forward implements upstream.Forwarder: the body's top-level "model" is rewritten in place and
@@ -229,11 +230,14 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	defer resp.Close()
 	rn := upstream.NewRenamer(p.ClientModel)
 	ct := resp.ContentType
+	if err := upstream.CheckContentType(ct, stream); err != nil {
+		return res, err
+	}
 	held := e.c.Buffer()
 	defer e.c.PutBuffer(held)
 	out := &upstream.Out{W: w, ContentType: ct, Held: *held}
 	defer func() { res.Bytes = out.N }()
-	if !strings.HasPrefix(ct, "text/event-stream") {
+	if !upstream.IsSSE(ct) {
 		rb := e.c.Buffer()
 		defer e.c.PutBuffer(rb)
 		body, err := upstream.ReadAll(*rb, resp.Reader(), maxJSONBody)
@@ -241,10 +245,18 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		if err != nil {
 			return res, resp.Err(err)
 		}
+		// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
+		// and the caller may fall back.
+		if !upstream.ValidObject(body) {
+			return res, upstream.Malformed("incomplete or invalid JSON", "")
+		}
 		ms, me, us, ue, isErr := scanAnswer(body)
 		if isErr {
 			// An error object with a 200: nothing was written, the caller may fall back.
 			return res, resp.Err(DecodeError(0, body))
+		}
+		if stream {
+			return res, upstream.StreamAnsweredJSON()
 		}
 		if us >= 0 {
 			mergeUsageValue(&res.Usage, body[us:ue])
@@ -256,19 +268,49 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	}
 	res.Stream = true
 	er := upstream.NewEventReader(resp.Reader())
+	started := false // message_start arrived
 	for {
 		raw, name, data, rerr := er.Next()
 		if rerr != nil {
-			if errors.Is(rerr, io.EOF) {
+			switch {
+			case errors.Is(rerr, io.EOF):
 				rerr = apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
+			case errors.Is(rerr, upstream.ErrNotSSE):
+				rerr = upstream.Malformed("a stream that is not SSE", rerr.Error())
+			case errors.Is(rerr, upstream.ErrEventTooLarge):
+				rerr = upstream.Malformed("a stream event beyond the size limit", rerr.Error())
 			}
 			return res, resp.Err(rerr)
 		}
 		ev := raw
-		switch {
-		case bytes.Equal(name, evError):
+		if len(name) == 0 && len(data) == 0 {
+			// A comment (a keep-alive): passed on, without committing the attempt.
+			if out.Started() || !out.Hold(ev) {
+				if _, err := out.Write(ev); err != nil {
+					return res, err
+				}
+				if !er.Buffered() {
+					if err := out.Flush(); err != nil {
+						return res, err
+					}
+				}
+			}
+			continue
+		}
+		if bytes.Equal(name, evError) {
 			return res, resp.Err(DecodeError(0, data))
+		}
+		// The stream's shape: named events of JSON objects (checked whole until the attempt
+		// commits), message_start first (pings aside).
+		if len(name) == 0 || !upstream.EventObject(data, !out.Started()) {
+			return res, resp.Err(upstream.Malformed("a stream event that is not a named JSON object", ""))
+		}
+		if !started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {
+			return res, resp.Err(upstream.Malformed("a stream that does not begin with message_start", ""))
+		}
+		switch {
 		case bytes.Equal(name, evMessageStart):
+			started = true
 			if s, e2, ok, _ := upstream.Field(data, "message"); ok {
 				ms, me, us, ue, _ := scanAnswer(data[s:e2])
 				if us >= 0 {

@@ -121,7 +121,7 @@ func TestBinaryErrorNoFallbackOnceKnown(t *testing.T) {
 	e.binary.Store(binaryWorks)
 	err := e.Generate(context.Background(), request(), &llm.Collector{})
 	var ae *apierr.Error
-	if !errors.As(err, &ae) || ae.Kind != apierr.InvalidRequest || ae.Message != "prompt is too long" {
+	if !errors.As(err, &ae) || ae.Kind != apierr.InvalidRequest || ae.Message != "engine error (status 400): prompt is too long" {
 		t.Errorf("got %v, want the peer's 400", err)
 	}
 	if !e.Binary() {

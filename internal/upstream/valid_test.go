@@ -1,0 +1,99 @@
+package upstream
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var validCases = []string{
+	`{}`, `[]`, `{"a":1}`, ` {"a" : [1, 2.5, -3e10, 0, -0.0, 1E+2, true, false, null, "x\u00e9\n\"\\\/"]} `,
+	`{"a":{"b":{"c":[{}]}}}`, `"s"`, `0`, `[[],[{}],{"":""}]`, "{\"a\":\"caf\xc3\xa9\"}",
+	`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}`,
+}
+
+var invalidCases = []string{
+	``, ` `, `{`, `}`, `{"a":1`, `{"a":1,}`, `{"a"}`, `{"a":}`, `{a:1}`, `{"a":1}}`, `{"a":1} x`, `[1,]`, `[1 2]`,
+	`{"a":"unterminated}`, `{"a":tru}`, `{"a":nul}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`,
+	`{"a":"\x"}`, `{"a":"\u12"}`, `{"a":"\u12g4"}`, "{\"a\":\"line\nbreak\"}", `{"a":[1}`, `{"a":{1:2}}`, `{"a":1]`,
+	`<html><body>error</body></html>`, `{"id":"msg_1","content":[{"type":"text","text":"hel`, "\x00\xff\x13garbage",
+	`{"a":1}{"b":2}`, `{"a":+1}`, `{"a":NaN}`,
+}
+
+func TestValid(t *testing.T) {
+	for _, c := range validCases {
+		if !Valid([]byte(c)) || !json.Valid([]byte(c)) {
+			t.Errorf("Valid(%q) = false, json.Valid = %v; want both true", c, json.Valid([]byte(c)))
+		}
+	}
+	for _, c := range invalidCases {
+		if Valid([]byte(c)) || json.Valid([]byte(c)) {
+			t.Errorf("Valid(%q) = %v, json.Valid = %v; want both false", c, Valid([]byte(c)), json.Valid([]byte(c)))
+		}
+	}
+	if !ValidObject([]byte(` {"a":1}`)) || ValidObject([]byte(`[1]`)) || ValidObject([]byte(`"s"`)) {
+		t.Error("ValidObject accepts a non-object or refuses an object")
+	}
+	deep := strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)
+	if !Valid([]byte(deep)) {
+		t.Errorf("Valid refuses %d levels of nesting", maxDepth)
+	}
+	if Valid([]byte("[" + deep + "]")) {
+		t.Errorf("Valid accepts %d levels of nesting", maxDepth+1)
+	}
+	if !raceEnabled {
+		b := []byte(validCases[3])
+		if n := testing.AllocsPerRun(100, func() { Valid(b) }); n != 0 {
+			t.Errorf("Valid allocates %v times a call, want 0", n)
+		}
+	}
+}
+
+// FuzzValid checks Valid against encoding/json on arbitrary bytes.
+func FuzzValid(f *testing.F) {
+	for _, c := range append(append([]string{}, validCases...), invalidCases...) {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid = %v", b, got, want)
+		}
+	})
+}
+
+// BenchmarkValid checks a 1.6 KB non-streamed Chat Completions answer.
+func BenchmarkValid(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("The lighthouse keeper watched the sea. ", 40) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":300,"total_tokens":312}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Valid(body) {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+func TestEventObject(t *testing.T) {
+	tests := []struct {
+		data        string
+		full, shape bool // EventObject(data, true), EventObject(data, false)
+	}{
+		{`{"a":1}`, true, true},
+		{" {\"a\":1}\r\n", true, true},
+		{`{"a":1`, false, false},
+		{`{"a":,}`, false, true}, // broken inside: only the whole check sees it
+		{`[1]`, false, false},
+		{`{`, false, false},
+		{"\x8f\x00}", false, false},
+		{``, false, false},
+	}
+	for _, tt := range tests {
+		if got := EventObject([]byte(tt.data), true); got != tt.full {
+			t.Errorf("EventObject(%q, true) = %v, want %v", tt.data, got, tt.full)
+		}
+		if got := EventObject([]byte(tt.data), false); got != tt.shape {
+			t.Errorf("EventObject(%q, false) = %v, want %v", tt.data, got, tt.shape)
+		}
+	}
+}
