@@ -123,3 +123,14 @@ func TestEngineErrorBody(t *testing.T) {
 		})
 	}
 }
+
+// An engine URL with a password that cannot be used is refused without printing the password.
+func TestNewNeverPrintsThePassword(t *testing.T) {
+	_, err := New("e", config.Engine{Kind: config.KindOpenAI, URL: "http://user:hunter2@10.0.0.5:8000"}, Options{})
+	if err == nil {
+		t.Fatal("a URL with userinfo was accepted")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("the password is in the error: %v", err)
+	}
+}

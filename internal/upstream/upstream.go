@@ -145,7 +145,7 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 	if strings.HasPrefix(c.base, "http://") {
 		u, err := url.Parse(c.base)
 		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("upstream: engine %s: url %q: want http://host[:port][/path]", name, cfg.URL)
+			return nil, fmt.Errorf("upstream: engine %s: url %q: want http://host[:port][/path]", name, redactedURL(cfg.URL))
 		}
 		addr := u.Host
 		if u.Port() == "" {
@@ -827,4 +827,14 @@ func NewAPI(name string, cfg config.Engine, o Options, apiPath string, hdr http.
 		apiPath = strings.TrimPrefix(apiPath, "/v1")
 	}
 	return c, apiPath, h, nil
+}
+
+// redactedURL is s for a message: its password masked, or nothing of it when it does not parse
+// (a password could be anywhere in it).
+func redactedURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(not a URL)"
+	}
+	return u.Redacted()
 }
