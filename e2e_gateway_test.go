@@ -44,7 +44,7 @@ func serveGateway(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*lay
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second})
+	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second}) // generous: a loaded CI machine starves clients
 	go srv.Serve(ln) //nolint:errcheck // ends at Close
 	t.Cleanup(func() {
 		srv.Close()

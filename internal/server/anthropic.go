@@ -10,21 +10,6 @@ import (
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
 )
 
-// messages serves POST /v1/messages in the Anthropic format (JSON or SSE, by "stream" alone).
-func (x *exchange) messages() {
-	body, ok := x.readBody()
-	if !ok || x.refuseMislabeledBinary(body) {
-		return
-	}
-	req, err := anthropic.DecodeRequest(body)
-	if err != nil {
-		x.fail(err)
-		return
-	}
-	req.Format = llm.FormatAnthropic
-	x.serveJSON(body, req, false)
-}
-
 // countTokens serves POST /v1/messages/count_tokens.
 func (x *exchange) countTokens() {
 	body, ok := x.readBody()
@@ -91,19 +76,6 @@ func (x *exchange) getModel(id string) {
 	}
 	body := anthropic.AppendModel(nil, anthropic.Model{ID: m.ID, DisplayName: m.DisplayName, Created: m.Created})
 	x.writeFull(http.StatusOK, "application/json", body)
-}
-
-// writeErrorBody writes e as a complete error response in the client's format.
-func (x *exchange) writeErrorBody(e *apierr.Error) {
-	switch x.format {
-	case llm.FormatOpenAI:
-		x.writeOpenAIError(e)
-		return
-	default:
-		body := anthropic.AppendError(nil, e, x.call.Record.RequestID)
-		x.writeFull(e.Status(), "application/json", body)
-	}
-	x.call.Record.Status = e.Status()
 }
 
 // models returns the models the caller's key may use, in id order.

@@ -3,12 +3,11 @@ package server
 import (
 	"net/http"
 
-	"github.com/layer0ai/layer0/internal/apierr"
 	"strings"
 	"sync"
 
-	"github.com/layer0ai/layer0/internal/ids"
-	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/apierr"
+
 	"github.com/layer0ai/layer0/internal/vocab"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
@@ -25,56 +24,6 @@ func isBinary(r *http.Request) bool { return binary.IsMediaType(r.Header.Get("Co
 // isVocabPath reports whether path is the vocabulary's.
 func isVocabPath(path string) bool {
 	return path == vocab.Path || strings.HasPrefix(path, vocab.PathPrefix)
-}
-
-// binaryMessages serves POST /v1/messages in the binary protocol: decode (400 INVALID_BINARY with
-// the offset and field when the body is wrong), run the pipeline, stream frames. Errors before
-// the first byte are HTTP errors with the Anthropic JSON body; after it, an error frame and done.
-func (x *exchange) binaryMessages() {
-	x.format = llm.FormatBinary
-	rec := &x.call.Record
-	rec.Format, rec.Stream = llm.FormatBinary, true
-	body, ok := x.readBody()
-	if !ok {
-		return
-	}
-	req, mode, err := binary.DecodeRequest(body, x.r.Header)
-	if err != nil {
-		x.fail(err)
-		return
-	}
-	x.call.Request = req
-	voc := vocab.Default()
-	if !mode.Text {
-		x.w.Header().Set(vocab.HashHeader, voc.Hash())
-	}
-	out := &x.stw
-	*out = streamWriter{x: x, contentType: mode.ContentType()}
-	sw, err := binary.NewStreamWriter(out, out.flush, mode, voc)
-	if err != nil {
-		x.fail(err)
-		return
-	}
-	sw.ID = ids.Message()
-	x.call.Sink = x.endAt(sw)
-	x.streamErr = sw
-	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
-		x.fail(err)
-		return
-	}
-	_ = sw.Close() // a stream the engine ended without a stop event still gets its done frame
-}
-
-// refuseMislabeledBinary answers 400 INVALID_BINARY when a body in the binary format arrived with
-// another Content-Type (an HTTP library that overwrote the header), instead of a JSON syntax
-// error. No JSON body starts with the magic.
-func (x *exchange) refuseMislabeledBinary(body []byte) bool {
-	if !binary.LooksBinary(body) {
-		return false
-	}
-	_, err := binary.NegotiateVersion(x.r.Header) // the error names the Content-Type
-	x.fail(err)
-	return true
 }
 
 // vocabulary serves GET /v1/binary/vocab and /v1/binary/vocab/{hash}.

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
 )
 
@@ -24,20 +23,6 @@ const sunset = "Fri, 31 Dec 2027 23:59:59 GMT"
 // data clients cache, and health and metrics endpoints are for the operator's network.
 func isAPI(path string) bool {
 	return strings.HasPrefix(path, "/v1/") && !isVocabPath(path)
-}
-
-// clientFormat is the client's format as far as the path and headers tell, so that an error
-// written before any handler ran (a refused key) is in the client's own format.
-func clientFormat(r *http.Request) llm.Format {
-	switch p := r.URL.Path; {
-	case p == "/v1/chat/completions":
-		return llm.FormatOpenAI
-	case (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && wantsOpenAI(r):
-		return llm.FormatOpenAI
-	case isBinary(r):
-		return llm.FormatBinary
-	}
-	return llm.FormatAnthropic
 }
 
 // negotiate serves /v1/layer/negotiate for legacy clients (SYSTEM.md §7): the routing decision

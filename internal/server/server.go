@@ -27,6 +27,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 // Options configure a Server. The zero value is usable: no access log, no metrics.
@@ -143,7 +144,7 @@ type exchange struct {
 	// bodyRead is set once the body was read to its end.
 	bodyRead bool
 	out      *[]byte // the response body
-	format   llm.Format
+	front    *front  // the client's format
 	// wrote is set once the status line went out: after it, errors go inside the stream.
 	wrote bool
 	// streamErr writes an error inside a stream that has begun.
@@ -167,6 +168,11 @@ type exchange struct {
 	stw streamWriter
 	col llm.Collector
 	enc lazyEncoder
+	ast anthropicStart
+	// Per-request options of the front: OpenAI's stream_options.include_usage, the binary
+	// protocol's mode.
+	includeUsage bool
+	mode         binary.Mode
 }
 
 // errorWriter ends a stream that failed after it began with the format's error event.
@@ -193,10 +199,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x = new(exchange)
 	}
 	lv := s.live()
-	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, format: clientFormat(r)}
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, front: frontFor(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
-	rec.Format = x.format
+	rec.Format = x.front.format
 	rec.RequestID = ids.Request()
 	h := w.Header()
 	x.hv = new(headerValues)
@@ -222,16 +228,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	}
 
 	switch path := r.URL.Path; {
-	case path == "/v1/messages" && isBinary(r):
-		x.onlyMethod(http.MethodPost, x.binaryMessages)
-	case path == "/v1/messages":
-		x.onlyMethod(http.MethodPost, x.messages)
+	case path == "/v1/messages", path == "/v1/chat/completions":
+		x.onlyMethod(http.MethodPost, x.serveMessage)
 	case isVocabPath(path):
 		x.vocabulary()
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
-	case path == "/v1/chat/completions":
-		x.onlyMethod(http.MethodPost, x.chatCompletions)
 	case path == "/v1/models" && wantsOpenAI(r):
 		x.onlyMethod(http.MethodGet, x.openAIModels)
 	case path == "/v1/models":
@@ -545,20 +547,37 @@ func (x *exchange) writeFull(status int, contentType string, body []byte) {
 	}
 }
 
-// streamWriter is the io.Writer stream encoders write to: the first write sends the status line
-// and headers (so an error before it can still be a proper HTTP error), and flush pushes to the
-// network at once. Between flushes it collects the bytes in a pooled buffer and hands them to
-// net/http in one Write: the pass-through path writes each SSE event as it reads it, and
-// net/http's response writer costs a buffer copy, a chunk header and past 4 KiB a system call
-// per Write (a 100-event stream from a fast engine: 6.1 writes per request before, 5.1 after).
+// streamWriter is the server's one response writer, which stream encoders and the pass-through
+// path write to. For a stream, the first write sends the status line and headers (so an error
+// before it can still be a proper HTTP error), and Flush pushes to the network at once. Between
+// flushes it collects the bytes in a pooled buffer and hands them to net/http in one Write: the
+// pass-through path writes each SSE event as it reads it, and net/http's response writer costs a
+// buffer copy, a chunk header and past 4 KiB a system call per Write (a 100-event stream from a
+// fast engine: 6.1 writes per request before, 5.1 after).
+//
+// An answer that is not streamed (whole) is collected in the exchange's output buffer instead,
+// and writePassed sends it with a Content-Length in one write when Serve returns; Flush does
+// nothing. Flushing it as a stream would send it chunked, with the chunked body's end in a
+// second write: a system call more per request (4 writes per request became 3, and the
+// gateway's CPU per request fell by about 10%).
 type streamWriter struct {
 	x           *exchange
 	contentType string
+	whole       bool
 	buf         *[]byte // written since the last flush; from the server's pool
 }
 
+// Write implements io.Writer.
 func (sw *streamWriter) Write(b []byte) (int, error) {
 	x := sw.x
+	if sw.whole {
+		if x.out == nil {
+			x.out = x.s.bufs.Get().(*[]byte)
+			*x.out = (*x.out)[:0]
+		}
+		*x.out = append(*x.out, b...)
+		return len(b), nil
+	}
 	if !x.wrote {
 		h := x.w.Header()
 		hv := x.hv
@@ -591,7 +610,12 @@ func (sw *streamWriter) drain() error {
 	return err
 }
 
-func (sw *streamWriter) flush() error {
+// Flush pushes what was written to the client now. A whole answer, and a stream whose end was
+// written (net/http sends it with the chunked body's end, in one write), are not flushed.
+func (sw *streamWriter) Flush() error {
+	if sw.whole {
+		return nil
+	}
 	if err := sw.drain(); err != nil {
 		return err
 	}
@@ -631,33 +655,13 @@ func (s *ending) Send(ev *llm.Event) error {
 	return s.Sink.Send(ev)
 }
 
-// bodyBuffer is the pass-through writer of a response that is not streamed: it collects the
-// engine's answer in the exchange's output buffer, and writePassed sends it whole, with a
-// Content-Length, in one write when Serve returns. Flushing it as a stream would send it
-// chunked, with the chunked body's end in a second write: a system call more per request
-// (4 writes per request became 3, and the gateway's CPU per request fell by about 10%).
-type bodyBuffer struct{ x *exchange }
-
-func (b bodyBuffer) Write(p []byte) (int, error) {
-	x := b.x
-	if x.out == nil {
-		x.out = x.s.bufs.Get().(*[]byte)
-		*x.out = (*x.out)[:0]
-	}
-	*x.out = append(*x.out, p...)
-	return len(p), nil
-}
-
-// Flush does nothing: the answer goes out whole at the end.
-func (bodyBuffer) Flush() error { return nil }
-
-// writePassed writes what a bodyBuffer collected as a complete response.
-func (x *exchange) writePassed(contentType string) {
+// writePassed writes a whole answer the pass-through path collected as a complete response.
+func (x *exchange) writePassed() {
 	var body []byte
 	if x.out != nil {
 		body = *x.out
 	}
-	x.writeFull(http.StatusOK, contentType, body)
+	x.writeFull(http.StatusOK, x.stw.contentType, body)
 }
 
 func (x *exchange) health() {
