@@ -45,7 +45,7 @@ func serveGateway(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*lay
 		t.Fatal(err)
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second}) // generous: a loaded CI machine starves clients
-	go srv.Serve(ln) //nolint:errcheck // ends at Close
+	go srv.Serve(ln)                                                                       //nolint:errcheck // ends at Close
 	t.Cleanup(func() {
 		srv.Close()
 		g.Close()
