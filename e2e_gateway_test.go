@@ -1095,3 +1095,56 @@ models:
 		t.Errorf("got %+v, want the fallback's whole answer with a msg_ id", c.Response)
 	}
 }
+
+// TestGatewayPassThroughContentType checks the headers the real server sends on the pass-through
+// path, for both formats, whole and streamed: the engine's bytes come through unchanged, the
+// headers are layer0's (the engine's own Content-Type never decides them).
+func TestGatewayPassThroughContentType(t *testing.T) {
+	oaiUp := fake.NewOpenAI(fake.Script{})
+	defer oaiUp.Close()
+	antUp := fake.NewAnthropic(fake.Script{})
+	defer antUp.Close()
+	_, base := serveGateway(t, parseConfig(t, `
+engines:
+  gpt: {kind: openai, url: "`+oaiUp.URL+`"}
+  claude: {kind: anthropic, url: "`+antUp.URL+`"}
+models:
+  gpt-4o: {engines: [gpt]}
+  sonnet: {engines: [claude]}
+`))
+	for _, tc := range []struct {
+		path, body, wantType string
+		stream               bool
+	}{
+		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, "application/json", false},
+		{"/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "text/event-stream; charset=utf-8", true},
+		{"/v1/messages", `{"model":"sonnet","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, "application/json", false},
+		{"/v1/messages", `{"model":"sonnet","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "text/event-stream; charset=utf-8", true},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s stream=%v: %d %s", tc.path, tc.stream, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("Content-Type"); got != tc.wantType {
+			t.Errorf("%s stream=%v: Content-Type %q, want %q", tc.path, tc.stream, got, tc.wantType)
+		}
+		if tc.stream {
+			if resp.Header.Get("Cache-Control") != "no-cache" || resp.ContentLength != -1 {
+				t.Errorf("%s: a stream with Cache-Control %q and length %d", tc.path, resp.Header.Get("Cache-Control"), resp.ContentLength)
+			}
+		} else if resp.ContentLength != int64(len(body)) {
+			t.Errorf("%s: a whole answer of %d bytes sent with Content-Length %d", tc.path, len(body), resp.ContentLength)
+		}
+		if resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-Response-Time") == "" {
+			t.Errorf("%s: layer0's headers missing: %v", tc.path, resp.Header)
+		}
+	}
+}
