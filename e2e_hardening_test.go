@@ -573,3 +573,24 @@ keys:
 		}
 	}
 }
+
+// An overloaded answer's status line has a reason phrase, not net/http's "status code 529".
+func TestStatusLine529(t *testing.T) {
+	t.Parallel()
+	cfg := parseConfig(t, fmt.Sprintf(`
+engines: {busy: {kind: sim, sim: {fail: {status: 529}}}}
+models: {sim: {engines: [busy]}}
+keys: [{name: tester, hash: %s}]
+`, authHash(hardKey)))
+	_, addr, _ := serveListener(t, cfg)
+	c := dial(t, addr)
+	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+	raw := closedWithin(t, c, 5*time.Second)
+	if !strings.HasPrefix(raw, "HTTP/1.1 529 Overloaded\r\n") {
+		t.Fatalf("status line: %q", strings.SplitN(raw, "\r\n", 2)[0])
+	}
+	if status, typ, _ := jsonError(t, raw); status != 529 || typ != "overloaded_error" {
+		t.Fatalf("got %d %s", status, typ)
+	}
+}

@@ -109,7 +109,23 @@ func (c *answerConn) Close() error {
 // net/http writes its own errors in one write, as "HTTP/1.1 " + status + plainHeaders + body.
 var plainHeaders = []byte("\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n")
 
+// net/http has no reason phrase for 529 (the overloaded status of the Anthropic API) and writes
+// "status code 529" in its place.
+var (
+	status529     = []byte("HTTP/1.1 529 status code 529\r\n")
+	status529Text = []byte("HTTP/1.1 529 Overloaded\r\n")
+)
+
 func (c *answerConn) Write(b []byte) (int, error) {
+	if len(b) > 13 && b[0] == 'H' && b[9] == '5' && bytes.HasPrefix(b, status529) {
+		// An answer's status line starts the write that carries it (net/http buffers the
+		// header block and writes it first).
+		out := append(append(make([]byte, 0, len(b)), status529Text...), b[len(status529):]...)
+		if _, err := c.Conn.Write(out); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
 	if len(b) > 13 && b[0] == 'H' && bytes.HasPrefix(b, []byte("HTTP/1.1 4")) {
 		if i := bytes.Index(b, plainHeaders); i > 0 {
 			if _, err := c.Conn.Write(jsonAnswer(b[len("HTTP/1.1 "):i], b[i+len(plainHeaders):])); err != nil {
