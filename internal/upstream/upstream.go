@@ -535,7 +535,7 @@ type Response struct {
 const ReaderSize = 16 << 10
 
 // Reader returns the body behind a buffer of ReaderSize bytes that is pooled with the Response,
-// for the decoders that take a *bufio.Reader as it is (wire's ReadStream, EventReader): they
+// for the decoders that take a *bufio.Reader as it is (wire's ReadStream, sse.Reader): they
 // allocate no buffer of their own, and a fast engine's whole answer arrives in one read. Read
 // the body through Body or through Reader, not both.
 func (r *Response) Reader() *bufio.Reader { return r.br }
