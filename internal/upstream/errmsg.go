@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // MaxReason bounds, in bytes, the engine's own words in an error message a client gets.
@@ -151,7 +152,7 @@ func (c *Client) engineError(r *Request, status int, body []byte) *apierr.Error 
 			"engine", c.name, "status", status, "body", c.key.Redact(string(body)))
 	}
 	decodable := body
-	if !ValidObject(body) {
+	if !jsontext.ValidObject(body) {
 		decodable = nil
 	}
 	e := r.DecodeError(status, decodable)

@@ -191,7 +191,7 @@ func (r *Renamer) WriteJSON(w io.Writer, body []byte, s, e int) error {
 	return err
 }
 
-// Event returns the SSE event raw, whose data payload is data (as EventReader returns them),
+// Event returns the SSE event raw, whose data payload is data (as sse.Reader returns them),
 // with the top-level "model" member of data renamed; or raw itself when there is nothing to
 // change (no model, data not a JSON object, the name already the client's). The renamed event
 // is valid until the next call.
@@ -207,7 +207,7 @@ func (r *Renamer) Event(raw, data []byte) []byte {
 		r.buf = append(append(append(r.buf[:0], raw[:r.vs]...), r.repl...), raw[len(p):]...)
 		return r.buf
 	}
-	s, e, ok, err := Field(data, "model")
+	s, e, ok, err := jsontext.Field(data, "model")
 	if err != nil || !ok {
 		return raw
 	}

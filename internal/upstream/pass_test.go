@@ -9,36 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
-
-func TestScanArray(t *testing.T) {
-	tests := []struct {
-		arr  string
-		want []string
-		err  bool
-	}{
-		{`[]`, nil, false},
-		{` [ ] `, nil, false},
-		{`[1]`, []string{`1`}, false},
-		{`[{"a":"]"}, "x,y" ,null,[1,[2]]]`, []string{`{"a":"]"}`, `"x,y"`, `null`, `[1,[2]]`}, false},
-		{`{"a":1}`, nil, true},
-		{`[1,]`, []string{`1`}, true},
-		{`[1 2]`, []string{`1`}, true},
-		{`[{"a":1}`, []string{`{"a":1}`}, true},
-		{``, nil, true},
-	}
-	for _, tt := range tests {
-		var got []string
-		err := ScanArray([]byte(tt.arr), func(s, e int) { got = append(got, tt.arr[s:e]) })
-		if (err != nil) != tt.err {
-			t.Errorf("%s: got error %v, want error %v", tt.arr, err, tt.err)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("%s: elements (-want +got):\n%s", tt.arr, diff)
-		}
-	}
-}
 
 // TestOutHold checks the held prelude: nothing reaches the writer (not even headers, not even
 // a flush) until the first Write, which sends the prelude first; bounds release it.
@@ -184,8 +157,8 @@ func TestRenamerStream(t *testing.T) {
 func TestRenamerEventAt(t *testing.T) {
 	ev := "event: message_start\ndata: {\"type\": \"message_start\", \"message\": {\"id\": \"msg_1\", \"model\": \"claude-sonnet-4-5-20250929\", \"usage\": {}}}\n\n"
 	raw, data := readEvent(t, ev)
-	ms, me, _, _ := Field(data, "message")
-	s, e, _, _ := Field(data[ms:me], "model")
+	ms, me, _, _ := jsontext.Field(data, "message")
+	s, e, _, _ := jsontext.Field(data[ms:me], "model")
 	r := NewRenamer("sonnet")
 	want := strings.Replace(ev, "claude-sonnet-4-5-20250929", "sonnet", 1)
 	if got := string(r.EventAt(raw, data, ms+s, ms+e)); got != want {
@@ -195,7 +168,7 @@ func TestRenamerEventAt(t *testing.T) {
 
 func TestRenamerWriteJSON(t *testing.T) {
 	body := []byte("{\n  \"id\": \"chatcmpl-1\",\n  \"model\": \"gpt-4o-2024-08-06\",\n  \"choices\": []\n}")
-	s, e, _, _ := Field(body, "model")
+	s, e, _, _ := jsontext.Field(body, "model")
 	for _, tt := range []struct {
 		model string
 		s, e  int
@@ -232,7 +205,7 @@ func FuzzRenamer(f *testing.F) {
 			got := r.Event(raw, data)
 			_, gotData := readEvent(t, string(got))
 			want := d
-			if s, e, ok, err := Field(data, "model"); ok && err == nil {
+			if s, e, ok, err := jsontext.Field(data, "model"); ok && err == nil {
 				want = d[:s] + `"client"` + d[e:]
 			} else if err != nil && !json.Valid(data) {
 				continue // not JSON: anything but a panic will do
@@ -247,7 +220,7 @@ func FuzzRenamer(f *testing.F) {
 // readEvent reads the one SSE event in ev as the engines do.
 func readEvent(t testing.TB, ev string) (raw, data []byte) {
 	t.Helper()
-	raw, _, data, err := NewEventReader(strings.NewReader(ev)).Next()
+	raw, _, data, err := sse.NewReader(strings.NewReader(ev)).Next()
 	if err != nil {
 		t.Fatalf("event %q: %v", ev, err)
 	}

@@ -8,24 +8,6 @@ import (
 	"testing/iotest"
 )
 
-func TestInt(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int
-		ok   bool
-	}{
-		{"0", 0, true}, {"42", 42, true}, {"-7", -7, true}, {"9007199254740992", 1 << 53, true},
-		{"9007199254740993", 0, false}, {"", 0, false}, {"-", 0, false}, {"01", 0, false},
-		{"1.5", 0, false}, {"1e3", 0, false}, {"null", 0, false}, {`"3"`, 0, false}, {"12345678901234567", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := Int([]byte(tt.in))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("Int(%q): got %d %v, want %d %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestReadAll(t *testing.T) {
 	long := strings.Repeat("abcdefgh", 1000)
 	tests := []struct {

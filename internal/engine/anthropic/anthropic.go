@@ -21,6 +21,7 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream"
 	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // Path is the Messages endpoint under the engine's URL.
@@ -126,7 +127,7 @@ const maxJSONBody = 64 << 20
 
 // mergeUsage reads the usage object at obj (a JSON object's bytes) into dst.
 func mergeUsage(dst *llm.Usage, obj []byte) {
-	if s, e, ok, _ := upstream.Field(obj, "usage"); ok {
+	if s, e, ok, _ := jsontext.Field(obj, "usage"); ok {
 		mergeUsageValue(dst, obj[s:e])
 	}
 }
@@ -138,21 +139,21 @@ func mergeUsageValue(dst *llm.Usage, v []byte) {
 	if len(v) == 0 || v[0] != '{' {
 		return
 	}
-	_ = upstream.Scan(v, func(k []byte, esc bool, vs, ve int) {
+	_ = jsontext.Scan(v, func(k []byte, esc bool, vs, ve int) {
 		var d *int
 		switch {
-		case upstream.KeyIs(k, esc, "input_tokens"):
+		case jsontext.KeyIs(k, esc, "input_tokens"):
 			d = &dst.InputTokens
-		case upstream.KeyIs(k, esc, "output_tokens"):
+		case jsontext.KeyIs(k, esc, "output_tokens"):
 			d = &dst.OutputTokens
-		case upstream.KeyIs(k, esc, "cache_creation_input_tokens"):
+		case jsontext.KeyIs(k, esc, "cache_creation_input_tokens"):
 			d = &dst.CacheCreationInputTokens
-		case upstream.KeyIs(k, esc, "cache_read_input_tokens"):
+		case jsontext.KeyIs(k, esc, "cache_read_input_tokens"):
 			d = &dst.CacheReadInputTokens
 		default:
 			return
 		}
-		if n, ok := upstream.Int(v[vs:ve]); ok {
+		if n, ok := jsontext.Int(v[vs:ve]); ok {
 			*d = n
 		}
 	})
@@ -162,13 +163,13 @@ func mergeUsageValue(dst *llm.Usage, v []byte) {
 // usage values (-1 when absent) and whether it is an error object.
 func scanAnswer(obj []byte) (ms, me, us, ue int, isErr bool) {
 	ms, me, us, ue = -1, -1, -1, -1
-	_ = upstream.Scan(obj, func(k []byte, esc bool, vs, ve int) {
+	_ = jsontext.Scan(obj, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case upstream.KeyIs(k, esc, "model"):
+		case jsontext.KeyIs(k, esc, "model"):
 			ms, me = vs, ve
-		case upstream.KeyIs(k, esc, "usage"):
+		case jsontext.KeyIs(k, esc, "usage"):
 			us, ue = vs, ve
-		case upstream.KeyIs(k, esc, "type"):
+		case jsontext.KeyIs(k, esc, "type"):
 			isErr = string(obj[vs:ve]) == `"error"`
 		}
 	})
@@ -203,11 +204,11 @@ var (
 func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (res upstream.PassResult, err error) {
 	var ms, me int
 	hasModel, stream := false, false
-	err = upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+	err = jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case upstream.KeyIs(k, esc, "model"):
+		case jsontext.KeyIs(k, esc, "model"):
 			hasModel, ms, me = true, vs, ve
-		case upstream.KeyIs(k, esc, "stream"):
+		case jsontext.KeyIs(k, esc, "stream"):
 			stream = string(p.Body[vs:ve]) == "true"
 		}
 	})
@@ -247,7 +248,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		}
 		// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
 		// and the caller may fall back.
-		if !upstream.ValidObject(body) {
+		if !jsontext.ValidObject(body) {
 			return res, upstream.Malformed("incomplete or invalid JSON", "")
 		}
 		ms, me, us, ue, isErr := scanAnswer(body)
@@ -267,7 +268,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		return res, out.Flush()
 	}
 	res.Stream = true
-	er := upstream.NewEventReader(resp.Reader())
+	er := sse.NewReader(resp.Reader())
 	started := false // message_start arrived
 	for {
 		raw, name, data, rerr := er.Next()
@@ -275,9 +276,9 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 			switch {
 			case errors.Is(rerr, io.EOF):
 				rerr = apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
-			case errors.Is(rerr, upstream.ErrNotSSE):
+			case errors.Is(rerr, sse.ErrNotSSE):
 				rerr = upstream.Malformed("a stream that is not SSE", rerr.Error())
-			case errors.Is(rerr, upstream.ErrEventTooLarge):
+			case errors.Is(rerr, sse.ErrEventTooLarge):
 				rerr = upstream.Malformed("a stream event beyond the size limit", rerr.Error())
 			}
 			return res, resp.Err(rerr)
@@ -302,7 +303,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		}
 		// The stream's shape: named events of JSON objects (checked whole until the attempt
 		// commits), message_start first (pings aside).
-		if len(name) == 0 || !upstream.EventObject(data, !out.Started()) {
+		if len(name) == 0 || !jsontext.EventObject(data, !out.Started()) {
 			return res, resp.Err(upstream.Malformed("a stream event that is not a named JSON object", ""))
 		}
 		if !started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {
@@ -311,7 +312,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		switch {
 		case bytes.Equal(name, evMessageStart):
 			started = true
-			if s, e2, ok, _ := upstream.Field(data, "message"); ok {
+			if s, e2, ok, _ := jsontext.Field(data, "message"); ok {
 				ms, me, us, ue, _ := scanAnswer(data[s:e2])
 				if us >= 0 {
 					mergeUsageValue(&res.Usage, data[s+us:s+ue])

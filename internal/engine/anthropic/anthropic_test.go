@@ -20,6 +20,7 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 const secret = "sk-ant-test-0123456789abcdef"
@@ -236,7 +237,7 @@ func TestForward(t *testing.T) {
 			} `json:"message"`
 		}
 		if stream {
-			_, _, data, err := upstream.NewEventReader(strings.NewReader(out)).Next()
+			_, _, data, err := sse.NewReader(strings.NewReader(out)).Next()
 			if err == nil {
 				err = json.Unmarshal(data, &m)
 			}

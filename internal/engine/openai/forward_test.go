@@ -17,6 +17,7 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 	wire "github.com/layer0ai/layer0/internal/wire/openai"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 const clientBody = `{"messages":[{"role":"user","content":"say \"model\": hi"}],"model":"llama","stream":true,"max_tokens":20,"seed":7,"logit_bias":{"1":2}}`
@@ -121,7 +122,7 @@ func TestForwardRenames(t *testing.T) {
 				out := rec.Body.String()
 				var models []string
 				if stream {
-					er := upstream.NewEventReader(strings.NewReader(out))
+					er := sse.NewReader(strings.NewReader(out))
 					for {
 						_, _, data, err := er.Next()
 						if err != nil {

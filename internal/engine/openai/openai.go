@@ -20,6 +20,7 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	wire "github.com/layer0ai/layer0/internal/wire/openai"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // Path is the Chat Completions endpoint under the engine's URL. The URL is the server's root
@@ -153,13 +154,13 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 	var pr prepared
 	var ms, me int
 	hasModel, hasOpts := false, false
-	err := upstream.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+	err := jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case upstream.KeyIs(k, esc, "model"):
+		case jsontext.KeyIs(k, esc, "model"):
 			hasModel, ms, me = true, vs, ve
-		case upstream.KeyIs(k, esc, "stream"):
+		case jsontext.KeyIs(k, esc, "stream"):
 			pr.stream = string(p.Body[vs:ve]) == "true"
-		case upstream.KeyIs(k, esc, "stream_options"):
+		case jsontext.KeyIs(k, esc, "stream_options"):
 			hasOpts = true
 		}
 	})
@@ -200,21 +201,21 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		}
 		// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
 		// and the caller may fall back.
-		if !upstream.ValidObject(body) {
+		if !jsontext.ValidObject(body) {
 			return res, upstream.Malformed("incomplete or invalid JSON", "")
 		}
 		// One scan of the top level finds the model, the usage and an error.
 		ms, me, us, ue := -1, -1, -1, -1
 		isErr := false
-		_ = upstream.Scan(body, func(k []byte, esc bool, vs, ve int) {
+		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
 			switch {
-			case upstream.KeyIs(k, esc, "model"):
+			case jsontext.KeyIs(k, esc, "model"):
 				ms, me = vs, ve
-			case upstream.KeyIs(k, esc, "usage"):
+			case jsontext.KeyIs(k, esc, "usage"):
 				us, ue = vs, ve
-			case upstream.KeyIs(k, esc, "error"):
+			case jsontext.KeyIs(k, esc, "error"):
 				isErr = isErr || !empty(body[vs:ve])
-			case upstream.KeyIs(k, esc, "object"):
+			case jsontext.KeyIs(k, esc, "object"):
 				isErr = isErr || string(body[vs:ve]) == `"error"`
 			}
 		})
@@ -236,15 +237,15 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		return res, out.Flush()
 	}
 	res.Stream = true
-	er := upstream.NewEventReader(r)
+	er := sse.NewReader(r)
 	finished := false
 	for {
 		raw, name, data, rerr := er.Next()
 		switch {
 		case rerr == nil:
-		case errors.Is(rerr, upstream.ErrNotSSE):
+		case errors.Is(rerr, sse.ErrNotSSE):
 			return res, upstream.Malformed("a stream that is not SSE", rerr.Error())
-		case errors.Is(rerr, upstream.ErrEventTooLarge):
+		case errors.Is(rerr, sse.ErrEventTooLarge):
 			return res, upstream.Malformed("a stream event beyond the size limit", rerr.Error())
 		case !errors.Is(rerr, io.EOF):
 			return res, rerr
@@ -278,7 +279,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		// The stream's shape: every chunk is a JSON object; until the attempt commits, one
 		// checked whole and with choices (unless it is an error), and by its shape after.
 		full := !out.Started()
-		if !upstream.EventObject(data, full) {
+		if !jsontext.EventObject(data, full) {
 			return res, upstream.Malformed("a stream chunk that is not a JSON object", "")
 		}
 		if ae := wire.StreamError(data); ae != nil {
@@ -290,10 +291,10 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 		skip := false
 		if !bytes.Contains(data, usageKey) {
 			// most chunks: no usage to read
-		} else if s, e, ok, _ := upstream.Field(data, "usage"); ok && data[s] == '{' {
+		} else if s, e, ok, _ := jsontext.Field(data, "usage"); ok && data[s] == '{' {
 			res.Usage, _ = wire.ParseUsage(data[s:e])
 			if pr.inject {
-				cs, ce, ok, _ := upstream.Field(data, "choices")
+				cs, ce, ok, _ := jsontext.Field(data, "choices")
 				skip = ok && string(data[cs:ce]) == "[]"
 			}
 		}
@@ -354,11 +355,11 @@ func errTruncated() error {
 func prelude(data []byte) bool {
 	var cs, ce int
 	choices, usage := false, false
-	if upstream.Scan(data, func(k []byte, esc bool, vs, ve int) {
+	if jsontext.Scan(data, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case upstream.KeyIs(k, esc, "choices"):
+		case jsontext.KeyIs(k, esc, "choices"):
 			choices, cs, ce = true, vs, ve
-		case upstream.KeyIs(k, esc, "usage"):
+		case jsontext.KeyIs(k, esc, "usage"):
 			usage = !empty(data[vs:ve])
 		}
 	}) != nil || !choices || usage || data[cs] != '[' {
@@ -366,7 +367,7 @@ func prelude(data []byte) bool {
 	}
 	n := 0
 	ok := true
-	err := upstream.ScanArray(data[cs:ce], func(s, e int) {
+	err := jsontext.ScanArray(data[cs:ce], func(s, e int) {
 		n++
 		if !emptyChoice(data[cs+s : cs+e]) {
 			ok = false
@@ -378,19 +379,19 @@ func prelude(data []byte) bool {
 // emptyChoice reports whether one choice of a chunk is a delta without content or finish.
 func emptyChoice(c []byte) bool {
 	delta, ok := false, true
-	err := upstream.Scan(c, func(k []byte, esc bool, vs, ve int) {
+	err := jsontext.Scan(c, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case upstream.KeyIs(k, esc, "delta"):
+		case jsontext.KeyIs(k, esc, "delta"):
 			delta = true
 			d := c[vs:ve]
-			if d[0] != '{' || upstream.Scan(d, func(k []byte, esc bool, s, e int) {
-				if !upstream.KeyIs(k, esc, "role") && !empty(d[s:e]) {
+			if d[0] != '{' || jsontext.Scan(d, func(k []byte, esc bool, s, e int) {
+				if !jsontext.KeyIs(k, esc, "role") && !empty(d[s:e]) {
 					ok = false
 				}
 			}) != nil {
 				ok = false
 			}
-		case upstream.KeyIs(k, esc, "finish_reason"):
+		case jsontext.KeyIs(k, esc, "finish_reason"):
 			if !empty(c[vs:ve]) {
 				ok = false
 			}

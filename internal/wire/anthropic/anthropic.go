@@ -33,6 +33,4 @@ const (
 	maxDepth = 256
 	// maxInt32 is the largest integer accepted for max_tokens and top_k.
 	maxInt32 = 1<<31 - 1
-	// maxEventSize bounds one SSE event read by ReadStream (16 MiB).
-	maxEventSize = 16 << 20
 )

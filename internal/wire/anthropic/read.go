@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // This file is the client side: it reads what the hosted Messages API (or any compatible
@@ -324,75 +324,26 @@ type streamReader struct {
 }
 
 // ReadStream reads an Anthropic SSE response from r and pushes its events into sink, calling
-// sink.Flush whenever events were sent and reading on would block (no complete line is
-// buffered), so the sink coalesces what arrived together and holds nothing back. It
-// returns nil after message_stop. An error event returns its *apierr.Error (mapped from its
-// type), a stream that ends without message_stop returns a 502 *apierr.Error (never a silent
-// truncation), and read and sink errors are returned wrapped.
+// sink.Flush whenever events were sent and no whole event is buffered (sse.Reader.Buffered), so
+// the sink coalesces what arrived together and holds nothing back. It returns nil after
+// message_stop. An error event returns its *apierr.Error (mapped from its type), a stream that
+// ends without message_stop returns a 502 *apierr.Error (never a silent truncation), as does a
+// line that is no SSE field or an event over sse.MaxEvent; read and sink errors are returned
+// wrapped.
 func ReadStream(r io.Reader, sink llm.Sink) error {
-	br, ok := r.(*bufio.Reader)
-	if !ok || br.Size() < 16<<10 {
-		br = bufio.NewReaderSize(r, 16<<10)
-	}
+	er := sse.NewReader(r)
 	sr := streamReader{sink: sink}
-	var data, name, long []byte
 	for {
-		// Flush before a read that would block: when no complete line is buffered.
-		if sr.pending {
-			if buf, _ := br.Peek(br.Buffered()); bytes.IndexByte(buf, '\n') < 0 {
-				sr.pending = false
-				if err := sink.Flush(); err != nil {
-					return err
-				}
+		if sr.pending && !er.Buffered() {
+			sr.pending = false
+			if err := sink.Flush(); err != nil {
+				return err
 			}
 		}
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long[:0], line...)
-			for err == bufio.ErrBufferFull && len(long) <= maxEventSize {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if len(data)+len(line) > maxEventSize {
-			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: stream event over %d bytes", maxEventSize),
-				"the engine sent an invalid stream")
-		}
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("anthropic: read stream: %w", err)
-		}
-		eof := err == io.EOF
-		if n := len(line); n > 0 && line[n-1] == '\n' { // bytes.TrimSuffix cost 5% of a translated stream
-			line = line[:n-1]
-		}
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		if len(line) == 0 && !eof {
-			if len(data) > 0 || len(name) > 0 {
-				done, err := sr.dispatch(name, data)
-				if err != nil || done {
-					return err
-				}
-				data, name = data[:0], name[:0]
-			}
-			continue
-		}
-		if len(line) > 0 && line[0] != ':' {
-			field, value, _ := bytes.Cut(line, []byte{':'})
-			value = bytes.TrimPrefix(value, []byte{' '})
-			switch string(field) {
-			case "event":
-				name = append(name[:0], value...)
-			case "data":
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-			}
-		}
-		if eof {
+		_, name, data, err := er.Next()
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
 			// The SSE spec drops an event not ended by a blank line; one whose data is complete
 			// JSON is taken anyway, so a final message_stop without it ends the stream cleanly.
 			if len(data) > 0 {
@@ -406,6 +357,15 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 				}
 			}
 			return apierr.Wrap(apierr.BadGateway, errTruncated, "the engine's stream ended early")
+		case errors.Is(err, sse.ErrNotSSE), errors.Is(err, sse.ErrEventTooLarge):
+			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: %w", err), "the engine sent an invalid stream")
+		default:
+			return fmt.Errorf("anthropic: read stream: %w", err)
+		}
+		if len(data) > 0 || len(name) > 0 {
+			if done, err := sr.dispatch(name, data); err != nil || done {
+				return err
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // eventLog is a sink that records events (copied) and flushes.
@@ -34,7 +35,7 @@ func (l *eventLog) Send(ev *llm.Event) error {
 func (l *eventLog) Flush() error { l.flushes++; return nil }
 
 // sse builds a stream from (event, data) pairs.
-func sse(pairs ...string) string {
+func sseStream(pairs ...string) string {
 	var b strings.Builder
 	for i := 0; i+1 < len(pairs); i += 2 {
 		b.WriteString("event: " + pairs[i] + "\ndata: " + pairs[i+1] + "\n\n")
@@ -58,7 +59,7 @@ func TestReadStream(t *testing.T) {
 	}{
 		{
 			name: "text with thinking and a server tool skipped and renumbered",
-			stream: sse(
+			stream: sseStream(
 				"message_start", startData,
 				"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 				"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}`,
@@ -100,7 +101,7 @@ func TestReadStream(t *testing.T) {
 		},
 		{
 			name: "stop reasons the canonical model lacks",
-			stream: sse("message_start", startData,
+			stream: sseStream("message_start", startData,
 				"message_delta", `{"type":"message_delta","delta":{"stop_reason":"model_context_window_exceeded"},"usage":{"output_tokens":2}}`,
 				"message_stop", stopData),
 			want: []llm.Event{start, {Kind: llm.EventStop, Stop: llm.StopMaxTokens,
@@ -108,7 +109,7 @@ func TestReadStream(t *testing.T) {
 		},
 		{
 			name: "error event mid-way",
-			stream: sse("message_start", startData,
+			stream: sseStream("message_start", startData,
 				"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 				"error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
 			want:     []llm.Event{start, {Kind: llm.EventBlockStart, Block: llm.BlockText}},
@@ -116,12 +117,12 @@ func TestReadStream(t *testing.T) {
 		},
 		{
 			name:     "error event of an unknown type",
-			stream:   sse("error", `{"type":"error","error":{"type":"brand_new_error","message":"what"}}`),
+			stream:   sseStream("error", `{"type":"error","error":{"type":"brand_new_error","message":"what"}}`),
 			wantKind: apierr.BadGateway, wantErr: "what",
 		},
 		{
 			name: "truncated: no message_stop",
-			stream: sse("message_start", startData,
+			stream: sseStream("message_start", startData,
 				"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 				"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`),
 			want: []llm.Event{start, {Kind: llm.EventBlockStart, Block: llm.BlockText},
@@ -130,7 +131,7 @@ func TestReadStream(t *testing.T) {
 		},
 		{
 			name:     "truncated inside an event",
-			stream:   sse("message_start", startData) + "event: message_stop\ndata: {\"type\":\"mess",
+			stream:   sseStream("message_start", startData) + "event: message_stop\ndata: {\"type\":\"mess",
 			want:     []llm.Event{start},
 			wantKind: apierr.BadGateway, wantErr: "invalid stream",
 		},
@@ -141,24 +142,24 @@ func TestReadStream(t *testing.T) {
 		},
 		{
 			name:     "event before message_start",
-			stream:   sse("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text"}}`),
+			stream:   sseStream("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text"}}`),
 			wantKind: apierr.BadGateway, wantErr: "invalid stream",
 		},
 		{
 			name:     "delta for a block never started",
-			stream:   sse("message_start", startData, "content_block_delta", `{"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"x"}}`),
+			stream:   sseStream("message_start", startData, "content_block_delta", `{"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"x"}}`),
 			want:     []llm.Event{start},
 			wantKind: apierr.BadGateway, wantErr: "invalid stream",
 		},
 		{
 			name:     "block event without an index",
-			stream:   sse("message_start", startData, "content_block_stop", `{"type":"content_block_stop"}`),
+			stream:   sseStream("message_start", startData, "content_block_stop", `{"type":"content_block_stop"}`),
 			want:     []llm.Event{start},
 			wantKind: apierr.BadGateway, wantErr: "invalid stream",
 		},
 		{
 			name:     "data that is not JSON",
-			stream:   sse("message_start", `{"type":"message_start",`),
+			stream:   sseStream("message_start", `{"type":"message_start",`),
 			wantKind: apierr.BadGateway, wantErr: "invalid stream",
 		},
 	}
@@ -187,7 +188,7 @@ func TestReadStream(t *testing.T) {
 }
 
 func TestReadStreamTruncationCause(t *testing.T) {
-	err := ReadStream(strings.NewReader(sse("message_start", startData)), &eventLog{})
+	err := ReadStream(strings.NewReader(sseStream("message_start", startData)), &eventLog{})
 	if !errors.Is(err, errTruncated) {
 		t.Errorf("got %v, want it to wrap %v", err, errTruncated)
 	}
@@ -254,8 +255,8 @@ func (h *hookReader) Read(p []byte) (int, error) { h.before(); return h.r.Read(p
 func TestReadStreamFlushesMidEvent(t *testing.T) {
 	// The first read ends half-way through the second event: the first must be flushed before
 	// ReadStream waits for the rest.
-	all := sse("message_start", startData, "message_stop", stopData)
-	cut := len(sse("message_start", startData)) + 10
+	all := sseStream("message_start", startData, "message_stop", stopData)
+	cut := len(sseStream("message_start", startData)) + 10
 	cr := &chunkReader{chunks: []string{all[:cut], all[cut:]}}
 	var log eventLog
 	reads := 0
@@ -279,17 +280,17 @@ func TestReadStreamFlushesMidEvent(t *testing.T) {
 
 func TestReadStreamErrors(t *testing.T) {
 	broken := errors.New("connection reset")
-	err := ReadStream(&chunkReader{chunks: []string{sse("message_start", startData)}, err: broken}, &eventLog{})
+	err := ReadStream(&chunkReader{chunks: []string{sseStream("message_start", startData)}, err: broken}, &eventLog{})
 	if !errors.Is(err, broken) {
 		t.Errorf("read error: got %v, want it to wrap %v", err, broken)
 	}
 
-	err = ReadStream(strings.NewReader(sse("message_start", startData)), &eventLog{failAt: 1})
+	err = ReadStream(strings.NewReader(sseStream("message_start", startData)), &eventLog{failAt: 1})
 	if !errors.Is(err, errSinkFull) {
 		t.Errorf("sink error: got %v, want %v", err, errSinkFull)
 	}
 
-	huge := "data: " + strings.Repeat("x", maxEventSize+1) + "\n\n"
+	huge := "data: " + strings.Repeat("x", sse.MaxEvent+1) + "\n\n"
 	err = ReadStream(strings.NewReader(huge), &eventLog{})
 	var e *apierr.Error
 	if !errors.As(err, &e) || e.Kind != apierr.BadGateway {
@@ -419,12 +420,12 @@ func (nopSink) Flush() error          { return nil }
 func BenchmarkReadStreamTextDelta(b *testing.B) {
 	const deltas = 1000
 	var sb strings.Builder
-	sb.WriteString(sse("message_start", startData,
+	sb.WriteString(sseStream("message_start", startData,
 		"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
 	for range deltas {
-		sb.WriteString(sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" token"}}`))
+		sb.WriteString(sseStream("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" token"}}`))
 	}
-	sb.WriteString(sse("content_block_stop", `{"type":"content_block_stop","index":0}`,
+	sb.WriteString(sseStream("content_block_stop", `{"type":"content_block_stop","index":0}`,
 		"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1000}}`,
 		"message_stop", stopData))
 	stream := sb.String()

@@ -69,9 +69,6 @@ func (d *Decoder) compact() {
 // Buffered is the number of bytes received and not yet returned in a frame.
 func (d *Decoder) Buffered() int { return len(d.buf) - d.r }
 
-// Done reports whether the done frame was returned.
-func (d *Decoder) Done() bool { return d.done }
-
 // Next returns the next complete frame. ok is false when more bytes are needed (or, after the
 // done frame, always). An error is final: the stream cannot be decoded past it.
 func (d *Decoder) Next() (f Frame, ok bool, err error) {
@@ -225,10 +222,6 @@ func (r *Reader) fill() (int, error) {
 	d.buf = d.buf[:len(d.buf)+n]
 	return n, err
 }
-
-// Buffered reports whether the reader holds bytes it has not returned yet: when it does not, the
-// next Next may block on the network.
-func (r *Reader) Buffered() bool { return r.d.Buffered() > 0 }
 
 // AppendTokens appends the IDs of a token frame's payload to dst.
 func AppendTokens(dst []uint32, v Version, p []byte) ([]uint32, error) {

@@ -1,8 +1,11 @@
-// Package jsontext appends JSON strings without allocating, for every hand-written encoder in the
-// repository (the Anthropic and OpenAI codecs, the upstream model rewriter, the sim's tool
-// inputs). Its output is valid JSON for any input: control characters are escaped, invalid UTF-8
-// becomes U+FFFD, and U+2028/U+2029 are escaped so the text is also safe inside JavaScript.
-// Runs of plain ASCII are found eight bytes at a time.
+// Package jsontext reads and writes JSON text without decoding it into values and without
+// allocating, for the hand-written codecs and the pass-through path. Writing: AppendString
+// escapes for every encoder in the repository (the Anthropic and OpenAI codecs, the sim's tool
+// inputs); its output is valid JSON for any input (control characters escaped, invalid UTF-8 as
+// U+FFFD, U+2028/U+2029 escaped so the text is also safe inside JavaScript), with runs of plain
+// ASCII found eight bytes at a time. Reading: Scan, ScanArray and Field locate members and
+// elements as spans of the input, checking structure only; Valid checks a whole value as RFC
+// 8259 writes it.
 package jsontext
 
 import "unicode/utf8"

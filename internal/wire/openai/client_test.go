@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // orderSink records events and checks they follow the order llm.EventKind documents.
@@ -177,9 +178,9 @@ func TestReadStreamLongLine(t *testing.T) {
 	if got := s.Response.Content[0].Text; len(got) != len(long) {
 		t.Errorf("got %d bytes of text, want %d", len(got), len(long))
 	}
-	huge := "data: " + strings.Repeat("y", MaxLine+10) + "\n\n"
+	huge := "data: " + strings.Repeat("y", sse.MaxEvent+10) + "\n\n"
 	if err := ReadStream(strings.NewReader(huge), newOrderSink()); err == nil {
-		t.Error("got no error for a line over MaxLine")
+		t.Error("got no error for an event over sse.MaxEvent")
 	}
 }
 
@@ -296,5 +297,17 @@ func TestStreamError(t *testing.T) {
 	}
 	if u, ok := ParseUsage([]byte(`{"prompt_tokens":5,"completion_tokens":1}`)); !ok || u.InputTokens != 5 || u.OutputTokens != 1 {
 		t.Errorf("got %+v %v", u, ok)
+	}
+}
+
+// TestReadStreamErrorLineAtEOF: llama.cpp's error: line is read even when the stream ends
+// right after it, without a line end.
+func TestReadStreamErrorLineAtEOF(t *testing.T) {
+	for _, body := range []string{"error: {\"message\":\"boom\",\"code\":503}\n\n", "error: {\"message\":\"boom\",\"code\":503}"} {
+		err := ReadStream(strings.NewReader(body), newOrderSink())
+		var e *apierr.Error
+		if !errors.As(err, &e) || e.Message != "boom" {
+			t.Errorf("%q: got %v, want the line's error", body, err)
+		}
 	}
 }

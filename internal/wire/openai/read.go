@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,10 +11,8 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
-
-// MaxLine is the longest SSE line ReadStream accepts, in bytes.
-const MaxLine = 4 << 20
 
 // ErrTruncated is the cause of the error ReadStream returns when the engine's stream ends before
 // it said how the generation finished.
@@ -248,40 +245,42 @@ func chunkError(c *chunkJSON) error {
 // ReadStream reads an OpenAI SSE stream (data: chunks, data: [DONE]) from an engine and sends
 // the events to sink. It accepts vLLM's final usage-only chunk (choices empty), error chunks
 // ({"error":…} or vLLM's {"object":"error",…}) and llama.cpp's `error:` lines, which become an
-// *apierr.Error. It calls sink.Flush whenever it has no more input buffered, just before it
-// would wait for the network. A stream that ends without [DONE] is accepted only if a
-// finish_reason arrived; otherwise the error wraps ErrTruncated: never a silent truncation.
+// *apierr.Error. It calls sink.Flush whenever no whole event is buffered (sse.Reader.Buffered),
+// just before it would wait for the network. A stream that ends without [DONE] is accepted only
+// if a finish_reason arrived; otherwise the error wraps ErrTruncated: never a silent truncation.
+// A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error.
 func ReadStream(r io.Reader, sink llm.Sink) error {
-	br, ok := r.(*bufio.Reader)
-	if !ok {
-		br = bufio.NewReaderSize(r, 8<<10)
-	}
+	er := sse.NewReader(r)
 	rd := &reader{sink: sink, openTool: -1}
 	var c chunkJSON
-	var long []byte
 	dirty := false // events sent since the last Flush
 	for {
-		line, err := readLine(br, &long)
-		if err != nil && !errors.Is(err, io.EOF) {
+		if dirty && !er.Buffered() {
+			dirty = false
+			if err := sink.Flush(); err != nil {
+				return err
+			}
+		}
+		raw, _, data, err := er.Next()
+		switch {
+		case err == nil, errors.Is(err, io.EOF):
+		case errors.Is(err, sse.ErrNotSSE):
+			if line := refusedLine(err); bytes.HasPrefix(line, []byte("error:")) {
+				return lineError(bytes.TrimSpace(line[6:]))
+			}
+			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: %w", err), "engine sent an invalid stream")
+		case errors.Is(err, sse.ErrEventTooLarge):
+			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: %w", err), "engine sent an invalid stream")
+		default:
 			return err
 		}
 		eof := err != nil
-		line = bytes.TrimRight(line, "\r\n")
-		var data []byte
-		switch {
-		case bytes.HasPrefix(line, []byte("data:")):
-			data = bytes.TrimPrefix(line[5:], []byte(" "))
-		case bytes.HasPrefix(line, []byte("error:")):
-			return lineError(bytes.TrimSpace(line[6:]))
-		default: // blank lines, comments (":"), event:, id:, retry:
+		if last := raw[bytes.LastIndexByte(raw, '\n')+1:]; eof && bytes.HasPrefix(last, []byte("error:")) {
+			return lineError(bytes.TrimSpace(last[6:])) // the reader leaves a partial last line to its caller
+		}
+		if len(data) == 0 { // comments, event:, id:, retry: and blank lines only
 			if eof {
 				return rd.eof()
-			}
-			if dirty && br.Buffered() == 0 {
-				dirty = false
-				if err := sink.Flush(); err != nil {
-					return err
-				}
 			}
 			continue
 		}
@@ -305,36 +304,17 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			return rd.eof()
 		}
 		dirty = true
-		if br.Buffered() == 0 {
-			dirty = false
-			if err := sink.Flush(); err != nil {
-				return err
-			}
-		}
 	}
 }
 
-var errLineTooLong = apierr.Wrap(apierr.BadGateway, errors.New("openai: SSE line longer than MaxLine"), "engine sent an invalid stream")
-
-// readLine reads one line, joining the pieces of a line longer than the reader's buffer into
-// *long (reused) up to MaxLine.
-func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return line, err
+// refusedLine returns the line an sse.Reader refused with err (kept out of ReadStream's loop,
+// where the target of errors.As would escape to the heap on every event).
+func refusedLine(err error) []byte {
+	var fe *sse.FieldError
+	if errors.As(err, &fe) {
+		return fe.Line
 	}
-	buf := append((*long)[:0], line...)
-	for {
-		line, err = br.ReadSlice('\n')
-		buf = append(buf, line...)
-		if len(buf) > MaxLine {
-			return nil, errLineTooLong
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			*long = buf
-			return buf, err
-		}
-	}
+	return nil
 }
 
 // lineError decodes llama.cpp's `error: {…}` line.

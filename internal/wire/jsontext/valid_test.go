@@ -1,4 +1,4 @@
-package upstream
+package jsontext
 
 import (
 	"encoding/json"
