@@ -22,6 +22,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 // serveGateway serves cfg on a real loopback listener and returns the gateway and its base URL.
