@@ -76,7 +76,7 @@ func printReport(w io.Writer, o options, res *result) {
 
 // printTargets checks the issue's targets.
 func printTargets(w io.Writer, res *result) {
-	fmt.Fprintf(w, "\n== targets (issue 6, 2-core machine) ==\n")
+	fmt.Fprintf(w, "\n== targets (2-core machine) ==\n")
 	check := func(ok bool, format string, args ...any) {
 		mark := "MISS"
 		if ok {

@@ -18,7 +18,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 )
 
-// Targets of issue 6 on the 2-core machine.
+// The performance targets on the 2-core machine.
 const (
 	targetAddedP50       = 50 * time.Microsecond
 	targetAddedP99       = 250 * time.Microsecond

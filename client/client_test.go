@@ -507,7 +507,7 @@ func readAll(r *http.Request) []byte {
 }
 
 // BenchmarkWarmH2C sends short requests over one warm h2c connection from parallel goroutines:
-// req/s is what one client sustains (SYSTEM.md §3.6 asks for over a thousand).
+// req/s is what one client sustains (the goal is over a thousand).
 func BenchmarkWarmH2C(b *testing.B) {
 	for _, p := range []Protocol{Binary2, Binary1, SSE} {
 		b.Run(p.String(), func(b *testing.B) {

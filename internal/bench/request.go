@@ -68,7 +68,7 @@ func requestBody(f llm.Format, model, prompt string, maxTokens int, stream bool,
 		}{model, maxTokens, stream, so, msgs})
 		return b, "application/json", err
 	case llm.FormatBinary:
-		// Clients of version 1 strip dashes from model names (SYSTEM.md §3.3); the server matches
+		// Clients of version 1 strip dashes from model names; the server matches
 		// either spelling.
 		b, err := binary.AppendRequest(nil, &llm.Request{
 			Model: model, MaxTokens: maxTokens,

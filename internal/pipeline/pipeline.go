@@ -119,7 +119,7 @@ func New(c Config) (*Pipeline, error) {
 
 // NormalizeModel folds a model name for loose matching: '-' and '.' removed, ASCII lowercased,
 // so "claude35sonnet20240620" matches "claude-3-5-sonnet-20240620" (the binary protocol's
-// clients strip dashes; SYSTEM.md §3.3).
+// clients strip dashes).
 func NormalizeModel(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -651,7 +651,7 @@ type Picked struct {
 }
 
 // Pick makes the routing decision Serve would make for model and key, without serving
-// anything: for the legacy negotiate endpoint (SYSTEM.md §7).
+// anything: for the legacy negotiate endpoint.
 func (p *Pipeline) Pick(key *auth.Key, model string) (Picked, error) {
 	name, ok := p.routes.Resolve(model)
 	if !ok {

@@ -25,7 +25,7 @@ func isAPI(path string) bool {
 	return strings.HasPrefix(path, "/v1/") && !isVocabPath(path)
 }
 
-// negotiate serves /v1/layer/negotiate for legacy clients (SYSTEM.md §7): the routing decision
+// negotiate serves /v1/layer/negotiate for legacy clients: the routing decision
 // for ?model=NAME (or a JSON body's "model" on POST) as a 302 to the engine the router picks —
 // its base URL, or this server's /v1/messages for an engine embedded here — with Deprecation and
 // Sunset headers. The request is authenticated like any other; the key must be allowed the model.

@@ -63,7 +63,7 @@ models:
 	return ln.Addr().String()
 }
 
-// binaryV1 is a binary protocol version 1 request (SYSTEM.md §3.3) for model with one user
+// binaryV1 is a binary protocol version 1 request for model with one user
 // message.
 func binaryV1(model, text string, maxTokens uint16) []byte {
 	b := append([]byte("ANTH"), byte(len(model)))

@@ -53,7 +53,7 @@ func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		Protocols:         &protos,
 		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream:     1 << 21, // above 1 MiB, as SYSTEM.md §4 asks
+			MaxReceiveBufferPerStream:     1 << 21, // above 1 MiB, as the protocol promises
 			MaxReceiveBufferPerConnection: 1 << 24,
 			MaxConcurrentStreams:          1000,
 		},

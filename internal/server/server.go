@@ -448,7 +448,7 @@ func (x *exchange) fail(err error) {
 	if code == "" {
 		code = e.Kind.AnthropicType()
 	}
-	// One spelling for every code in the header (INVALID_BINARY is SYSTEM.md's); the body keeps
+	// One spelling for every code in the header (INVALID_BINARY is the binary protocol's); the body keeps
 	// each format's own (OpenAI's codes are lower case).
 	h.Set("X-Error-Code", strings.ToUpper(code))
 	if e.RetryAfter > 0 {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// ALPNAnthropic is the ALPN protocol id of SYSTEM.md §4: a client that offers it first gets it and
+// ALPNAnthropic is the ALPN protocol id layer0 offers first: a client that offers it first gets it and
 // speaks HTTP/2 on it, exactly as with "h2".
 const ALPNAnthropic = "anthropic-v3"
 

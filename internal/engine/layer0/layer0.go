@@ -1,4 +1,4 @@
-// Package layer0 is the engine that is another layer0: the edge proxy of SYSTEM.md §8, a small
+// Package layer0 is the engine that is another layer0: an edge proxy, a small
 // node near users forwarding to a central one. It speaks the binary protocol, version 2 with text
 // frames (every canonical field travels: tools, sampling, stop sequences, cache usage; no
 // vocabulary is needed), and falls back to the Anthropic JSON/SSE API when the peer does not

@@ -11,7 +11,7 @@
 // encoder is an llm.Sink that buffers events and writes them on Flush, allocating nothing per
 // delta.
 //
-// The stream this package writes (and reads) is, per SYSTEM.md §3.1:
+// The stream this package writes (and reads) is, as the Anthropic API sends it:
 //
 //	message_start        {"type":"message_start","message":{… "content":[], "usage":{…}}}
 //	content_block_start  {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}

@@ -1,6 +1,6 @@
 package anthropic
 
-// These tests put the official Go SDK on both sides of the codec, as SYSTEM.md §3.1 requires
+// These tests put the official Go SDK on both sides of the codec, as the product requires
 // ("the official SDKs must work unmodified"): the SDK's requests must decode, and what the codec
 // writes must parse in the SDK, over a real HTTP listener on 127.0.0.1.
 

@@ -151,7 +151,7 @@ func TestStreamWriterGolden(t *testing.T) {
 	}
 }
 
-// TestStreamWriterOrder checks the event order SYSTEM.md §3.1 fixes, on the golden streams.
+// TestStreamWriterOrder checks the event order the Anthropic API fixes, on the golden streams.
 func TestStreamWriterOrder(t *testing.T) {
 	for name, steps := range map[string][]step{"text": textStream, "tool": toolStream} {
 		out := play(t, steps).buf.String()

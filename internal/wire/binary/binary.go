@@ -32,7 +32,7 @@ import (
 // Version is a protocol version.
 //
 // History:
-//   - 1: the source's protocol (SYSTEM.md §3.3). uint8 model length and message count, uint16
+//   - 1: the original protocol. uint8 model length and message count, uint16
 //     content lengths, max_tokens and token IDs, four frame types, no version on the wire.
 //   - 2: layer0's. Negotiated with the Content-Type parameter version=2 (or the header
 //     X-Binary-Version: 2); the request and the response repeat the version after the magic.
