@@ -135,7 +135,7 @@ func text(r *Response) string {
 
 // TestProtocolsAgree asks the same question in every protocol over HTTP/1.1 and h2c: the sim
 // answers the same prompt the same way, so every protocol must decode the same text and output
-// count. Version 1 sends the model name without dashes, as the source's clients do.
+// count. Version 1 sends the model name without dashes, as version 1's clients do.
 func TestProtocolsAgree(t *testing.T) {
 	g := startGateway(t)
 	var want string

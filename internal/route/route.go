@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultUtilizationThreshold is the utilisation above which a replica is skipped while
-// another can serve (the source's fallback_utilization_threshold).
+// another can serve (fallback_utilization_threshold).
 const DefaultUtilizationThreshold = 0.85
 
 // maxChain bounds a fallback chain, so a Plan tracks it in one word.

@@ -1,6 +1,6 @@
 // Package binary is the binary streaming protocol (docs/protocol.md): requests decoded into
 // llm.Request, response events encoded as length-prefixed frames, and the frame-stream decoder
-// clients use. Version 1 is the source's format, byte for byte; version 2 is ours and lifts its
+// clients use. Version 1 is the original format, byte for byte; version 2 is ours and lifts its
 // limits. Frames coalesce every token ready at a flush and never wait for another; encoding and
 // decoding a frame allocate nothing.
 //
