@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,4 +283,50 @@ func TestCacheControlAndTTLHTTP(t *testing.T) {
 			t.Errorf("step %d: %q and %d engine requests, want %q and %d", i, got, len(vllm.Requests()), s.want, s.requests)
 		}
 	}
+}
+
+// TestCacheInProcessAndReload serves hits on the in-process path (Do), and keeps the stored
+// answers across a reload that leaves the model's cache settings alone, but not across one that
+// changes them.
+func TestCacheInProcessAndReload(t *testing.T) {
+	vllm := fake.NewOpenAI(fake.Script{Text: "Kept across reloads."})
+	t.Cleanup(vllm.Close)
+	conf := func(ttl string) *layer0.Config {
+		return parseConfig(t, fmt.Sprintf("engines:\n  vllm: {kind: openai, url: %q}\nmodels:\n  vllm: {engines: [vllm], cache: {enabled: true, ttl: %s}}\n",
+			vllm.URL, ttl))
+	}
+	g, err := layer0.New(conf("1m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	zero := 0.0
+	req := &layer0.Request{Model: "vllm", MaxTokens: 50, Temperature: &zero, Messages: []llm.Message{{Role: llm.RoleUser,
+		Content: []llm.Block{{Type: llm.BlockText, Text: "Remember me."}}}}}
+	ids := map[string]bool{} // a hit's id is its own (the fake engine's misses all have one id)
+	ask := func(step string, wantRequests int) {
+		t.Helper()
+		var c layer0.Collector
+		if err := g.Do(context.Background(), req, &c); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		hit := strings.HasPrefix(step, "hit")
+		if r := c.Response; len(r.Content) != 1 || r.Content[0].Text != "Kept across reloads." || r.ID == "" || hit && ids[r.ID] {
+			t.Errorf("%s: %+v (ids so far %v)", step, r, ids)
+		}
+		ids[c.Response.ID] = true
+		if n := len(vllm.Requests()); n != wantRequests {
+			t.Errorf("%s: %d engine requests, want %d", step, n, wantRequests)
+		}
+	}
+	ask("miss", 1)
+	ask("hit", 1)
+	if err := g.Reload(conf("1m")); err != nil {
+		t.Fatal(err)
+	}
+	ask("hit after a reload", 1)
+	if err := g.Reload(conf("2m")); err != nil {
+		t.Fatal(err)
+	}
+	ask("miss after the policy changed", 2)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/route"
 )
 
 const cacheTTL = time.Minute
@@ -376,5 +377,22 @@ func TestNoCacheNoRecord(t *testing.T) {
 		if err != nil || c.Record.Cache != "" {
 			t.Fatalf("%v %q", err, c.Record.Cache)
 		}
+	}
+}
+
+// A split is not cached: its requests are meant to reach each arm.
+func TestCacheNotForSplits(t *testing.T) {
+	e := &scripted{}
+	r := newRig(t, map[string]any{"e": e}, []rigModel{{name: "m", engines: []string{"e"}}},
+		rigOptions{splits: []route.Split{{Name: "s", Targets: []route.Target{{Model: "m", Weight: 1}}}}})
+	r.p.cache = cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
+	for i := range 2 {
+		c, err := r.serveH(greedy("s", "q"), "", &recorder{})
+		if err != nil || c.Record.Cache != "" || e.calls.Load() != int32(i+1) {
+			t.Fatalf("request %d through the split: %v, cache %q, %d engine calls", i, err, c.Record.Cache, e.calls.Load())
+		}
+	}
+	if c, _ := r.serveH(greedy("m", "q"), "", &recorder{}); c.Record.Cache != CacheMiss {
+		t.Errorf("the arm's model itself: cache %q, want a miss", c.Record.Cache)
 	}
 }
