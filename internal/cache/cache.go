@@ -117,8 +117,9 @@ type Model struct {
 // Flight is one answer being produced for a key: the leader calls the engine, followers wait
 // for its answer.
 type Flight struct {
-	done  chan struct{}
-	entry *Entry // the answer; nil when the leader did not produce a complete one
+	done      chan struct{}
+	entry     *Entry // the answer; nil when the leader did not produce a complete one
+	abandoned bool   // the leader's own client went away before the answer was complete
 }
 
 // Join returns the flight of k, and leader set when there was none: the caller then produces
@@ -145,6 +146,18 @@ func (m *Model) Finish(k Key, f *Flight, e *Entry) {
 	f.entry = e
 	close(f.done)
 }
+
+// Abandon ends the leader's flight without an answer because the leader's own client went away:
+// the answer itself did not fail, so the followers may elect a new leader (Abandoned) instead of
+// each going to the engine.
+func (m *Model) Abandon(k Key, f *Flight) {
+	f.abandoned = true
+	m.Finish(k, f, nil)
+}
+
+// Abandoned reports, after Wait returned no entry, whether the leader's client went away (Abandon)
+// rather than the answer failing.
+func (f *Flight) Abandoned() bool { return f.abandoned }
 
 // Wait waits for the leader's answer: the entry, or nil when the leader failed (the follower
 // then goes to the engine itself), or ctx's error.

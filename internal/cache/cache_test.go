@@ -160,6 +160,22 @@ func TestFlight(t *testing.T) {
 	if _, err := f2.Wait(ctx); err == nil {
 		t.Error("Wait ignores its context")
 	}
+	f3, _ := m.Join(k)
+	if f3 != f2 {
+		t.Fatal("a flight left without Finish was replaced")
+	}
+	m.Abandon(k, f2)
+	if e, err := f2.Wait(context.Background()); e != nil || err != nil || !f2.Abandoned() {
+		t.Errorf("an abandoned flight: %v %v %v", e, err, f2.Abandoned())
+	}
+	f4, leader := m.Join(k)
+	if !leader {
+		t.Fatal("after Abandon the next caller does not lead")
+	}
+	m.Finish(k, f4, nil)
+	if e, _ := f4.Wait(context.Background()); e != nil || f4.Abandoned() {
+		t.Error("a failed flight is not abandoned")
+	}
 }
 
 func TestRecorderKeepsOnlyCompleteAnswers(t *testing.T) {

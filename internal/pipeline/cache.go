@@ -81,37 +81,47 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		rec.Cache = CacheRefresh
 		return false, nil
 	}
-	if e, ok := m.Store.Get(ctx, cc.key); ok {
-		rec.Cache = CacheHit
-		return true, p.replay(c, e)
-	}
-	f, leader := m.Join(cc.key)
-	if leader {
-		// A leader that finished between the lookup and Join stored its answer before it
-		// left: look again, or this call would be a second engine call for the same answer.
+	for elections := 0; ; elections++ {
 		if e, ok := m.Store.Get(ctx, cc.key); ok {
-			m.Finish(cc.key, f, e)
 			rec.Cache = CacheHit
 			return true, p.replay(c, e)
 		}
-		cc.flight = f
-		rec.Cache = CacheMiss
-		return false, nil
+		f, leader := m.Join(cc.key)
+		if leader {
+			// A leader that finished between the lookup and Join stored its answer before it
+			// left: look again, or this call would be a second engine call for the same answer.
+			if e, ok := m.Store.Get(ctx, cc.key); ok {
+				m.Finish(cc.key, f, e)
+				rec.Cache = CacheHit
+				return true, p.replay(c, e)
+			}
+			cc.flight = f
+			rec.Cache = CacheMiss
+			return false, nil
+		}
+		// A follower waits for the leader's complete answer and replays it at full speed. If
+		// the leader's own client went away, the followers elect a new leader among them (a
+		// few times at most); if the leader produced no answer otherwise (it failed, or a
+		// fallback model answered), the follower goes to the engine itself and stores its own
+		// answer.
+		e, err := f.Wait(ctx)
+		if err != nil {
+			return true, err
+		}
+		if e != nil {
+			rec.Cache = CacheCoalesced
+			return true, p.replay(c, e)
+		}
+		if !f.Abandoned() || elections == maxElections {
+			rec.Cache = CacheMiss
+			return false, nil
+		}
 	}
-	// A follower waits for the leader's complete answer and replays it at full speed; if the
-	// leader produced none (it failed, its client went away, a fallback model answered), the
-	// follower goes to the engine itself, and stores its own answer.
-	e, err := f.Wait(ctx)
-	if err != nil {
-		return true, err
-	}
-	if e != nil {
-		rec.Cache = CacheCoalesced
-		return true, p.replay(c, e)
-	}
-	rec.Cache = CacheMiss
-	return false, nil
 }
+
+// maxElections bounds how often a follower takes part in electing a new leader after a leader's
+// client went away, before it goes to the engine itself.
+const maxElections = 3
 
 // replay sends a stored answer to the call's sink, at full speed, and records it as the original
 // answer's: its model, engine and usage.
@@ -163,11 +173,17 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 	}
 }
 
-// end runs when Serve returns: a flight the call still leads (it failed) ends without an answer,
-// and its followers go to the engine themselves.
-func (c *cacheCall) end() {
-	if c.flight != nil {
-		c.model.Finish(c.key, c.flight, nil)
-		c.flight = nil
+// end runs when Serve returns: a flight the call still leads (it failed) ends without an answer.
+// When the call's own client went away the followers elect a new leader; otherwise each goes to
+// the engine itself.
+func (c *cacheCall) end(ctx context.Context) {
+	if c.flight == nil {
+		return
 	}
+	if ctx.Err() != nil {
+		c.model.Abandon(c.key, c.flight)
+	} else {
+		c.model.Finish(c.key, c.flight, nil)
+	}
+	c.flight = nil
 }

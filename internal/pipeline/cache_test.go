@@ -396,3 +396,62 @@ func TestCacheNotForSplits(t *testing.T) {
 		t.Errorf("the arm's model itself: cache %q, want a miss", c.Record.Cache)
 	}
 }
+
+// leaderLeaves is an engine whose first call waits until its client goes away; the others answer.
+type leaderLeaves struct {
+	scripted
+	n       atomic.Int32
+	entered chan struct{}
+}
+
+func (l *leaderLeaves) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
+	if l.n.Add(1) == 1 {
+		close(l.entered)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.scripted.Generate(ctx, req, sink)
+}
+
+// When the leader's own client goes away, its followers elect a new leader instead of each going
+// to the engine: two engine calls in all, and every follower answered.
+func TestCacheSingleFlightLeaderLeaves(t *testing.T) {
+	e := &leaderLeaves{entered: make(chan struct{})}
+	r := cacheRig(t, e, cache.Policy{}, rigOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	leaderDone := make(chan error, 1)
+	go func() {
+		c := &Call{Request: greedy("m", "same"), Sink: &recorder{}, Header: http.Header{}}
+		leaderDone <- r.p.Serve(ctx, c)
+	}()
+	<-e.entered
+	const n = 20
+	calls, errs := make([]*Call, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			calls[i], errs[i] = r.serveH(greedy("m", "same"), "", &recorder{})
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the followers reach the flight
+	cancel()
+	if err := <-leaderDone; err == nil {
+		t.Error("the leader whose client left succeeded")
+	}
+	wg.Wait()
+	count := map[string]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("follower %d: %v", i, errs[i])
+		}
+		count[calls[i].Record.Cache]++
+	}
+	if got := e.n.Load(); got != 2 {
+		t.Errorf("%d engine calls, want 2 (the leader that left, and one new leader)", got)
+	}
+	if count[CacheMiss] != 1 || count[CacheCoalesced]+count[CacheHit] != n-1 {
+		t.Errorf("records: %v", count)
+	}
+}

@@ -350,7 +350,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		if done, err := p.cached(ctx, c, name); done {
 			return err
 		}
-		defer c.cache.end()
+		defer c.cache.end(ctx)
 	}
 	input, err := p.count(name, req)
 	if err != nil {
