@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/sim"
@@ -156,6 +157,19 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		lim.Adopt(old.pipe.Limits())
 	}
 
+	// The response cache of the models that cache; a reload keeps the stored answers of every
+	// model whose policy is unchanged.
+	cc := cache.Config{Models: map[string]cache.Policy{}, Aliases: cfg.Aliases, Now: o.now}
+	for id, mc := range cfg.Models {
+		if mc.Cache.Enabled {
+			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled}
+		}
+	}
+	rcache := cache.New(cc)
+	if old != nil {
+		rcache.Adopt(old.pipe.Cache())
+	}
+
 	g.pipe, err = pipeline.New(pipeline.Config{
 		Keys:   keys,
 		Limits: lim,
@@ -165,6 +179,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		Models:  models,
 		Engines: engines,
 		Tokens:  tok,
+		Cache:   rcache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)

@@ -204,7 +204,32 @@ type Model struct {
 	// 5xx, timeout, out of memory, context overflow, or an error inside the stream before any
 	// content). A fallback's own fallbacks follow it. Default none.
 	Fallback []string `yaml:"fallback"`
+	// Cache is the model's response cache (docs/caching.md). Default: off.
+	Cache Cache `yaml:"cache"`
 }
+
+// Cache is a model's response cache policy.
+type Cache struct {
+	// Enabled turns the cache on for the model (and its aliases). Default false.
+	Enabled bool `yaml:"enabled"`
+	// TTL is how long a stored answer is served. Default 5m.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxBytes is the memory the model's stored answers may take; the least recently used are
+	// evicted beyond it. Default 67108864 (64 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// CacheSampled caches answers to requests that do not ask for temperature 0 too (sampled
+	// answers: a cache hit then repeats one sample). Default false.
+	CacheSampled bool `yaml:"cache_sampled"`
+}
+
+// minCacheBytes is the smallest cache budget: less could not hold a short answer.
+const minCacheBytes = 4096
+
+// Defaults of a model's cache.
+const (
+	DefaultCacheTTL      = 5 * time.Minute
+	DefaultCacheMaxBytes = 64 << 20
+)
 
 // Auth holds the settings of authentication beyond the keys themselves.
 type Auth struct {
@@ -442,6 +467,12 @@ func (c *Config) setDefaults() {
 		if m.Created.IsZero() {
 			m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		}
+		if m.Cache.TTL == 0 {
+			m.Cache.TTL = DefaultCacheTTL
+		}
+		if m.Cache.MaxBytes == 0 {
+			m.Cache.MaxBytes = DefaultCacheMaxBytes
+		}
 		c.Models[id] = m
 	}
 	if c.Log.Level == "" {
@@ -590,6 +621,14 @@ func (c *Config) Validate() error {
 		}
 		if m.ContextWindow < 0 {
 			errs.add(p+".context_window", "must be positive")
+		}
+		if m.Cache.TTL < 0 {
+			errs.add(p+".cache.ttl", "must be positive, got %s", m.Cache.TTL)
+		}
+		if m.Cache.MaxBytes < 0 {
+			errs.add(p+".cache.max_bytes", "must be positive, got %d", m.Cache.MaxBytes)
+		} else if m.Cache.Enabled && m.Cache.MaxBytes < minCacheBytes {
+			errs.add(p+".cache.max_bytes", "must be at least %d (one answer), got %d", minCacheBytes, m.Cache.MaxBytes)
 		}
 	}
 	switch c.Log.Level {

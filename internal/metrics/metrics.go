@@ -68,6 +68,7 @@ type Metrics struct {
 	other     prometheus.Counter // a reason outside the known set (never expected)
 	retries   *prometheus.CounterVec
 	limited   *prometheus.CounterVec
+	cache     *prometheus.CounterVec
 
 	mu     sync.RWMutex
 	series map[seriesKey]*series
@@ -129,6 +130,10 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			Name: "layer0_rate_limited_total",
 			Help: "Requests refused by layer0's own rate limits, by API key name (\"\" without auth).",
 		}, []string{"key"}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_cache_requests_total",
+			Help: "Requests of models with a response cache, by model asked for and what the cache did (hit, coalesced, miss, refresh, bypass).",
+		}, []string{"model", "result"}),
 		series: map[seriesKey]*series{},
 	}
 	fb := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -141,7 +146,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 	}
 	m.other = fb.WithLabelValues("other")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}
@@ -162,7 +167,14 @@ func (m *Metrics) Observe(r *pipeline.Record, total time.Duration) {
 		s.ttft.Observe(r.TTFT.Seconds())
 	}
 	m.overhead.Observe(max(total-r.EngineTime, 0).Seconds())
+	if r.Cache != "" {
+		m.cache.WithLabelValues(r.Model, r.Cache).Inc()
+	}
 	u := &r.Usage
+	var none llm.Usage
+	if r.Cache == pipeline.CacheHit || r.Cache == pipeline.CacheCoalesced {
+		u = &none // a replayed answer's usage is the original's: no engine counted tokens for it
+	}
 	for i, n := range [nTok]int{u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens} {
 		if n > 0 {
 			s.tokens[i].Add(float64(n))

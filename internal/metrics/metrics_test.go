@@ -147,6 +147,34 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestObserveCache counts what the response cache did, and leaves a replayed answer's tokens out
+// of the engines' token counts.
+func TestObserveCache(t *testing.T) {
+	m, reg := newMetrics(t)
+	hit := pipeline.Record{Model: "cached", Format: llm.FormatAnthropic, Status: 200, Cache: pipeline.CacheHit,
+		Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
+	m.Observe(&hit, time.Millisecond)
+	hit.Cache = pipeline.CacheCoalesced
+	m.Observe(&hit, time.Millisecond)
+	hit.Cache = pipeline.CacheMiss
+	m.Observe(&hit, time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"layer0_cache_requests_total", map[string]string{"model": "cached", "result": "hit"}, 1},
+		{"layer0_cache_requests_total", map[string]string{"model": "cached", "result": "coalesced"}, 1},
+		{"layer0_cache_requests_total", map[string]string{"model": "cached", "result": "miss"}, 1},
+		{"layer0_tokens_total", map[string]string{"model": "cached", "format": "anthropic", "kind": "output"}, 5}, // the miss's only
+		{"layer0_requests_total", map[string]string{"model": "cached", "format": "anthropic", "outcome": "ok"}, 3},
+	} {
+		if got := value(t, reg, c.name, c.labels).value; got != c.want {
+			t.Errorf("%s%v: got %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
 // TestObserveAllocs guards the per-request cost: once a model's series exist, observing a
 // request allocates nothing.
 func TestObserveAllocs(t *testing.T) {

@@ -1,9 +1,9 @@
 // Package pipeline is the one place the order of the request path lives. A Pipeline is built
 // from one configuration and never mutated; reload builds a new one and swaps it in. Serve runs
-// the stages top to bottom — auth, size limits, model permission, rate limits, route plan, then
-// engine attempts with retries and fallbacks until one succeeds or content has reached the
-// client — and fills one Record per request from which metrics and the access log are written
-// once.
+// the stages top to bottom — auth, size limits, model permission, rate limits, the response cache
+// (cache.go), route plan, then engine attempts with retries and fallbacks until one succeeds or
+// content has reached the client — and fills one Record per request from which metrics and the
+// access log are written once.
 //
 // An attempt's events pass through a sink that holds the stream's prelude (message start, block
 // starts) until the first content delta: until then nothing of the attempt has reached the
@@ -25,6 +25,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -78,6 +79,8 @@ type Config struct {
 	Engines map[*route.Replica]Engine
 	// Tokens counts input tokens for models whose engine cannot. Nil counts 0.
 	Tokens Counter
+	// Cache is the response cache of the models that cache; nil caches nothing.
+	Cache *cache.Cache
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -90,6 +93,7 @@ type Pipeline struct {
 	byID    map[string]*Model // by canonical name
 	engines map[*route.Replica]Engine
 	tokens  Counter
+	cache   *cache.Cache
 }
 
 // New builds a pipeline from c.
@@ -98,7 +102,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, byID: map[string]*Model{}}
+		tokens: c.Tokens, cache: c.Cache, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -167,6 +171,10 @@ func (p *Pipeline) Routes() *route.Table { return p.routes }
 // state on reload.
 func (p *Pipeline) Limits() *limit.Limiter { return p.limits }
 
+// Cache is the response cache (nil when no model caches), for the next pipeline to adopt its
+// stores on reload.
+func (p *Pipeline) Cache() *cache.Cache { return p.cache }
+
 // Sizes are the request size limits, the body's among them (the server checks it as it reads).
 func (p *Pipeline) Sizes() *limit.Sizes { return &p.sizes }
 
@@ -193,6 +201,7 @@ type Call struct {
 	att   attemptSink
 	fw    countingWriter
 	pass  upstream.Pass // the pass-through call, here rather than allocated per attempt
+	cache cacheCall
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
@@ -242,6 +251,9 @@ type Record struct {
 	FirstEventEngine time.Duration
 	// Deltas counts the content deltas of the attempt that served.
 	Deltas int
+	// Cache is what the response cache did: CacheHit, CacheCoalesced, CacheMiss, CacheRefresh,
+	// CacheBypass, or "" when the model does not cache.
+	Cache string
 }
 
 // Simulator is implemented by engines that simulate a model.
@@ -332,6 +344,14 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	lease := &c.lease
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+
+	// The response cache: a hit is answered here, before any token is counted (cache.go).
+	if p.cache != nil {
+		if done, err := p.cached(ctx, c, name); done {
+			return err
+		}
+		defer c.cache.end(ctx)
+	}
 	input, err := p.count(name, req)
 	if err != nil {
 		return err
@@ -395,6 +415,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	} else {
 		_ = lease.Settle(input, rec.Deltas)
 	}
+	p.store(ctx, c)
 	return nil
 }
 
@@ -490,11 +511,13 @@ type attemptSink struct {
 	pending   int  // content deltas not yet charged
 	t0        time.Time
 	inSink    time.Duration // time inside inner's Flush and final Send, in this attempt
+	tee       *teeSink      // the recorder of an answer to be stored, when inner is it
 }
 
 func (s *attemptSink) init(c *Call, lease *limit.Lease, input int) {
 	s.inner, s.rec, s.lease, s.input = c.Sink, &c.Record, lease, input
 	s.col, _ = c.Sink.(*llm.Collector)
+	c.cache.tap(s)
 }
 
 // begin starts an attempt.
@@ -511,6 +534,9 @@ func (s *attemptSink) discard() {
 	s.rec.Usage = llm.Usage{}
 	if s.col != nil {
 		*s.col = llm.Collector{}
+	}
+	if s.tee != nil {
+		s.tee.rec.Reset()
 	}
 }
 

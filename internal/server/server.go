@@ -224,6 +224,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 			return
 		}
 		x.call.Key = key
+		x.call.Header = r.Header // the pipeline reads Cache-Control
 		rec.Key = key.Name
 	}
 
@@ -464,6 +465,35 @@ func (x *exchange) fail(err error) {
 
 var connectionClose = []string{"close"}
 
+// The values of the cache's headers, shared by every response (one element, no room to append).
+var (
+	xCacheHit  = []string{"HIT"}
+	xCacheMiss = []string{"MISS"}
+	xLayer0    = map[string][]string{}
+)
+
+func init() {
+	for _, v := range []string{pipeline.CacheHit, pipeline.CacheCoalesced, pipeline.CacheMiss, pipeline.CacheRefresh,
+		pipeline.CacheBypass} {
+		xLayer0[v] = []string{v}
+	}
+}
+
+// setCacheHeaders tells the client what the response cache did: X-Cache is HIT for an answer
+// replayed from the cache (stored, or coalesced with an identical request in flight) and MISS
+// for an answer an engine produced for this request; X-Layer0-Cache says which of
+// pipeline.Cache* happened.
+func setCacheHeaders(h http.Header, what string) {
+	if what == pipeline.CacheHit || what == pipeline.CacheCoalesced {
+		h["X-Cache"] = xCacheHit
+	} else {
+		h["X-Cache"] = xCacheMiss
+	}
+	if v, ok := xLayer0[what]; ok {
+		h["X-Layer0-Cache"] = v
+	}
+}
+
 // headerValues holds the values of the headers the server sets, so that their []string values
 // are slices of one array.
 type headerValues [8]string
@@ -514,6 +544,9 @@ func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 	if rec.Engine != "" {
 		hv[hvEngine] = rec.Engine
 		h["X-Layer0-Engine"] = hv.slice(hvEngine)
+	}
+	if rec.Cache != "" {
+		setCacheHeaders(h, rec.Cache)
 	}
 	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
 	// (a 429 carries its own, filled when it was refused).

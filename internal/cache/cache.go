@@ -1,0 +1,232 @@
+// Package cache is the response cache: the key of a request (a hash of the canonical encoding of
+// everything that can change the answer), the stores that keep answers as canonical events (the
+// Store interface, and Memory, the in-process LRU), each model's policy, and the single flight
+// that lets concurrent identical requests share one engine call.
+//
+// What the cache stores is events, not bytes: an answer recorded from any client format replays
+// into any other (JSON, SSE, the binary protocol), through the same encoders an engine's answer
+// goes through. The pipeline's cache stage (internal/pipeline/cache.go) decides when to look up,
+// record and store.
+package cache
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Policy is one model's caching policy.
+type Policy struct {
+	// TTL is how long an answer is served from the cache.
+	TTL time.Duration
+	// MaxBytes is the model's store budget (Entry.Size summed); least recently used answers
+	// are evicted beyond it.
+	MaxBytes int64
+	// Sampled caches answers sampled at a temperature above 0 too. Without it only requests
+	// that ask for temperature 0 are cached: an absent temperature is the engine's default,
+	// which is 1 for the Anthropic and OpenAI APIs.
+	Sampled bool
+}
+
+// Cacheable reports whether the answer to r may be cached under the policy.
+func (p *Policy) Cacheable(r *llm.Request) bool {
+	return p.Sampled || r.Temperature != nil && *r.Temperature == 0
+}
+
+// Config is what a Cache is built from.
+type Config struct {
+	// Models are the policies of the models with caching enabled, by canonical name.
+	Models map[string]Policy
+	// Aliases map other names to models (or to splits, which are not cached); an alias shares
+	// its model's cache and keys.
+	Aliases map[string]string
+	// Now is the clock of the stores' TTLs; nil is time.Now.
+	Now func() time.Time
+}
+
+// Cache holds the caches of every model with caching enabled.
+type Cache struct {
+	byName map[string]*Model
+	models map[string]*Model // the models themselves, without aliases
+	now    func() time.Time
+}
+
+// New builds the caches of c, each with an empty Memory store. It returns nil when no model
+// caches, so that the pipeline skips the stage with one nil check.
+func New(c Config) *Cache {
+	if len(c.Models) == 0 {
+		return nil
+	}
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	x := &Cache{byName: map[string]*Model{}, models: map[string]*Model{}, now: now}
+	for name, p := range c.Models {
+		m := &Model{Name: name, Policy: p, Store: NewMemory(p.MaxBytes, now), flights: map[Key]*Flight{}}
+		x.byName[name], x.models[name] = m, m
+	}
+	for alias, target := range c.Aliases {
+		if m := x.models[target]; m != nil {
+			x.byName[alias] = m
+		}
+	}
+	return x
+}
+
+// Now is the cache's clock.
+func (c *Cache) Now() time.Time { return c.now() }
+
+// Model returns the cache of name (a model, or an alias of one), nil when it does not cache.
+// c may be nil.
+func (c *Cache) Model(name string) *Model {
+	if c == nil {
+		return nil
+	}
+	return c.byName[name]
+}
+
+// Adopt takes over old's store for every model whose policy is unchanged, so a reload keeps the
+// answers already cached. A model whose policy changed starts empty.
+func (c *Cache) Adopt(old *Cache) {
+	if c == nil || old == nil {
+		return
+	}
+	for name, m := range c.models {
+		if o := old.models[name]; o != nil && o.Policy == m.Policy {
+			m.Store = o.Store
+		}
+	}
+}
+
+// Model is one model's cache: its policy, its store, and the answers in flight.
+type Model struct {
+	// Name is the model's canonical name, the one keys are made with.
+	Name   string
+	Policy Policy
+	Store  Store
+
+	mu      sync.Mutex
+	flights map[Key]*Flight
+}
+
+// Flight is one answer being produced for a key: the leader calls the engine, followers wait
+// for its answer.
+type Flight struct {
+	done      chan struct{}
+	entry     *Entry // the answer; nil when the leader did not produce a complete one
+	abandoned bool   // the leader's own client went away before the answer was complete
+}
+
+// Join returns the flight of k, and leader set when there was none: the caller then produces
+// the answer and must call Finish, whatever happens. A follower calls Wait.
+func (m *Model) Join(k Key) (f *Flight, leader bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.flights[k]; f != nil {
+		return f, false
+	}
+	f = &Flight{done: make(chan struct{})}
+	m.flights[k] = f
+	return f, true
+}
+
+// Finish ends the leader's flight with its answer, or nil when there is none to share; the
+// followers wake up.
+func (m *Model) Finish(k Key, f *Flight, e *Entry) {
+	m.mu.Lock()
+	if m.flights[k] == f {
+		delete(m.flights, k)
+	}
+	m.mu.Unlock()
+	f.entry = e
+	close(f.done)
+}
+
+// Abandon ends the leader's flight without an answer because the leader's own client went away:
+// the answer itself did not fail, so the followers may elect a new leader (Abandoned) instead of
+// each going to the engine.
+func (m *Model) Abandon(k Key, f *Flight) {
+	f.abandoned = true
+	m.Finish(k, f, nil)
+}
+
+// Abandoned reports, after Wait returned no entry, whether the leader's client went away (Abandon)
+// rather than the answer failing.
+func (f *Flight) Abandoned() bool { return f.abandoned }
+
+// Wait waits for the leader's answer: the entry, or nil when the leader failed (the follower
+// then goes to the engine itself), or ctx's error.
+func (f *Flight) Wait(ctx context.Context) (*Entry, error) {
+	select {
+	case <-f.done:
+		return f.entry, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Control is what the client's Cache-Control header asks of the cache.
+type Control struct {
+	// NoCache skips the lookup: the answer comes from the engine (and is stored).
+	NoCache bool
+	// NoStore neither looks up nor stores.
+	NoStore bool
+}
+
+// ParseControl reads the no-cache and no-store directives of every Cache-Control header in h
+// (case-insensitive; other directives are ignored). It does not allocate.
+func ParseControl(h http.Header) Control {
+	var c Control
+	for _, v := range h["Cache-Control"] {
+		for v != "" {
+			var d string
+			d, v, _ = strings.Cut(v, ",")
+			d = strings.TrimSpace(d)
+			if name, _, _ := strings.Cut(d, "="); strings.EqualFold(strings.TrimSpace(name), "no-cache") {
+				c.NoCache = true
+			} else if strings.EqualFold(d, "no-store") {
+				c.NoStore = true
+			}
+		}
+	}
+	return c
+}
+
+// Recorder is a Sink that copies the events of one attempt, to be stored when it turns out
+// complete and successful.
+type Recorder struct {
+	events []llm.Event
+}
+
+// Send implements llm.Sink: it keeps a copy of ev (the strings are immutable and shared).
+func (r *Recorder) Send(ev *llm.Event) error {
+	e := *ev
+	if e.Kind == llm.EventStart {
+		e.ID = "" // each replay gets its own id
+	}
+	r.events = append(r.events, e)
+	return nil
+}
+
+// Flush implements llm.Sink.
+func (r *Recorder) Flush() error { return nil }
+
+// Reset forgets a failed attempt's events.
+func (r *Recorder) Reset() { r.events = r.events[:0] }
+
+// Entry returns the recorded answer as an entry served by served (the configured model), or nil
+// when it is not complete: it must open with the start and end with the stop.
+func (r *Recorder) Entry(served string, now time.Time) *Entry {
+	n := len(r.events)
+	if n < 2 || r.events[0].Kind != llm.EventStart || r.events[n-1].Kind != llm.EventStop {
+		return nil
+	}
+	evs := make([]llm.Event, n)
+	copy(evs, r.events)
+	return &Entry{Model: evs[0].Model, Served: served, Events: evs, Usage: evs[n-1].Usage, Stored: now}
+}

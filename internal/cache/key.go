@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"sync"
+
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Key identifies an answer: the SHA-256 of the canonical encoding of everything in a request
+// that can change the answer.
+type Key [sha256.Size]byte
+
+// String returns the key in hex.
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
+// layout (in a shared store) never match.
+const keyVersion = "layer0-cache-1\x00"
+
+// keyBufs pools the buffers the encodings are built in.
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// KeyOf returns the key of r answered by model, the canonical model name (aliases resolved).
+//
+// The encoding covers the model, the system blocks, every message with every field of its
+// blocks (tool ids, tool inputs, images, tool results), the tools and the tool choice,
+// max_tokens, temperature, top_p, top_k (each with whether it was given) and the stop sequences.
+// Every string and list is length-prefixed, so no two different requests encode the same. It
+// leaves out what cannot change the answer: whether it streams, the client's format, the model
+// name as the client spelled it, and metadata.user_id. JSON values (tool inputs and schemas) are
+// encoded canonically — keys sorted, no insignificant space, escapes decoded — so the same value
+// in any spelling is the same key.
+func KeyOf(model string, r *llm.Request) Key {
+	bp := keyBufs.Get().(*[]byte)
+	b := append((*bp)[:0], keyVersion...)
+	b = appendStr(b, model)
+	b = appendBlocks(b, r.System)
+	b = binary.AppendUvarint(b, uint64(len(r.Messages)))
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		b = append(b, byte(m.Role))
+		b = appendBlocks(b, m.Content)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Tools)))
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		b = appendStr(b, t.Name)
+		b = appendStr(b, t.Description)
+		b = appendJSON(b, t.InputSchema)
+	}
+	tc := &r.ToolChoice
+	b = append(b, byte(tc.Type))
+	b = appendStr(b, tc.Name)
+	b = appendBool(b, tc.DisableParallelToolUse)
+	b = binary.AppendVarint(b, int64(r.MaxTokens))
+	b = appendFloat(b, r.Temperature)
+	b = appendFloat(b, r.TopP)
+	if r.TopK == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = binary.AppendVarint(b, int64(*r.TopK))
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.StopSequences)))
+	for _, s := range r.StopSequences {
+		b = appendStr(b, s)
+	}
+	k := Key(sha256.Sum256(b))
+	if cap(b) <= 1<<20 {
+		*bp = b[:0]
+		keyBufs.Put(bp)
+	}
+	return k
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendFloat(b []byte, f *float64) []byte {
+	if f == nil {
+		return append(b, 0)
+	}
+	v := *f
+	if v == 0 {
+		v = 0 // -0 and 0 are the same parameter
+	}
+	b = append(b, 1)
+	return binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+func appendBlocks(b []byte, bs []llm.Block) []byte {
+	b = binary.AppendUvarint(b, uint64(len(bs)))
+	for i := range bs {
+		k := &bs[i]
+		b = append(b, byte(k.Type))
+		b = appendStr(b, k.Text)
+		b = appendStr(b, k.MediaType)
+		b = appendStr(b, k.Data)
+		b = appendStr(b, k.URL)
+		b = appendStr(b, k.ID)
+		b = appendStr(b, k.Name)
+		b = appendJSON(b, k.Input)
+		b = appendStr(b, k.ToolUseID)
+		b = appendBool(b, k.IsError)
+		b = appendBlocks(b, k.Content)
+	}
+	return b
+}
+
+// appendJSON appends a JSON value in canonical form, length-prefixed. Objects are re-encoded
+// with sorted keys (encoding/json sorts a map's keys; numbers keep their text); a value that is
+// not valid JSON is appended as it is, tagged apart, so it can equal only itself.
+func appendJSON(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, 0)
+	}
+	if c, ok := canonicalJSON(raw); ok {
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(c)))
+		return append(b, c...)
+	}
+	b = append(b, 2)
+	b = binary.AppendUvarint(b, uint64(len(raw)))
+	return append(b, raw...)
+}
+
+func canonicalJSON(raw []byte) ([]byte, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil || d.More() {
+		return nil, false
+	}
+	c, err := json.Marshal(v)
+	return c, err == nil
+}
