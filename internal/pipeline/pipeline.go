@@ -41,6 +41,8 @@ type Model struct {
 	// Tokens counts the input in the model's tokenizer (its engine's, when the engine can);
 	// nil means the pipeline's Counter.
 	Tokens engine.Counter
+	// Context is what happens to an input no context window of the model holds.
+	Context ContextPolicy
 }
 
 // Counter counts a request's input tokens when its engine cannot.
@@ -78,6 +80,9 @@ type Config struct {
 	Engines map[*route.Replica]Engine
 	// Tokens counts input tokens for models whose engine cannot. Nil counts 0.
 	Tokens Counter
+	// Offload maps the offload targets clients may name (directive or header) to the model,
+	// alias or split each stands for.
+	Offload map[string]string
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -90,6 +95,7 @@ type Pipeline struct {
 	byID    map[string]*Model // by canonical name
 	engines map[*route.Replica]Engine
 	tokens  Counter
+	offload map[string]string
 }
 
 // New builds a pipeline from c.
@@ -98,7 +104,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, byID: map[string]*Model{}}
+		tokens: c.Tokens, offload: c.Offload, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -189,6 +195,7 @@ type Call struct {
 	Record Record
 
 	up    llm.Request // the request as the engine sees it
+	st    stage       // what the directive and context stages made of the request
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
@@ -242,6 +249,12 @@ type Record struct {
 	FirstEventEngine time.Duration
 	// Deltas counts the content deltas of the attempt that served.
 	Deltas int
+	// Directives are the directives the system prompt carried (applied and stripped).
+	Directives Directives
+	// Offload is the offload target the request was sent to ("" for none).
+	Offload string
+	// Context is what context planning cut.
+	Context ContextRecord
 }
 
 // Simulator is implemented by engines that simulate a model.
@@ -332,12 +345,24 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	lease := &c.lease
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+
+	// Directives in the system prompt (and the offload header), applied and stripped before
+	// anything is counted: the request from here on is the engines' (directives.go).
+	if req, name, err = p.applyDirectives(c, key, name); err != nil {
+		return err
+	}
 	input, err := p.count(name, req)
 	if err != nil {
 		return err
 	}
 	if err := lease.Reserve(ctx, input); err != nil {
 		rec.RateLimited = rateLimited(err)
+		return err
+	}
+
+	// Context planning: an input no window holds is cut to fit where allowed (context.go).
+	if req, input, err = p.planContext(c, name, req, input); err != nil {
+		_ = lease.Settle(0, 0)
 		return err
 	}
 
@@ -437,7 +462,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	rec := &c.Record
 	s := &c.att
 	s.begin(t0)
-	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && f.Format() == c.Request.Format {
+	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && !c.st.edited && f.Format() == c.Request.Format {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
 		c.pass = upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
@@ -447,7 +472,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 		}
 		return err
 	}
-	c.up = *c.Request
+	c.up = *c.request()
 	c.up.Model = a.Upstream
 	err := a.Replica.Engine.Generate(ctx, &c.up, s)
 	rec.EngineTime += time.Since(t0) - s.inSink

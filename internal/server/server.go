@@ -515,6 +515,9 @@ func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 		hv[hvEngine] = rec.Engine
 		h["X-Layer0-Engine"] = hv.slice(hvEngine)
 	}
+	if v := rec.Context.Header(); v != "" {
+		h["X-Layer0-Context"] = []string{v}
+	}
 	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
 	// (a 429 carries its own, filled when it was refused).
 	if !rec.RateLimited && rec.Status < 400 {
