@@ -135,6 +135,7 @@ func Parse(req *llm.Request) (set Set, blocks []llm.Block, err error) {
 // strip applies and removes every directive of text.
 func (s *Set) strip(text string, maxTemp float64) (string, error) {
 	var out strings.Builder
+	out.Grow(len(text))
 	last := 0 // text[last:] is not yet copied
 	for i := 0; ; {
 		j := strings.Index(text[i:], "<|")
@@ -153,14 +154,17 @@ func (s *Set) strip(text string, maxTemp float64) (string, error) {
 		start, end := i, i+n
 		// A directive alone on its line goes with its line break and the blanks around it.
 		ls := start
-		for ls > 0 && (text[ls-1] == ' ' || text[ls-1] == '\t') {
+		for ls > last && (text[ls-1] == ' ' || text[ls-1] == '\t') {
 			ls--
 		}
 		le := end
 		for le < len(text) && (text[le] == ' ' || text[le] == '\t') {
 			le++
 		}
-		if (ls == 0 || text[ls-1] == '\n') && (le == len(text) || text[le] == '\n' || text[le] == '\r') {
+		// The line starts where the text or the output so far (directives removed) does.
+		lineStart := ls > last && text[ls-1] == '\n' ||
+			ls <= last && (out.Len() == 0 || out.String()[out.Len()-1] == '\n')
+		if lineStart && (le == len(text) || text[le] == '\n' || text[le] == '\r') {
 			start = ls
 			if le < len(text) && text[le] == '\r' {
 				le++
