@@ -348,8 +348,6 @@ func boundaries(s string, level int, fences [][2]int) []int {
 				if i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\n' {
 					add(i + 1)
 				}
-			case '\n':
-				add(i)
 			}
 		}
 	case levelWord:
