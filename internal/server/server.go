@@ -223,7 +223,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 			x.finish()
 			return
 		}
-		x.call.Key = key
+		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
 		rec.Key = key.Name
 	}
 
