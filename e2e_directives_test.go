@@ -16,6 +16,8 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/layer0ai/layer0/client"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
@@ -334,3 +336,33 @@ models:
 func afterOf(h string) string { return h[strings.LastIndex(h, "=")+1:] }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// TestDirectivesBinaryClient sends directives in the binary protocol's system message.
+func TestDirectivesBinaryClient(t *testing.T) {
+	base, _, _ := directivesGateway(t)
+	for _, proto := range []client.Protocol{client.Binary2Text, client.Binary2} {
+		c, err := client.New(client.Options{BaseURL: base, Protocol: proto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &client.Request{Model: "sim", MaxTokens: 200,
+			System:   []client.Block{{Type: llm.BlockText, Text: "<|json_mode|>\n<|temperature:0.5|>\nBe brief."}},
+			Messages: []client.Message{{Role: llm.RoleUser, Content: []client.Block{{Type: llm.BlockText, Text: "Weather?"}}}}}
+		r, err := c.Message(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		var v map[string]any
+		if len(r.Content) == 0 || json.Unmarshal([]byte(r.Content[0].Text), &v) != nil || v["answer"] == nil {
+			t.Errorf("%s: json_mode answer %+v is not a JSON object", proto, r.Content)
+		}
+		// Above the Anthropic range, which the binary protocol shares.
+		req.System[0].Text = "<|temperature:1.5|>"
+		_, err = c.Message(context.Background(), req)
+		var e *client.Error
+		if !errors.As(err, &e) || e.Status() != 400 || !strings.Contains(e.Message, "<|temperature|>") {
+			t.Errorf("%s: temperature 1.5: got %v, want a 400 naming the directive", proto, err)
+		}
+		c.CloseIdleConnections()
+	}
+}

@@ -27,6 +27,10 @@ const (
 // "|>" is content.
 const MaxValue = 256
 
+// maxInner is the longest text between "<|" and "|>" that can be a directive: the longest name,
+// a colon and the longest value.
+const maxInner = len(NameTemperature) + 1 + MaxValue
+
 // Set is the directives found in one request. The zero value is "none given".
 type Set struct {
 	// Temperature is the temperature directive's value, when HasTemperature.
@@ -70,6 +74,10 @@ func Contains(text string) bool {
 // directive.
 func match(s string) (name, value string, hasValue bool, n int) {
 	body := s[2:]
+	if len(body) > maxInner+2 {
+		// A directive is short: looking further would make a text full of "<|" quadratic.
+		body = body[:maxInner+2]
+	}
 	end := strings.Index(body, "|>")
 	if end < 0 {
 		return "", "", false, 0

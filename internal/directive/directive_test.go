@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -121,6 +122,20 @@ func TestParseBadValues(t *testing.T) {
 		if !errors.As(err, &e) || e.Kind != apierr.InvalidRequest || e.Param != "system" || !strings.Contains(e.Message, "<|"+tt.name+"|>") {
 			t.Errorf("%s (%s): got %v, want a 400 on system naming <|%s|>", tt.text, tt.format, err, tt.name)
 		}
+	}
+}
+
+// TestParseLinear checks that a text full of "<|" without closers costs time linear in its
+// size, not quadratic.
+func TestParseLinear(t *testing.T) {
+	req := sys(strings.Repeat("<|", 1<<19) + "<|json_mode|>")
+	start := time.Now()
+	set, _, err := Parse(req)
+	if err != nil || !set.HasJSONMode {
+		t.Fatalf("got %+v, %v", set, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("1 MiB of \"<|\" took %v", d)
 	}
 }
 
