@@ -1,9 +1,9 @@
 // Package pipeline is the one place the order of the request path lives. A Pipeline is built
 // from one configuration and never mutated; reload builds a new one and swaps it in. Serve runs
-// the stages top to bottom — auth, size limits, model permission, rate limits, route plan, then
-// engine attempts with retries and fallbacks until one succeeds or content has reached the
-// client — and fills one Record per request from which metrics and the access log are written
-// once.
+// the stages top to bottom — auth, size limits, model permission, rate limits, directives,
+// token limits, context planning, route plan, then engine attempts with retries and fallbacks
+// until one succeeds or content has reached the client — and fills one Record per request from
+// which metrics and the access log are written once.
 //
 // An attempt's events pass through a sink that holds the stream's prelude (message start, block
 // starts) until the first content delta: until then nothing of the attempt has reached the

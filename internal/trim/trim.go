@@ -70,7 +70,10 @@ func Cut(req *llm.Request, o Options) (*llm.Request, Result, error) {
 	c := cutter{o: o, req: req}
 	target := o.Budget
 	for range maxRounds {
-		out, err := c.cut(total-target, fixedPart)
+		out, err := c.cut(total - target)
+		if c.err != nil {
+			return nil, res, c.err
+		}
 		if err != nil {
 			return nil, res, err
 		}
@@ -95,14 +98,15 @@ type cutter struct {
 	scratch            llm.Request
 	one                [1]llm.Message
 	blk                [1]llm.Block
+	err                error // the first counting error
 }
 
 // cost counts the tokens of messages alone.
 func (c *cutter) cost(msgs []llm.Message) int {
 	c.scratch = llm.Request{Model: c.req.Model, Messages: msgs}
 	n, err := c.o.Count(&c.scratch)
-	if err != nil {
-		return 0
+	if err != nil && c.err == nil {
+		c.err = fmt.Errorf("trim: counting a part of the input: %w", err)
 	}
 	return n
 }
@@ -144,7 +148,7 @@ func hasResult(bs []llm.Block) bool {
 // cut takes excess tokens off the messages: whole turns oldest first while a turn is no more
 // than what is still to go, then texts of the oldest turn left, then the next, down to the
 // latest turn.
-func (c *cutter) cut(excess, fixedPart int) (*llm.Request, error) {
+func (c *cutter) cut(excess int) (*llm.Request, error) {
 	c.turns, c.msgs, c.texts = 0, 0, 0
 	msgs := c.req.Messages
 	ts := turns(msgs)
