@@ -108,7 +108,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	for _, id := range sortedNames(cfg.Models) {
 		mc := cfg.Models[id]
 		m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
-		pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created}
+		pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created, Context: contextPolicy(mc.Context)}
 		for _, en := range mc.Engines {
 			r := g.replicas[en]
 			m.Replicas = append(m.Replicas, r.route)
@@ -135,13 +135,13 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		}
 		rc.Splits = append(rc.Splits, s)
 		first := byID[sc.Targets[0].Model]
-		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens}
+		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens, Context: first.Context}
 		models = append(models, pm)
 		byID[name] = pm
 	}
 	for _, alias := range sortedNames(cfg.Aliases) {
 		if t := byID[cfg.Aliases[alias]]; t != nil {
-			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens})
+			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens, Context: t.Context})
 		}
 	}
 	table, err := route.New(rc)
@@ -180,6 +180,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		Engines: engines,
 		Tokens:  tok,
 		Cache:   rcache,
+		Offload: offloadTargets(cfg.OffloadTargets),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
@@ -266,4 +267,19 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// contextPolicy is a model's context settings as the pipeline applies them.
+func contextPolicy(c config.Context) pipeline.ContextPolicy {
+	return pipeline.ContextPolicy{Truncate: c.Overflow == config.OverflowTruncate, Fixed: c.Split == config.SplitFixed,
+		MaxTokensPerShard: c.MaxTokensPerShard}
+}
+
+// offloadTargets maps each offload target's name to the name it serves as.
+func offloadTargets(ts map[string]config.OffloadTarget) map[string]string {
+	m := make(map[string]string, len(ts))
+	for name, t := range ts {
+		m[name] = t.Model
+	}
+	return m
 }

@@ -119,10 +119,12 @@ func (l *Logger) run() {
 
 // Append appends e's record to dst as one line of JSON: the fields time (the request's end),
 // level, msg, request_id, method, path, format, status, stream, model, engine, then the
-// optional key, served_model, attempts, fallbacks, rate_limited, simulated, cache, error_type
-// and error, then input_tokens, output_tokens, cache_read_input_tokens, duration_ms, overhead_ms
+// optional key, served_model, attempts, fallbacks, rate_limited, simulated, cache, directives,
+// offload, context_before, context_after, turns_dropped, error_type and error, then input_tokens,
+// output_tokens, cache_read_input_tokens, duration_ms, overhead_ms
 // and ttft_ms (when a token came). Times are milliseconds with microsecond precision. It
-// allocates nothing beyond growing dst (and what the error's Error method allocates).
+// allocates nothing beyond growing dst (and what the error's Error method and the list of
+// directives allocate).
 func Append(dst []byte, e *Entry) []byte {
 	r := &e.Record
 	dst = append(dst, `{"time":"`...)
@@ -164,6 +166,17 @@ func Append(dst []byte, e *Entry) []byte {
 	}
 	if r.Cache != "" {
 		dst = appendStr(dst, "cache", r.Cache)
+	}
+	if r.Directives != 0 {
+		dst = appendStr(dst, "directives", r.Directives.String())
+	}
+	if r.Offload != "" {
+		dst = appendStr(dst, "offload", r.Offload)
+	}
+	if cx := &r.Context; cx.Truncated {
+		dst = appendInt(dst, "context_before", cx.Before)
+		dst = appendInt(dst, "context_after", cx.After)
+		dst = appendInt(dst, "turns_dropped", cx.TurnsDropped)
 	}
 	if r.ErrorType != "" {
 		dst = appendStr(dst, "error_type", r.ErrorType)

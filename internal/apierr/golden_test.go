@@ -35,6 +35,8 @@ func everyError() []written {
 			400, "invalid_request_error", "INVALID_REQUEST_ERROR", 400, "invalid_request_error", ""},
 		{"the prompt does not fit the model's context window", &apierr.Error{Kind: apierr.InvalidRequest, Param: "messages", Code: "context_length_exceeded", Message: "too long"},
 			400, "invalid_request_error", "CONTEXT_LENGTH_EXCEEDED", 400, "invalid_request_error", "context_length_exceeded"},
+		{"a directive in the system prompt has a bad value, or names an offload target that is not configured", &apierr.Error{Kind: apierr.InvalidRequest, Param: "system", Code: "invalid_directive", Message: "system: directive <|temperature|> must be a number between 0 and 1, got \"3\""},
+			400, "invalid_request_error", "INVALID_DIRECTIVE", 400, "invalid_request_error", "invalid_directive"},
 		{"no API key", &apierr.Error{Kind: apierr.Authentication, Code: "MISSING_API_KEY", Message: "missing API key"},
 			401, "authentication_error", "MISSING_API_KEY", 401, "invalid_request_error", "invalid_api_key"},
 		{"a wrong API key", &apierr.Error{Kind: apierr.Authentication, Code: "INVALID_API_KEY", Message: "invalid API key"},

@@ -21,7 +21,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
 // layout (in a shared store) never match.
-const keyVersion = "layer0-cache-1\x00"
+const keyVersion = "layer0-cache-2\x00"
 
 // keyBufs pools the buffers the encodings are built in.
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
@@ -30,7 +30,8 @@ var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &
 //
 // The encoding covers the model, the system blocks, every message with every field of its
 // blocks (tool ids, tool inputs, images, tool results), the tools and the tool choice,
-// max_tokens, temperature, top_p, top_k (each with whether it was given) and the stop sequences.
+// max_tokens, temperature, top_p, top_k (each with whether it was given), the stop sequences and
+// the response format (JSON mode, a schema).
 // Every string and list is length-prefixed, so no two different requests encode the same. It
 // leaves out what cannot change the answer: whether it streams, the client's format, the model
 // name as the client spelled it, and metadata.user_id. JSON values (tool inputs and schemas) are
@@ -70,6 +71,13 @@ func KeyOf(model string, r *llm.Request) Key {
 	b = binary.AppendUvarint(b, uint64(len(r.StopSequences)))
 	for _, s := range r.StopSequences {
 		b = appendStr(b, s)
+	}
+	rf := &r.ResponseFormat
+	b = append(b, byte(rf.Type))
+	if rf.Type == llm.ResponseJSONSchema {
+		b = appendStr(b, rf.Name)
+		b = appendJSON(b, rf.Schema)
+		b = appendBool(b, rf.Strict)
 	}
 	k := Key(sha256.Sum256(b))
 	if cap(b) <= 1<<20 {

@@ -145,6 +145,31 @@ func TestKeyDiffersForEveryFieldThatMatters(t *testing.T) {
 	}
 }
 
+// The response format is part of the key: JSON mode, and each schema, is another answer.
+func TestKeyDiffersForResponseFormat(t *testing.T) {
+	base := decodeAnthropic(t, `{"model":"m","max_tokens":10,"temperature":0,"messages":[{"role":"user","content":"hi"}]}`)
+	plain := cache.KeyOf("m", base)
+	obj := *base
+	obj.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONObject}
+	schema := *base
+	schema.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: "s", Schema: json.RawMessage(`{"type":"object"}`)}
+	other := schema
+	other.ResponseFormat.Schema = json.RawMessage(`{"type":"array"}`)
+	spaced := schema
+	spaced.ResponseFormat.Schema = json.RawMessage(`{ "type" : "object" }`)
+	keys := []cache.Key{plain, cache.KeyOf("m", &obj), cache.KeyOf("m", &schema), cache.KeyOf("m", &other)}
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if keys[i] == keys[j] {
+				t.Errorf("response formats %d and %d share a key", i, j)
+			}
+		}
+	}
+	if cache.KeyOf("m", &spaced) != keys[2] {
+		t.Error("the same schema spelled with spaces is another key")
+	}
+}
+
 // Length prefixes keep content from sliding between fields: two messages "ab","c" are not one
 // message "a","bc".
 func TestKeyBoundaries(t *testing.T) {

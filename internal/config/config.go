@@ -45,6 +45,9 @@ type Config struct {
 	Splits map[string]Split `yaml:"splits"`
 	// Routing configures replica picking, health, fallbacks and retries.
 	Routing Routing `yaml:"routing"`
+	// OffloadTargets are the names a client may give in the offload directive or the
+	// X-Offload-Target header to send its request elsewhere (docs/directives.md). Default none.
+	OffloadTargets map[string]OffloadTarget `yaml:"offload_targets"`
 }
 
 // Server configures the listener.
@@ -206,6 +209,9 @@ type Model struct {
 	Fallback []string `yaml:"fallback"`
 	// Cache is the model's response cache (docs/caching.md). Default: off.
 	Cache Cache `yaml:"cache"`
+	// Context says what happens to an input larger than every context window of the model's
+	// fallback chain: refused (the default) or cut to fit (docs/directives.md).
+	Context Context `yaml:"context"`
 }
 
 // Cache is a model's response cache policy.
@@ -483,6 +489,7 @@ func (c *Config) setDefaults() {
 		c.Log.Access = &t
 	}
 	c.setPolicyDefaults()
+	c.setContextDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -637,6 +644,7 @@ func (c *Config) Validate() error {
 		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
 	}
 	c.validatePolicy(errs)
+	c.validateContext(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -134,10 +134,48 @@ type Request struct {
 	ToolChoice    ToolChoice
 	Stream        bool
 	UserID        string // metadata.user_id
+	// ResponseFormat asks for the answer's shape: free text (the zero value), a JSON object, or
+	// JSON matching a schema (OpenAI's response_format, the json_mode directive).
+	ResponseFormat ResponseFormat
 
 	// Format is the client's wire format; encoders and the pass-through path read it.
 	Format Format
 }
+
+// ResponseFormatType is the shape an answer must take.
+type ResponseFormatType uint8
+
+// Response format types, as OpenAI's response_format names them. The zero value is free text.
+const (
+	ResponseText ResponseFormatType = iota
+	// ResponseJSONObject asks for one valid JSON object.
+	ResponseJSONObject
+	// ResponseJSONSchema asks for one JSON value matching ResponseFormat.Schema.
+	ResponseJSONSchema
+)
+
+// String returns the type as OpenAI's response_format spells it.
+func (t ResponseFormatType) String() string {
+	switch t {
+	case ResponseJSONObject:
+		return "json_object"
+	case ResponseJSONSchema:
+		return "json_schema"
+	}
+	return "text"
+}
+
+// ResponseFormat constrains the answer's shape. Name, Schema and Strict are set for
+// ResponseJSONSchema only: Schema is a JSON Schema object.
+type ResponseFormat struct {
+	Type   ResponseFormatType
+	Name   string
+	Schema json.RawMessage
+	Strict bool
+}
+
+// JSON reports whether the answer must be JSON (an object, or a schema's value).
+func (f *ResponseFormat) JSON() bool { return f.Type != ResponseText }
 
 // SystemText joins the system blocks' text with blank lines.
 func (r *Request) SystemText() string {

@@ -46,6 +46,7 @@ const (
 //   - stop sequences are not empty;
 //   - tools have unique names matching ^[a-zA-Z0-9_-]{1,128}$ and an input schema that is a
 //     JSON object; tool_choice has a known type, and a named tool_choice names one of the tools;
+//   - response_format has a known type, and a json_schema's schema is a JSON object;
 //   - every string is valid UTF-8.
 //
 // The error is an *apierr.Error (400 invalid_request_error) whose Param names the field by its
@@ -112,7 +113,26 @@ func (r *Request) validate(needMaxTokens bool) error {
 	if !utf8.ValidString(r.UserID) {
 		return badUTF8("metadata.user_id")
 	}
-	return nil
+	return r.validateResponseFormat()
+}
+
+// validateResponseFormat checks response_format: a known type, and for json_schema a name
+// and a schema that is a JSON object.
+func (r *Request) validateResponseFormat() error {
+	f := &r.ResponseFormat
+	switch f.Type {
+	case ResponseText, ResponseJSONObject:
+		return nil
+	case ResponseJSONSchema:
+		switch {
+		case !utf8.ValidString(f.Name):
+			return badUTF8("response_format.json_schema.name")
+		case len(f.Schema) > 0 && !jsonObject(f.Schema):
+			return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
+		}
+		return nil
+	}
+	return apierr.Invalid("response_format.type", "unknown response format type %d", f.Type)
 }
 
 func (r *Request) validateMessages() error {

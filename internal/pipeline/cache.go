@@ -67,12 +67,12 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 	}
 	rec := &c.Record
 	ctl := cache.ParseControl(c.Header)
-	if ctl.NoStore || !m.Policy.Cacheable(c.Request) {
+	if ctl.NoStore || !m.Policy.Cacheable(c.request()) {
 		rec.Cache = CacheBypass
 		return false, nil
 	}
 	cc := &c.cache
-	cc.model, cc.key = m, cache.KeyOf(m.Name, c.Request)
+	cc.model, cc.key = m, cache.KeyOf(m.Name, c.request())
 	// The pass-through path answers with the engine's bytes, which could not be replayed in
 	// another format: a request whose answer will be stored takes the event path.
 	c.Forward = nil

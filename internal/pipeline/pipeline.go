@@ -1,9 +1,9 @@
 // Package pipeline is the one place the order of the request path lives. A Pipeline is built
 // from one configuration and never mutated; reload builds a new one and swaps it in. Serve runs
-// the stages top to bottom — auth, size limits, model permission, rate limits, the response cache
-// (cache.go), route plan, then engine attempts with retries and fallbacks until one succeeds or
-// content has reached the client — and fills one Record per request from which metrics and the
-// access log are written once.
+// the stages top to bottom — auth, size limits, model permission, rate limits, directives, the
+// response cache (cache.go), token limits, context planning, route plan, then engine attempts
+// with retries and fallbacks until one succeeds or content has reached the client — and fills
+// one Record per request from which metrics and the access log are written once.
 //
 // An attempt's events pass through a sink that holds the stream's prelude (message start, block
 // starts) until the first content delta: until then nothing of the attempt has reached the
@@ -42,6 +42,8 @@ type Model struct {
 	// Tokens counts the input in the model's tokenizer (its engine's, when the engine can);
 	// nil means the pipeline's Counter.
 	Tokens engine.Counter
+	// Context is what happens to an input no context window of the model holds.
+	Context ContextPolicy
 }
 
 // Counter counts a request's input tokens when its engine cannot.
@@ -81,6 +83,9 @@ type Config struct {
 	Tokens Counter
 	// Cache is the response cache of the models that cache; nil caches nothing.
 	Cache *cache.Cache
+	// Offload maps the offload targets clients may name (directive or header) to the model,
+	// alias or split each stands for.
+	Offload map[string]string
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -94,6 +99,7 @@ type Pipeline struct {
 	engines map[*route.Replica]Engine
 	tokens  Counter
 	cache   *cache.Cache
+	offload map[string]string
 }
 
 // New builds a pipeline from c.
@@ -102,7 +108,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, cache: c.Cache, byID: map[string]*Model{}}
+		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -197,6 +203,7 @@ type Call struct {
 	Record Record
 
 	up    llm.Request // the request as the engine sees it
+	st    stage       // what the directive and context stages made of the request
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
@@ -254,6 +261,12 @@ type Record struct {
 	// Cache is what the response cache did: CacheHit, CacheCoalesced, CacheMiss, CacheRefresh,
 	// CacheBypass, or "" when the model does not cache.
 	Cache string
+	// Directives are the directives the system prompt carried (applied and stripped).
+	Directives Directives
+	// Offload is the offload target the request was sent to ("" for none).
+	Offload string
+	// Context is what context planning cut.
+	Context ContextRecord
 }
 
 // Simulator is implemented by engines that simulate a model.
@@ -345,7 +358,13 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	lease := &c.lease
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 
-	// The response cache: a hit is answered here, before any token is counted (cache.go).
+	// Directives in the system prompt (and the offload header), applied and stripped before
+	// anything is counted: the request from here on is the engines' (directives.go).
+	if req, name, err = p.applyDirectives(c, key, name); err != nil {
+		return err
+	}
+	// The response cache: a hit is answered here, before any token is counted (cache.go); the
+	// key is the request as the engines will see it, directives applied.
 	if p.cache != nil {
 		if done, err := p.cached(ctx, c, name); done {
 			return err
@@ -358,6 +377,12 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	if err := lease.Reserve(ctx, input); err != nil {
 		rec.RateLimited = rateLimited(err)
+		return err
+	}
+
+	// Context planning: an input no window holds is cut to fit where allowed (context.go).
+	if req, input, err = p.planContext(c, name, req, input); err != nil {
+		_ = lease.Settle(0, 0)
 		return err
 	}
 
@@ -458,7 +483,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	rec := &c.Record
 	s := &c.att
 	s.begin(t0)
-	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && f.Format() == c.Request.Format {
+	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && !c.st.edited && f.Format() == c.Request.Format {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
 		c.pass = upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
@@ -468,7 +493,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 		}
 		return err
 	}
-	c.up = *c.Request
+	c.up = *c.request()
 	c.up.Model = a.Upstream
 	err := a.Replica.Engine.Generate(ctx, &c.up, s)
 	rec.EngineTime += time.Since(t0) - s.inSink

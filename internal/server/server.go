@@ -223,8 +223,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 			x.finish()
 			return
 		}
-		x.call.Key = key
-		x.call.Header = r.Header // the pipeline reads Cache-Control
+		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
 		rec.Key = key.Name
 	}
 
@@ -547,6 +546,9 @@ func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 	}
 	if rec.Cache != "" {
 		setCacheHeaders(h, rec.Cache)
+	}
+	if v := rec.Context.Header(); v != "" {
+		h["X-Layer0-Context"] = []string{v}
 	}
 	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
 	// (a 429 carries its own, filled when it was refused).

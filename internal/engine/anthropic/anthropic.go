@@ -17,6 +17,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine/jsonmode"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
@@ -95,8 +96,14 @@ func DecodeError(status int, body []byte) *apierr.Error {
 }
 
 // Generate implements engine.Engine.
+//
+// A request in JSON mode (llm.Request.ResponseFormat) is sent as jsonmode.Prepare makes it: the
+// Messages API has no response_format.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
-	up := *req
+	up, prefilled := jsonmode.Prepare(req)
+	if prefilled {
+		sink = jsonmode.NewSink(sink)
+	}
 	up.Stream = true
 	if e.model != "" {
 		up.Model = e.model

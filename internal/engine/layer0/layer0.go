@@ -19,6 +19,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine/anthropic"
+	"github.com/layer0ai/layer0/internal/engine/jsonmode"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/binary"
@@ -132,7 +133,10 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 var errRefused = errors.New("layer0: peer refused a binary request")
 
 func (e *Engine) generateBinary(ctx context.Context, req *llm.Request, sink llm.Sink) error {
-	up := *req
+	up, prefilled := jsonmode.Prepare(req) // the binary protocol has no response_format
+	if prefilled {
+		sink = jsonmode.NewSink(sink)
+	}
 	up.Stream = true
 	if e.model != "" {
 		up.Model = e.model

@@ -82,6 +82,10 @@ func (r *run) plan(req *llm.Request, limit int) error {
 	if tool >= 0 && r.planTool(req, tool, auto, limit) {
 		return nil
 	}
+	if req.ResponseFormat.JSON() {
+		r.planJSON(req, limit)
+		return nil
+	}
 	r.planText(req, limit)
 	return nil
 }

@@ -123,6 +123,23 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 			dst = append(dst, `,"parallel_tool_calls":false`...)
 		}
 	}
+	switch f := &r.ResponseFormat; f.Type {
+	case llm.ResponseJSONObject:
+		dst = append(dst, `,"response_format":{"type":"json_object"}`...)
+	case llm.ResponseJSONSchema:
+		dst = append(dst, `,"response_format":{"type":"json_schema","json_schema":{"name":`...)
+		name := f.Name
+		if name == "" {
+			name = "response"
+		}
+		dst = appendString(dst, name)
+		dst = append(dst, `,"schema":`...)
+		dst = appendRaw(dst, f.Schema, `{"type":"object"}`)
+		if f.Strict {
+			dst = append(dst, `,"strict":true`...)
+		}
+		dst = append(dst, "}}"...)
+	}
 	if r.UserID != "" {
 		dst = append(dst, `,"user":`...)
 		dst = appendString(dst, r.UserID)

@@ -19,7 +19,7 @@ type Extras struct {
 
 // chatRequest is the subset of the Chat Completions request layer0 understands. Fields with
 // several JSON shapes are kept raw and decoded by hand so that errors name the field. Unknown
-// fields (seed, logprobs, penalties, response_format, …) are accepted and ignored: the SDKs send
+// fields (seed, logprobs, penalties, …) are accepted and ignored: the SDKs send
 // new ones faster than any gateway learns them, and docs/engines.md lists what is not kept.
 type chatRequest struct {
 	Model               *string          `json:"model"`
@@ -40,6 +40,7 @@ type chatRequest struct {
 	Functions           json.RawMessage  `json:"functions"`
 	FunctionCall        json.RawMessage  `json:"function_call"`
 	Metadata            *json.RawMessage `json:"metadata"`
+	ResponseFormat      json.RawMessage  `json:"response_format"`
 }
 
 type streamOptions struct {
@@ -184,6 +185,9 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if err := decodeToolChoice(r, cr.ToolChoice, cr.ParallelToolCalls); err != nil {
 		return nil, x, err
 	}
+	if err := decodeResponseFormat(r, cr.ResponseFormat); err != nil {
+		return nil, x, err
+	}
 	if err := decodeMessages(r, cr.Messages); err != nil {
 		return nil, x, err
 	}
@@ -194,6 +198,59 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		return nil, x, err
 	}
 	return r, x, nil
+}
+
+// responseFormatJSON is OpenAI's response_format.
+type responseFormatJSON struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// decodeResponseFormat reads response_format: {"type":"text"}, {"type":"json_object"} or
+// {"type":"json_schema","json_schema":{"name":…,"schema":{…},"strict":…}}.
+func decodeResponseFormat(r *llm.Request, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var f responseFormatJSON
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return apierr.Invalid("response_format", "must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+	case "json_object":
+		r.ResponseFormat.Type = llm.ResponseJSONObject
+	case "json_schema":
+		js := f.JSONSchema
+		if js == nil {
+			return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
+		}
+		if js.Name == "" {
+			return apierr.Invalid("response_format.json_schema.name", "required")
+		}
+		if !isNull(js.Schema) && !jsonObjectRaw(js.Schema) {
+			return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
+		}
+		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: js.Name, Strict: js.Strict != nil && *js.Strict}
+		if !isNull(js.Schema) {
+			r.ResponseFormat.Schema = js.Schema
+		}
+	case "":
+		return apierr.Invalid("response_format.type", "required")
+	default:
+		return apierr.Invalid("response_format.type", "must be text, json_object or json_schema, got %q", f.Type)
+	}
+	return nil
+}
+
+// jsonObjectRaw reports whether raw (valid JSON) is an object.
+func jsonObjectRaw(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
 }
 
 // tokenCount checks an integer parameter against [lo, llm.MaxMaxTokens].

@@ -1,0 +1,39 @@
+package route
+
+// Window returns the largest input, in tokens, that name can be served with whatever arm of a
+// split is drawn: for a model, the largest context window of its fallback chain; for a split,
+// the smallest of its arms' windows. 0 means no limit (a model of the chain has no window) or
+// an unknown name. Context planning cuts an oversized input to it, so that Plan then finds a
+// model that fits.
+func (t *Table) Window(name string) int {
+	e := t.lookup(name)
+	if e == nil {
+		return 0
+	}
+	if e.split == nil {
+		return chainWindow(e.model)
+	}
+	w := 0
+	for _, m := range e.split.targets {
+		cw := chainWindow(m)
+		if cw == 0 {
+			continue
+		}
+		if w == 0 || cw < w {
+			w = cw
+		}
+	}
+	return w
+}
+
+// chainWindow is the largest window of m's fallback chain, 0 when one model has none.
+func chainWindow(m *model) int {
+	w := 0
+	for _, cm := range m.chain {
+		if cm.window == 0 {
+			return 0
+		}
+		w = max(w, cm.window)
+	}
+	return w
+}
