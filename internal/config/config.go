@@ -45,6 +45,9 @@ type Config struct {
 	Splits map[string]Split `yaml:"splits"`
 	// Routing configures replica picking, health, fallbacks and retries.
 	Routing Routing `yaml:"routing"`
+	// Store says where the rate-limit counters live: this process (default) or a Redis shared
+	// by every replica.
+	Store Store `yaml:"store"`
 }
 
 // Server configures the listener.
@@ -452,6 +455,7 @@ func (c *Config) setDefaults() {
 		c.Log.Access = &t
 	}
 	c.setPolicyDefaults()
+	c.Store.setDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -598,6 +602,7 @@ func (c *Config) Validate() error {
 		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
 	}
 	c.validatePolicy(errs)
+	c.Store.validate(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}
