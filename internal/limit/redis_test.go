@@ -321,3 +321,80 @@ func TestRedisDownDeny(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRedisCluster runs the limits on a real three-master Redis Cluster: the scripts touch one
+// hash-tagged cell each, so they run wherever the cell's slot lives, and the limits stay exact.
+func TestRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	t0 := time.Now()
+	keys := map[string]Limits{}
+	for i := range 8 {
+		keys[string(rune('a'+i))] = Limits{RequestsPerMinute: 20, Concurrent: 3}
+	}
+	var lims []*Limiter
+	for i := range 3 {
+		client, err := DialRedis(c.URLs(), "", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := NewRedis(RedisConfig{Client: client, Timeout: time.Second, ReplicaID: string(rune('x' + i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000}, Store: st,
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	ctx := context.Background()
+	for name := range keys {
+		admitted := 0
+		var held []Lease
+		for i := range 60 {
+			ls, err := lims[i%3].Admit(ctx, name)
+			var e *apierr.Error
+			switch {
+			case err == nil:
+				admitted++
+				held = append(held, ls)
+				if len(held) == 3 { // the concurrency limit: release to go on
+					for _, h := range held {
+						h.Release()
+					}
+					held = held[:0]
+				}
+			case errors.As(err, &e) && e.Kind == apierr.RateLimit:
+			default:
+				t.Fatalf("key %s: %v", name, err)
+			}
+		}
+		for _, h := range held {
+			h.Release()
+		}
+		if admitted != 20 {
+			t.Errorf("key %s: %d admitted of 60 over 3 replicas, want 20", name, admitted)
+		}
+	}
+	// The cells are spread over the masters.
+	used := 0
+	for _, n := range c.Nodes {
+		client, err := DialRedis([]string{n.URL()}, "", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := client.DBSize(ctx).Result()
+		client.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size > 0 {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("the cells are on %d of 3 masters, want them spread", used)
+	}
+}

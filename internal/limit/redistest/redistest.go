@@ -22,6 +22,8 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	cmd  *exec.Cmd
+	// extra are more redis-server arguments (cluster mode).
+	extra []string
 }
 
 // Start starts a redis-server for t, or skips t when the binary is not installed.
@@ -64,8 +66,9 @@ func (s *Server) Restart() {
 		return
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command(s.bin, "--save", "", "--appendonly", "no", "--port", port, "--bind", "127.0.0.1",
-		"--daemonize", "no", "--loglevel", "warning")
+	args := append([]string{"--save", "", "--appendonly", "no", "--port", port, "--bind", "127.0.0.1",
+		"--daemonize", "no", "--loglevel", "warning"}, s.extra...)
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
@@ -101,4 +104,69 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %s", strconv.Quote(line))
 	}
 	return nil
+}
+
+// Cluster is a Redis Cluster of real redis-server processes (masters only), on loopback.
+type Cluster struct {
+	// Nodes are the masters.
+	Nodes []*Server
+}
+
+// URLs are the nodes' redis:// URLs, the seed list of a cluster client.
+func (c *Cluster) URLs() []string {
+	urls := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		urls[i] = n.URL()
+	}
+	return urls
+}
+
+// StartCluster starts masters redis-servers in cluster mode, joins them with
+// `redis-cli --cluster create` and waits until the cluster is ok. It skips t when redis-server or
+// redis-cli is not installed.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli is not installed (apt-get install -y redis-server); skipping the Redis Cluster tests")
+	}
+	dir := t.TempDir()
+	c := &Cluster{}
+	for range masters {
+		s := Start(t)
+		s.Stop()
+		_, port := splitPort(s.Addr)
+		s.extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", dir + "/nodes-" + port + ".conf",
+			"--cluster-node-timeout", "2000"}
+		s.Restart()
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := []string{"--cluster", "create"}
+	for _, n := range c.Nodes {
+		args = append(args, n.Addr)
+	}
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range c.Nodes {
+		for {
+			_, port := splitPort(n.Addr)
+			out, err := exec.Command(cli, "-p", port, "cluster", "info").Output()
+			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster is not ok after 20s: %s %v", out, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+func splitPort(addr string) (string, string) {
+	h, p, _ := net.SplitHostPort(addr)
+	return h, p
 }
