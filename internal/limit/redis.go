@@ -226,6 +226,11 @@ func (s *Redis) failed(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
+	select {
+	case <-s.closed: // a lease of an old configuration ending after its store was closed
+		return
+	default:
+	}
 	s.counted()
 	if s.up.CompareAndSwap(true, false) {
 		policy := "allow: serving with this replica's own counters, each limit divided by " + strconv.Itoa(s.c.Replicas)
