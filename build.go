@@ -167,7 +167,9 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		g.closeStore(old, 0)
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
-	if old != nil {
+	if old != nil && old.redis == g.redis {
+		// Same store: unchanged cells carry over. A store that changed (memory to Redis, another
+		// Redis) starts from its own counters, never from the old store's cells.
 		lim.Adopt(old.pipe.Limits())
 	}
 

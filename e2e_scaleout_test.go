@@ -227,3 +227,46 @@ models:
 		})
 	}
 }
+
+// TestGatewayReloadOntoRedis: a gateway reloaded from the in-memory store onto Redis counts in
+// Redis from then on (not in its old in-memory cells), so it shares the limit with a replica
+// that was on Redis all along; a reload that keeps the store keeps the counts.
+func TestGatewayReloadOntoRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	t0 := time.Now()
+	frozen := layer0.WithClock(func() time.Time { return t0 })
+	rest := `
+keys:
+  - {name: a, hash: ` + authHash("l0-reload") + `, limits: {requests_per_minute: 4}}
+engines:
+  sim: {kind: sim}
+models:
+  m: {engines: [sim]}
+`
+	onRedis := fmt.Sprintf("store: {kind: redis, url: %q, timeout: 1s}\n%s", srv.URL(), rest)
+	g, a := serveGateway(t, parseConfig(t, rest), frozen)
+	_, b := serveGateway(t, parseConfig(t, onRedis), frozen)
+	if code, _, body := postMessage(t, a, "l0-reload"); code != http.StatusOK {
+		t.Fatalf("on memory: %d %s", code, body)
+	}
+	if err := g.Reload(parseConfig(t, onRedis)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if code, _, body := postMessage(t, []string{a, b}[i%2], "l0-reload"); code != http.StatusOK {
+			t.Fatalf("request %d of the 4 on Redis: %d %s", i, code, body)
+		}
+	}
+	for _, base := range []string{a, b} {
+		if code, _, _ := postMessage(t, base, "l0-reload"); code != http.StatusTooManyRequests {
+			t.Errorf("a 5th request on Redis: %d, want 429 on both replicas", code)
+		}
+	}
+	// Reloading the same store keeps the counts: still refused.
+	if err := g.Reload(parseConfig(t, onRedis)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := postMessage(t, a, "l0-reload"); code != http.StatusTooManyRequests {
+		t.Errorf("after a reload with the same store: %d, want 429", code)
+	}
+}
