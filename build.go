@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // generation is one built configuration: the pipeline, and what the background loops and the
@@ -33,6 +35,9 @@ type generation struct {
 	// snap is the pipeline with the server's limits of the same configuration.
 	snap     server.Snapshot
 	replicas map[string]*replica // by engine name, every configured engine
+	// redis is the shared store of the limit counters; nil with the in-memory store. A reload
+	// with the same store settings keeps it.
+	redis *limit.Redis
 }
 
 // replica is one engine with its routing state and how its load and health are read.
@@ -149,11 +154,23 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
 
-	lim, err := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.now})
+	var st limit.Store
+	if cfg.Store.Kind == config.StoreRedis {
+		if old != nil && old.redis != nil && reflect.DeepEqual(old.cfg.Store, cfg.Store) {
+			g.redis = old.redis
+		} else if g.redis, err = newRedisStore(cfg.Store, o); err != nil {
+			return nil, err
+		}
+		st = g.redis
+	}
+	lim, err := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.now, Store: st})
 	if err != nil {
+		g.closeStore(old, 0)
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
-	if old != nil {
+	if old != nil && old.redis == g.redis {
+		// Same store: unchanged cells carry over. A store that changed (memory to Redis, another
+		// Redis) starts from its own counters, never from the old store's cells.
 		lim.Adopt(old.pipe.Limits())
 	}
 
@@ -183,12 +200,62 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		Offload: offloadTargets(cfg.OffloadTargets),
 	})
 	if err != nil {
+		g.closeStore(old, 0)
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
 	sc := cfg.Server
 	g.snap = server.NewSnapshot(g.pipe, server.Limits{ReadBodyTimeout: sc.ReadBodyTimeout,
 		MinBodyRate: sc.MinBodyRate, WriteTimeout: sc.WriteTimeout, BodyBytesInFlight: sc.MaxBodyBytesInFlight})
+	if old != nil {
+		old.closeStore(g, cfg.Server.ShutdownTimeout)
+	}
 	return g, nil
+}
+
+// newRedisStore connects the limit counters to Redis. The connection is lazy: a Redis that is
+// down at start is handled like one that goes down later (store.on_error).
+func newRedisStore(sc config.Store, o *options) (*limit.Redis, error) {
+	password := ""
+	if sc.PasswordEnv != "" {
+		if password = os.Getenv(sc.PasswordEnv); password == "" {
+			return nil, fmt.Errorf("layer0: store.password_env: the environment variable %s is not set", sc.PasswordEnv)
+		}
+	}
+	client, err := limit.DialRedis(sc.StoreURLs(), password, sc.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("layer0: store: %w", err)
+	}
+	errs := prometheus.NewCounter(prometheus.CounterOpts{Name: "layer0_store_errors_total",
+		Help: "Rate-limit store operations that could not use the shared store (Redis failed or was unreachable)."})
+	if err := o.registry.Register(errs); err != nil {
+		are, ok := err.(prometheus.AlreadyRegisteredError)
+		if !ok {
+			client.Close()
+			return nil, fmt.Errorf("layer0: store metrics: %w", err)
+		}
+		errs = are.ExistingCollector.(prometheus.Counter) // the store of an earlier configuration registered it
+	}
+	st, err := limit.NewRedis(limit.RedisConfig{Client: client, Timeout: sc.Timeout, Deny: sc.OnError == config.OnErrorDeny,
+		Replicas: sc.Replicas, LeaseTTL: sc.LeaseTTL, Logger: o.logger, OnError: errs.Inc})
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+	return st, nil
+}
+
+// closeStore closes g's shared store unless next keeps it, after grace (the requests still running
+// on g release their slots meanwhile). A nil g or next is allowed.
+func (g *generation) closeStore(next *generation, grace time.Duration) {
+	if g == nil || g.redis == nil || (next != nil && next.redis == g.redis) {
+		return
+	}
+	st := g.redis
+	if grace <= 0 {
+		_ = st.Close()
+		return
+	}
+	time.AfterFunc(grace, func() { _ = st.Close() })
 }
 
 // newReplica builds an engine and its routing state.

@@ -260,11 +260,14 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 
-// Close stops the background loop (utilisation and health checks). Requests may still be
-// served; replicas then keep their last known load and health.
+// Close stops the background loop (utilisation and health checks) and disconnects from a shared
+// rate-limit store (store.kind redis), whose concurrency slots still held then expire after
+// store.lease_ttl. Requests may still be served; replicas then keep their last known load and
+// health, and the limits fall back as store.on_error says.
 func (g *Gateway) Close() error {
 	g.cancel()
 	<-g.done
+	g.gen.Load().closeStore(nil, 0)
 	return nil
 }
 

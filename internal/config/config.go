@@ -48,6 +48,9 @@ type Config struct {
 	// OffloadTargets are the names a client may give in the offload directive or the
 	// X-Offload-Target header to send its request elsewhere (docs/directives.md). Default none.
 	OffloadTargets map[string]OffloadTarget `yaml:"offload_targets"`
+	// Store says where the rate-limit counters live: this process (default) or a Redis shared
+	// by every replica.
+	Store Store `yaml:"store"`
 }
 
 // Server configures the listener.
@@ -490,6 +493,7 @@ func (c *Config) setDefaults() {
 	}
 	c.setPolicyDefaults()
 	c.setContextDefaults()
+	c.Store.setDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -645,6 +649,7 @@ func (c *Config) Validate() error {
 	}
 	c.validatePolicy(errs)
 	c.validateContext(errs)
+	c.Store.validate(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -404,8 +404,10 @@ func (s *scope) tooBig(input int64, limit string) *apierr.Error {
 		Header: http.Header{"X-Should-Retry": {"false"}}}
 }
 
+// storeError answers a request the store could not count: 503, to be retried after a second
+// (a shared store that is down is probed every 100ms and used again as soon as it answers).
 func storeError(err error) *apierr.Error {
-	return &apierr.Error{Kind: apierr.Unavailable, Message: "rate limiter unavailable",
+	return &apierr.Error{Kind: apierr.Unavailable, Message: "rate limiter unavailable", RetryAfter: time.Second,
 		Cause: fmt.Errorf("limit: store: %w", err)}
 }
 

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Store kinds.
+const (
+	// StoreMemory keeps the rate-limit counters in this process: each replica limits alone.
+	StoreMemory = "memory"
+	// StoreRedis keeps them in Redis, shared by every replica that names the same server.
+	StoreRedis = "redis"
+)
+
+// What a replica does while the shared store cannot be reached.
+const (
+	// OnErrorAllow keeps serving, with this replica's own counters enforcing each limit divided
+	// by Store.Replicas.
+	OnErrorAllow = "allow"
+	// OnErrorDeny answers 503 with retry-after to every request that a limit applies to.
+	OnErrorDeny = "deny"
+)
+
+// Store defaults, also documented on the fields and in docs/config.md.
+const (
+	DefaultStoreTimeout  = 5 * time.Millisecond
+	DefaultStoreLeaseTTL = 10 * time.Second
+)
+
+// Store says where the rate-limit counters live. The in-process default suits one replica; with
+// several replicas behind one address, kind redis makes every limit hold across all of them.
+type Store struct {
+	// Kind is memory or redis. Default memory.
+	Kind string `yaml:"kind"`
+	// URL is the Redis server, redis://[user:password@]host:port[/db] (rediss:// for TLS);
+	// several comma-separated URLs (one per seed node) select Redis Cluster. Required for
+	// kind redis.
+	URL string `yaml:"url"`
+	// PasswordEnv names the environment variable holding the Redis password, so that it need
+	// not be in the file (it overrides a password in URL). Optional.
+	PasswordEnv string `yaml:"password_env"`
+	// Timeout bounds one store operation (one round trip). Default 5ms.
+	Timeout time.Duration `yaml:"timeout"`
+	// OnError is what happens while Redis cannot be reached: allow (serve with this replica's own
+	// counters at limit ÷ replicas) or deny (503 with retry-after). Default allow.
+	OnError string `yaml:"on_error"`
+	// Replicas is how many gateway replicas share the limits: while Redis is unreachable each
+	// replica enforces every limit divided by it (at least 1). Default 1.
+	Replicas int `yaml:"replicas"`
+	// LeaseTTL is how long a replica's concurrency slots outlive it: a replica renews its slots
+	// every third of it, and the slots of a replica that stopped renewing (it died, or lost Redis)
+	// are freed for the others after it. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+}
+
+func (s *Store) setDefaults() {
+	if s.Kind == "" {
+		s.Kind = StoreMemory
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultStoreTimeout
+	}
+	if s.OnError == "" {
+		s.OnError = OnErrorAllow
+	}
+	if s.Replicas == 0 {
+		s.Replicas = 1
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = DefaultStoreLeaseTTL
+	}
+}
+
+func (s *Store) validate(errs *Errors) {
+	switch s.Kind {
+	case StoreMemory:
+		if s.URL != "" {
+			errs.add("store.url", "only for kind redis")
+		}
+	case StoreRedis:
+		if s.URL == "" {
+			errs.add("store.url", "required for kind redis")
+		}
+		for _, u := range splitURLs(s.URL) {
+			p, err := url.Parse(u)
+			if err != nil || (p.Scheme != "redis" && p.Scheme != "rediss") || p.Host == "" {
+				errs.add("store.url", "must be redis://host:port or rediss://host:port, got %q", RedactUserinfo(u))
+			}
+		}
+	default:
+		errs.add("store.kind", "must be memory or redis, got %q", s.Kind)
+	}
+	if s.Timeout < 0 {
+		errs.add("store.timeout", "must not be negative")
+	}
+	if s.OnError != OnErrorAllow && s.OnError != OnErrorDeny {
+		errs.add("store.on_error", "must be allow or deny, got %q", s.OnError)
+	}
+	if s.Replicas < 0 {
+		errs.add("store.replicas", "must be positive")
+	}
+	if s.LeaseTTL < 0 {
+		errs.add("store.lease_ttl", "must not be negative")
+	} else if s.LeaseTTL > 0 && s.LeaseTTL < 300*time.Millisecond {
+		errs.add("store.lease_ttl", "must be at least 300ms, got %s", s.LeaseTTL)
+	}
+}
+
+// StoreURLs returns the store's URLs: one for a single Redis server, several for the seed nodes
+// of a Redis Cluster.
+func (s *Store) StoreURLs() []string { return splitURLs(s.URL) }
+
+func splitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStoreDefaults(t *testing.T) {
+	want := Store{Kind: StoreMemory, Timeout: 5 * time.Millisecond, OnError: OnErrorAllow, Replicas: 1,
+		LeaseTTL: 10 * time.Second}
+	if diff := cmp.Diff(want, Default().Store); diff != "" {
+		t.Errorf("default store (-want +got):\n%s", diff)
+	}
+	c, err := Parse([]byte(`
+store:
+  kind: redis
+  url: "redis://r1:6379, redis://r2:6379"
+  timeout: 20ms
+  on_error: deny
+  replicas: 3
+  lease_ttl: 30s
+  password_env: REDIS_PASSWORD
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Store{Kind: StoreRedis, URL: "redis://r1:6379, redis://r2:6379", Timeout: 20 * time.Millisecond,
+		OnError: OnErrorDeny, Replicas: 3, LeaseTTL: 30 * time.Second, PasswordEnv: "REDIS_PASSWORD"}
+	if diff := cmp.Diff(want, c.Store); diff != "" {
+		t.Errorf("store (-want +got):\n%s", diff)
+	}
+	if got := c.Store.StoreURLs(); !cmp.Equal(got, []string{"redis://r1:6379", "redis://r2:6379"}) {
+		t.Errorf("StoreURLs: %q", got)
+	}
+}
+
+func TestStoreInvalid(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"store: {kind: etcd}", "store.kind: must be memory or redis"},
+		{"store: {kind: redis}", "store.url: required for kind redis"},
+		{"store: {kind: redis, url: 'http://r:6379'}", "store.url: must be redis://"},
+		{"store: {kind: redis, url: 'redis://:secret@r:6379', on_error: maybe}", "store.on_error: must be allow or deny"},
+		{"store: {url: 'redis://r:6379'}", "store.url: only for kind redis"},
+		{"store: {kind: redis, url: 'redis://r', replicas: -2}", "store.replicas: must be positive"},
+		{"store: {kind: redis, url: 'redis://r', lease_ttl: 100ms}", "store.lease_ttl: must be at least 300ms"},
+		{"store: {kind: redis, url: 'redis://r', timeout: -1s}", "store.timeout: must not be negative"},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.yaml, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the password: %v", tc.yaml, err)
+		}
+	}
+}

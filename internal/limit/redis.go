@@ -1,0 +1,626 @@
+package limit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrStoreUnavailable is the error of every store operation while the shared store cannot be
+// reached and the store is set to deny: the Limiter answers it with a 503 and retry-after.
+var ErrStoreUnavailable = errors.New("limit: the shared store is unreachable")
+
+// RedisConfig configures a Redis store.
+type RedisConfig struct {
+	// Client is the connection (a single server or a Redis Cluster). Required. The store closes
+	// it on Close.
+	Client redis.UniversalClient
+	// Timeout bounds one operation (one round trip). Default 5ms.
+	Timeout time.Duration
+	// Deny refuses every operation while Redis cannot be reached (the Limiter answers 503 with
+	// retry-after). Default false: allow, serving from this replica's own counters, each limit
+	// divided by Replicas.
+	Deny bool
+	// Replicas is the divisor of every limit while Redis cannot be reached. Default 1.
+	Replicas int
+	// LeaseTTL is how long this replica's concurrency slots outlive its last renewal; it renews
+	// them every LeaseTTL/3. Default 10s.
+	LeaseTTL time.Duration
+	// Prefix starts every key. Default "layer0:".
+	Prefix string
+	// ReplicaID names this replica's concurrency slots. Default: the host name and a random
+	// suffix.
+	ReplicaID string
+	// Logger receives one line each time Redis becomes unreachable or reachable again. Default:
+	// discard.
+	Logger *slog.Logger
+	// OnError, when set, is called once for each operation that could not use Redis (it failed,
+	// or was not tried because Redis was unreachable), for the layer0_store_errors_total counter.
+	OnError func()
+}
+
+// Redis is a Store in Redis, shared by every layer0 replica that uses the same server: a rate
+// cell is one key holding its TAT, updated by one Lua script per operation (check and take in one
+// round trip, with the arithmetic of the Memory store, so the limits are exact across replicas);
+// a gauge is a hash of the slots each replica holds plus a sorted set of the replicas' lease
+// expiries. Keys are hash-tagged by cell, so Redis Cluster serves them. Safe for concurrent use.
+type Redis struct {
+	c         RedisConfig
+	ttlMS     string
+	up        atomic.Bool
+	probing   atomic.Bool
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	errCount  atomic.Uint64
+
+	mu     sync.Mutex
+	rates  map[string]*redisRate
+	gauges map[string]*redisGauge
+}
+
+// NewRedis returns a store on c.Client and starts its lease renewal. Close it when done.
+func NewRedis(c RedisConfig) (*Redis, error) {
+	if c.Client == nil {
+		return nil, errors.New("limit: redis store: no client")
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Millisecond
+	}
+	c.Replicas = max(c.Replicas, 1)
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.Prefix == "" {
+		c.Prefix = "layer0:"
+	}
+	if c.ReplicaID == "" {
+		host, _ := os.Hostname()
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.ReplicaID = host + "-" + hex.EncodeToString(b[:])
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), closed: make(chan struct{}),
+		rates: map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
+	s.up.Store(true)
+	s.wg.Add(1)
+	go s.renewLoop()
+	return s, nil
+}
+
+// DialRedis returns a client for urls: one redis:// or rediss:// URL for a single server, or
+// several (the seed nodes) for a Redis Cluster. password, when not empty, overrides the URLs'.
+// Operations are bounded by timeout and never retried: a slow store must not hold requests.
+func DialRedis(urls []string, password string, timeout time.Duration) (redis.UniversalClient, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("limit: redis: no URL")
+	}
+	if timeout <= 0 {
+		timeout = 5 * time.Millisecond
+	}
+	o, err := redis.ParseURL(urls[0])
+	if err != nil {
+		return nil, fmt.Errorf("limit: redis: %w", err)
+	}
+	if password != "" {
+		o.Password = password
+	}
+	// Connecting may take longer than one operation; operations may not.
+	dial := max(timeout, 250*time.Millisecond)
+	if len(urls) == 1 {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = dial, timeout, timeout
+		o.MaxRetries = -1
+		o.ContextTimeoutEnabled = true
+		o.DisableIdentity = true
+		return redis.NewClient(o), nil
+	}
+	addrs := make([]string, 0, len(urls))
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" {
+			return nil, fmt.Errorf("limit: redis: bad cluster node URL %q", redactURL(u))
+		}
+		addrs = append(addrs, p.Host)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1,
+		ContextTimeoutEnabled: true, DisableIdentity: true,
+	}), nil
+}
+
+func redactURL(s string) string {
+	if p, err := url.Parse(s); err == nil && p.User != nil {
+		p.User = url.User("xxx")
+		return p.String()
+	}
+	return s
+}
+
+// Rate implements Store. Cells with equal ids are the same state, in this process and in every
+// replica on the same Redis.
+func (s *Redis) Rate(id string) RateCell {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.rates[id]
+	if !ok {
+		c = &redisRate{s: s, key: []string{s.c.Prefix + "{" + id + "}"}}
+		s.rates[id] = c
+	}
+	return c
+}
+
+// Gauge implements Store. A gauge counts the slots of every replica whose lease is current.
+func (s *Redis) Gauge(id string) Gauge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.gauges[id]
+	if !ok {
+		tag := s.c.Prefix + "{" + id + "}"
+		g = &redisGauge{s: s, keys: []string{tag + ":slots", tag + ":leases"}}
+		s.gauges[id] = g
+	}
+	return g
+}
+
+// Up reports whether Redis answered the last operation (or the last probe since it failed).
+func (s *Redis) Up() bool { return s.up.Load() }
+
+// Errors returns how many operations could not use Redis.
+func (s *Redis) Errors() uint64 { return s.errCount.Load() }
+
+// Close stops renewing this replica's leases and closes the client. It does not release the
+// slots still held: they expire after the lease TTL, as a dead replica's would.
+func (s *Redis) Close() error {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		s.mu.Lock()
+		close(s.closed)
+		s.mu.Unlock()
+	})
+	if !first {
+		return nil
+	}
+	s.wg.Wait()
+	if err := s.c.Client.Close(); err != nil {
+		return fmt.Errorf("limit: redis: %w", err)
+	}
+	return nil
+}
+
+// usable says whether to try Redis now; when not, the caller falls back (allow) or fails (deny),
+// and the operation is counted as an error.
+func (s *Redis) usable() bool {
+	if s.up.Load() {
+		return true
+	}
+	s.counted()
+	return false
+}
+
+func (s *Redis) counted() {
+	s.errCount.Add(1)
+	if s.c.OnError != nil {
+		s.c.OnError()
+	}
+}
+
+// failed records a failed operation: the store is down until a probe answers. An error caused by
+// the caller's own context ending is not the store's.
+func (s *Redis) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	select {
+	case <-s.closed: // a lease of an old configuration ending after its store was closed
+		return
+	default:
+	}
+	s.counted()
+	if s.up.CompareAndSwap(true, false) {
+		policy := "allow: serving with this replica's own counters, each limit divided by " + strconv.Itoa(s.c.Replicas)
+		if s.c.Deny {
+			policy = "deny: answering 503 to limited requests"
+		}
+		s.c.Logger.Warn("rate-limit store unreachable", "err", err, "on_error", policy)
+	}
+	s.probe()
+}
+
+// probe starts, once, a loop that pings Redis until it answers, then marks it up and renews the
+// leases at once (the slots this replica holds are written back exactly).
+func (s *Redis) probe() {
+	s.mu.Lock() // against Close's Wait
+	defer s.mu.Unlock()
+	select {
+	case <-s.closed:
+		return
+	default:
+	}
+	if !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.probing.Store(false)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.closed:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), max(s.c.Timeout, 100*time.Millisecond))
+			err := s.c.Client.Ping(ctx).Err()
+			cancel()
+			if err == nil {
+				s.renewAll()
+				s.up.Store(true)
+				s.c.Logger.Info("rate-limit store reachable again")
+				return
+			}
+		}
+	}()
+}
+
+func (s *Redis) renewLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.c.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-t.C:
+			if s.up.Load() {
+				s.renewAll()
+			}
+		}
+	}
+}
+
+func (s *Redis) renewAll() {
+	s.mu.Lock()
+	gs := make([]*redisGauge, 0, len(s.gauges))
+	for _, g := range s.gauges {
+		gs = append(gs, g)
+	}
+	s.mu.Unlock()
+	for _, g := range gs {
+		g.renew()
+	}
+}
+
+// share is a limit's part for one replica while Redis is unreachable.
+func (s *Redis) share(n int64) int64 { return max(n/int64(s.c.Replicas), 1) }
+
+func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+	defer cancel()
+	v, err := sc.Run(ctx, s.c.Client, keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// The GCRA script keeps a cell's TAT as decimal Unix nanoseconds and works relative to now: Lua
+// numbers are doubles, exact only to 2^53, so the absolute time is split into seconds and
+// nanoseconds and only the offset from now (well within 2^53 ns, 104 days) is a number. It
+// returns {taken, offset of the TAT from now after the call}, the Go side computing the Status
+// with the same functions as the Memory store. The key expires when the cell is full again.
+var gcraScript = redis.NewScript(`
+local nh, nl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local rel = 0
+local s = redis.call('GET', KEYS[1])
+if s then
+  rel = (tonumber(string.sub(s, 1, -10)) - nh) * 1e9 + (tonumber(string.sub(s, -9)) - nl)
+  if rel < 0 then rel = 0 end
+end
+local op = ARGV[1]
+if op == 'peek' then return {0, rel} end
+local inc, period = tonumber(ARGV[4]), tonumber(ARGV[5])
+local nxt
+if op == 'take' then
+  nxt = rel + inc
+  if nxt > period then return {0, rel} end
+elseif op == 'refund' then
+  nxt = rel - inc
+  if nxt < 0 then nxt = 0 end
+else
+  nxt = rel + inc
+end
+if nxt <= 0 then
+  redis.call('DEL', KEYS[1])
+else
+  local lo = nl + nxt
+  local carry = math.floor(lo / 1e9)
+  redis.call('SET', KEYS[1], string.format('%d%09d', nh + carry, lo - carry * 1e9), 'PX', math.floor(nxt / 1e6) + 1)
+end
+return {1, nxt}
+`)
+
+type redisRate struct {
+	s     *Redis
+	key   []string
+	local memRate // this replica's own state while Redis is unreachable
+}
+
+// call runs the GCRA script and returns whether it took and the TAT after it.
+func (c *redisRate) call(ctx context.Context, now int64, op string, inc int64, r Rate) (bool, int64, error) {
+	v, err := c.s.run(ctx, gcraScript, c.key, op, now/1e9, now%1e9, inc, int64(r.Period))
+	if err != nil {
+		return false, 0, err
+	}
+	if len(v) != 2 {
+		return false, 0, fmt.Errorf("limit: redis: unexpected reply %v", v)
+	}
+	ok, _ := v[0].(int64)
+	rel, _ := v[1].(int64)
+	return ok == 1, now + rel, nil
+}
+
+func (c *redisRate) Take(ctx context.Context, now time.Time, r Rate, cost int64) (Status, bool, error) {
+	if !c.s.usable() {
+		return c.fallbackTake(ctx, now, r, cost)
+	}
+	n := now.UnixNano()
+	op := "take"
+	if cost > r.Limit {
+		op = "peek" // never fits: only the state is needed, for the Status
+	}
+	ok, tat, err := c.call(ctx, n, op, interval(r, cost), r)
+	if err != nil {
+		c.s.failed(ctx, err)
+		return c.fallbackTake(ctx, now, r, cost)
+	}
+	st := status(tat, n, r)
+	if !ok {
+		_, _, st.RetryAfter = gcraTake(tat, n, r, cost)
+		return st, false, nil
+	}
+	return st, true, nil
+}
+
+func (c *redisRate) fallbackTake(ctx context.Context, now time.Time, r Rate, cost int64) (Status, bool, error) {
+	if c.s.c.Deny {
+		return Status{}, false, ErrStoreUnavailable
+	}
+	return c.local.Take(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period}, cost)
+}
+
+func (c *redisRate) Add(ctx context.Context, now time.Time, r Rate, cost int64) (Status, error) {
+	if !c.s.usable() {
+		return c.fallbackAdd(ctx, now, r, cost)
+	}
+	n := now.UnixNano()
+	op, inc := "add", interval(r, cost)
+	if cost < 0 {
+		op, inc = "refund", interval(r, -cost)
+	}
+	_, tat, err := c.call(ctx, n, op, inc, r)
+	if err != nil {
+		c.s.failed(ctx, err)
+		return c.fallbackAdd(ctx, now, r, cost)
+	}
+	return status(tat, n, r), nil
+}
+
+func (c *redisRate) fallbackAdd(ctx context.Context, now time.Time, r Rate, cost int64) (Status, error) {
+	if c.s.c.Deny {
+		return Status{}, ErrStoreUnavailable
+	}
+	return c.local.Add(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period}, cost)
+}
+
+func (c *redisRate) Peek(ctx context.Context, now time.Time, r Rate) (Status, error) {
+	if !c.s.usable() {
+		return c.fallbackPeek(ctx, now, r)
+	}
+	n := now.UnixNano()
+	_, tat, err := c.call(ctx, n, "peek", 0, r)
+	if err != nil {
+		c.s.failed(ctx, err)
+		return c.fallbackPeek(ctx, now, r)
+	}
+	st := status(tat, n, r)
+	if st.Remaining < 1 {
+		_, _, st.RetryAfter = gcraTake(tat, n, r, 1)
+	}
+	return st, nil
+}
+
+func (c *redisRate) fallbackPeek(ctx context.Context, now time.Time, r Rate) (Status, error) {
+	if c.s.c.Deny {
+		return Status{}, ErrStoreUnavailable
+	}
+	return c.local.Peek(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period})
+}
+
+// A gauge is two keys: a hash of replica id → slots it holds, and a sorted set of replica id →
+// lease expiry (Redis time, ms). Every script first drops the replicas whose lease expired, so a
+// replica that died returns its slots within the TTL. A replica writes its own count exactly
+// (not an increment), so a write lost while Redis was unreachable is repaired by the next.
+
+// gaugeIncScript: ARGV replica, slots it holds, max, ttl ms. Returns {count after, taken}.
+var gaugeIncScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 1, #dead do redis.call('HDEL', KEYS[1], dead[i]) end
+if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+local kv = redis.call('HGETALL', KEYS[1])
+local held = tonumber(ARGV[2])
+local n = held
+for i = 1, #kv, 2 do
+  if kv[i] ~= ARGV[1] then n = n + tonumber(kv[i + 1]) end
+end
+if n >= tonumber(ARGV[3]) then return {n, 0} end
+local ttl = tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], held + 1)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+return {n + 1, 1}
+`)
+
+// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease
+// (or removes both when it holds none).
+var gaugeSetScript = redis.NewScript(`
+local held = tonumber(ARGV[2])
+if held <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return {0, 1}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], held)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+return {held, 1}
+`)
+
+// gaugeValueScript sums the slots of the replicas whose lease is current.
+var gaugeValueScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local kv = redis.call('HGETALL', KEYS[1])
+local n = 0
+for i = 1, #kv, 2 do
+  local exp = redis.call('ZSCORE', KEYS[2], kv[i])
+  if exp and tonumber(exp) > now then n = n + tonumber(kv[i + 1]) end
+end
+return {n, 1}
+`)
+
+type redisGauge struct {
+	s    *Redis
+	keys []string
+
+	mu    sync.Mutex // orders this replica's writes of its count
+	held  int64      // slots this replica holds in Redis
+	dirty bool       // Redis may disagree with held (a write failed)
+
+	local memGauge // slots taken from this replica's own share while Redis was unreachable
+}
+
+func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) {
+	if !g.s.usable() {
+		return g.fallbackInc(ctx, limit)
+	}
+	g.mu.Lock()
+	v, err := g.s.run(ctx, gaugeIncScript, g.keys, g.s.c.ReplicaID, g.held, limit, g.s.ttlMS)
+	if err != nil {
+		g.mu.Unlock()
+		g.s.failed(ctx, err)
+		return g.fallbackInc(ctx, limit)
+	}
+	n, ok := pair(v)
+	if ok {
+		g.held++
+		g.dirty = false
+	}
+	g.mu.Unlock()
+	return n, ok, nil
+}
+
+func (g *redisGauge) fallbackInc(ctx context.Context, limit int64) (int64, bool, error) {
+	if g.s.c.Deny {
+		return 0, false, ErrStoreUnavailable
+	}
+	return g.local.Inc(ctx, g.s.share(limit))
+}
+
+// Dec releases a slot: one taken locally if any, else one of this replica's in Redis. It does not
+// fail: a release that cannot reach Redis is written with the next renewal.
+func (g *redisGauge) Dec(ctx context.Context) error {
+	for {
+		v := g.local.n.Load()
+		if v <= 0 {
+			break
+		}
+		if g.local.n.CompareAndSwap(v, v-1) {
+			return nil
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held > 0 {
+		g.held--
+	}
+	if !g.s.usable() {
+		g.dirty = true
+		return nil
+	}
+	if _, err := g.s.run(ctx, gaugeSetScript, g.keys, g.s.c.ReplicaID, g.held, g.s.ttlMS); err != nil {
+		g.dirty = true
+		g.s.failed(ctx, err)
+	}
+	return nil
+}
+
+// renew extends this replica's lease on its slots, or writes its count after a failed write.
+func (g *redisGauge) renew() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held == 0 && !g.dirty {
+		return
+	}
+	ctx := context.Background()
+	if _, err := g.s.run(ctx, gaugeSetScript, g.keys, g.s.c.ReplicaID, g.held, g.s.ttlMS); err != nil {
+		g.dirty = true
+		g.s.failed(ctx, err)
+		return
+	}
+	g.dirty = false
+}
+
+func (g *redisGauge) Value(ctx context.Context) (int64, error) {
+	if !g.s.usable() {
+		return g.fallbackValue(ctx)
+	}
+	v, err := g.s.run(ctx, gaugeValueScript, g.keys)
+	if err != nil {
+		g.s.failed(ctx, err)
+		return g.fallbackValue(ctx)
+	}
+	n, _ := pair(v)
+	return n, nil
+}
+
+func (g *redisGauge) fallbackValue(ctx context.Context) (int64, error) {
+	if g.s.c.Deny {
+		return 0, ErrStoreUnavailable
+	}
+	return g.local.Value(ctx)
+}
+
+// pair decodes a script's {n, flag} reply.
+func pair(v []any) (int64, bool) {
+	if len(v) != 2 {
+		return 0, false
+	}
+	n, _ := v[0].(int64)
+	f, _ := v[1].(int64)
+	return n, f == 1
+}
