@@ -95,6 +95,8 @@ type Client struct {
 
 	resps sync.Pool // *Response
 
+	closed atomic.Bool // set by Close: Do refuses new requests
+
 	log *slog.Logger // nil logs nothing
 }
 
@@ -206,6 +208,20 @@ func (c *Client) CloseIdle() {
 	}
 }
 
+// Close retires the client: it closes the idle connections, a connection freed by a response
+// still open is closed instead of pooled, and a later Do fails with a 503 (no engine can
+// serve). Call it once no request uses the client any more.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	if c.pool != nil {
+		c.pool.Close()
+	}
+	c.tr.CloseIdleConnections()
+}
+
+// errClosed is the cause of a request sent through a closed client.
+var errClosed = errors.New("upstream: client closed")
+
 // Buffer returns a reusable buffer for a request body; give it back with PutBuffer once the
 // response is closed.
 func (c *Client) Buffer() *[]byte {
@@ -277,6 +293,10 @@ const maxErrorBody = 64 << 10
 // r.DecodeError's *apierr.Error (with retry-after parsed). The caller must Close the response.
 func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	start := time.Now()
+	if c.closed.Load() {
+		return nil, &apierr.Error{Kind: apierr.Unavailable, Message: "engine is no longer configured",
+			Cause: fmt.Errorf("upstream: engine %s: %w", c.name, errClosed)}
+	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -717,6 +737,9 @@ func (r *Response) Close() {
 	}
 	if hr != nil {
 		hr.Body.Close()
+		if r.c.closed.Load() {
+			r.c.tr.CloseIdleConnections() // the connection the body just freed
+		}
 	}
 	if cancel != nil {
 		cancel(context.Canceled)

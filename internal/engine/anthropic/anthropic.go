@@ -80,6 +80,13 @@ func (e *Engine) WithModel(model string) *Engine {
 // Client is the engine's HTTP client.
 func (e *Engine) Client() *upstream.Client { return e.c }
 
+// Close implements engine.Engine: it closes the connections to the engine. Engines made by
+// WithModel share them, and are closed with it.
+func (e *Engine) Close() error {
+	e.c.Close()
+	return nil
+}
+
 // Format implements upstream.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
 

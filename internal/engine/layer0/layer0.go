@@ -96,6 +96,13 @@ func (e *Engine) WithModel(model string) *Engine {
 // Client is the peer's HTTP client.
 func (e *Engine) Client() *upstream.Client { return e.c }
 
+// Close implements engine.Engine: it closes the connections to the peer, which both protocols
+// share. Engines made by WithModel share them, and are closed with it.
+func (e *Engine) Close() error {
+	e.c.Close()
+	return nil
+}
+
 // Binary reports whether requests currently go over the binary protocol.
 func (e *Engine) Binary() bool { return e.binary.Load() != binaryRefused }
 

@@ -194,6 +194,10 @@ func (e *Engine) failing() bool {
 	return f.FirstRequests == 0 || n <= int64(f.FirstRequests)
 }
 
+// Close implements engine.Engine. The simulator holds no connection and runs nothing in the
+// background (its waits belong to the requests), so there is nothing to release: it returns nil.
+func (e *Engine) Close() error { return nil }
+
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
 	fail := e.failing()
