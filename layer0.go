@@ -6,6 +6,7 @@ package layer0
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -133,7 +134,6 @@ type options struct {
 	accessLog *accesslog.Logger
 	registry  *prometheus.Registry
 	now       func() time.Time
-	probes    *http.Client // health checks and metrics scrapes
 }
 
 // WithLogger sets the process logger (default: discard).
@@ -153,7 +153,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // Gateway is a running layer0: the live pipeline, the HTTP server over it, and the background
 // loop that reads engines' load and health. Close stops the loop.
 type Gateway struct {
-	mu      sync.Mutex // serializes Reload
+	mu      sync.Mutex // serializes Reload and Close
+	closed  bool       // set by Close; under mu
 	gen     atomic.Pointer[generation]
 	srv     *server.Server
 	logger  *slog.Logger
@@ -183,7 +184,6 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 		o.registry = prometheus.NewRegistry()
 		o.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	o.probes = newProbeClient()
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
@@ -231,16 +231,37 @@ func (g *Gateway) Authless() bool { return len(g.gen.Load().cfg.Keys) == 0 }
 func (g *Gateway) Reload(cfg *Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gen, err := build(cfg, g.gen.Load(), &g.opts)
+	if g.closed {
+		return errors.New("layer0: reload of a closed gateway")
+	}
+	old := g.gen.Load()
+	gen, err := build(cfg, old, &g.opts)
 	if err != nil {
 		return err
 	}
 	g.gen.Store(gen)
+	old.retire() // its engines not carried over close once its requests end
 	return nil
 }
 
-// snapshot is the live generation as the server serves it: one atomic load per request.
-func (g *Gateway) snapshot() *server.Snapshot { return &g.gen.Load().snap }
+// acquire returns the live generation for one use — a request, a background tick — which
+// must end with its release. A generation retired between the load and the count is passed
+// over for its successor, so that a retired generation gains no new user once it may have
+// closed its engines; after Close the last generation keeps serving (its HTTP engines refuse).
+func (g *Gateway) acquire() *generation {
+	for {
+		gen := g.gen.Load()
+		gen.users.Add(1)
+		if !gen.retired.Load() || g.gen.Load() == gen {
+			return gen
+		}
+		gen.release()
+	}
+}
+
+// snapshot is the live generation as the server serves it, read once per request: the server
+// calls the snapshot's Done when the request ends.
+func (g *Gateway) snapshot() *server.Snapshot { return &g.acquire().snap }
 
 // Listen opens a TCP listener on addr for the gateway, capped at the configuration's
 // server.max_connections (lowered to fit the process's file descriptor limit): a connection
@@ -260,11 +281,21 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 
-// Close stops the background loop (utilisation and health checks). Requests may still be
-// served; replicas then keep their last known load and health.
+// Close stops the background loop (utilisation and health checks) and closes the engines —
+// their idle connections and probes — once the requests in flight have ended; it does not wait
+// for them. Stop serving first (http.Server.Shutdown): requests that arrive after Close are
+// served by the last configuration, but its HTTP engines refuse them (503). A closed gateway
+// cannot be reloaded; Close is safe to call more than once.
 func (g *Gateway) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
 	g.cancel()
 	<-g.done
+	g.gen.Load().retire()
 	return nil
 }
 
@@ -288,7 +319,9 @@ func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
 		// before Do returns, so any failure can still move to another replica or model.
 		c.Sink = col
 	}
-	err := g.gen.Load().pipe.Serve(ctx, &c)
+	gen := g.acquire()
+	err := gen.pipe.Serve(ctx, &c)
+	gen.release()
 	if col != nil && err == nil && col.Response.ID == "" {
 		col.Response.ID = ids.Message()
 	}
