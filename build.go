@@ -118,6 +118,11 @@ func (r *replica) load() (metrics.Load, bool) {
 // are unchanged from old keep their engine and replica (connections, KV cache, ejection and
 // breaker state); the limiter adopts old's counters for every key and limit that is unchanged.
 func build(cfg *Config, old *generation, o *options) (gen *generation, err error) {
+	// A configuration built in code gets the defaults a loaded one has, and the same checks.
+	cfg.SetDefaults()
+	if err := cfg.Validate(o.kinds()...); err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
 	keys, err := auth.New(keySpecs(cfg.Keys))
 	if err != nil {
 		return nil, err
@@ -244,7 +249,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 
 // newReplica builds an engine and its routing state.
 func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Codec, o *options) (*replica, error) {
-	e, err := newEngine(name, ec, tok, o.logger)
+	e, err := newEngine(name, ec, tok, o)
 	if err != nil {
 		return nil, err
 	}
