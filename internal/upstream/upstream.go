@@ -834,24 +834,6 @@ func RetryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// NewAPI is what every HTTP engine needs at construction: the client for cfg (the credential
-// read once), the request path — apiPath ("/v1/…"), or its tail when cfg.URL already ends in
-// /v1 — and the fixed request headers, prepared once.
-func NewAPI(name string, cfg config.Engine, o Options, apiPath string, hdr http.Header) (*Client, string, *Header, error) {
-	c, err := New(name, cfg, o)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	h, err := NewHeader(hdr)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
-		apiPath = strings.TrimPrefix(apiPath, "/v1")
-	}
-	return c, apiPath, h, nil
-}
-
 // redactedURL is s for a message: its password masked, or nothing of it when it does not parse
 // (a password could be anywhere in it).
 func redactedURL(s string) string {

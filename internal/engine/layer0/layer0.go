@@ -84,15 +84,6 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// WithModel returns an engine that sends model as the model name and shares e's connections,
-// credential, concurrency cap and what it learned about the peer.
-func (e *Engine) WithModel(model string) *Engine {
-	c := *e
-	c.model = model
-	c.json = e.json.WithModel(model)
-	return &c
-}
-
 // Client is the peer's HTTP client.
 func (e *Engine) Client() *upstream.Client { return e.c }
 
