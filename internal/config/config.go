@@ -474,10 +474,14 @@ func (e *Engine) setDefaults() {
 	if t.Total == 0 {
 		t.Total = 10 * time.Minute
 	}
-	if e.Kind != KindSim {
-		return
+	if e.Kind == KindSim {
+		e.Sim.SetDefaults()
 	}
-	s := &e.Sim
+}
+
+// SetDefaults fills the simulator's unset fields with their defaults (each field's comment
+// names it); the "realistic" preset fills the delays left at zero.
+func (s *Sim) SetDefaults() {
 	if s.Preset == "realistic" {
 		if s.TTFT == 0 {
 			s.TTFT = 150 * time.Millisecond
@@ -617,6 +621,18 @@ func (c *Config) Validate(kinds ...string) error {
 	return errs
 }
 
+// Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for
+// an engine built outside a Config, and returns an *Errors naming each field under "sim", or
+// nil.
+func (s *Sim) Validate() error {
+	errs := &Errors{}
+	s.validate("sim", errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	return errs
+}
+
 func (s *Sim) validate(p string, errs *Errors) {
 	switch s.Preset {
 	case "", "fast", "realistic":
@@ -647,6 +663,12 @@ func (s *Sim) validate(p string, errs *Errors) {
 	}
 	if s.BlockTokens < 1 {
 		errs.add(p+".block_tokens", "must be positive")
+	}
+	if s.ContextWindow < 0 {
+		errs.add(p+".context_window", "must not be negative")
+	}
+	if s.Fail.AfterTokens < 0 {
+		errs.add(p+".fail.after_tokens", "must not be negative")
 	}
 	if s.Fail.FirstRequests < 0 {
 		errs.add(p+".fail.first_requests", "must not be negative")
