@@ -26,15 +26,22 @@ func (g *Gateway) run() {
 			return
 		case <-t.C:
 		}
-		gen := g.gen.Load()
-		rc := gen.cfg.Routing
-		g.refreshLoad(ctx, gen, rc.UtilizationInterval)
-		if time.Since(lastHealth) >= rc.Health.Interval {
-			lastHealth = time.Now()
-			g.checkHealth(ctx, gen)
-		}
-		t.Reset(rc.UtilizationInterval)
+		t.Reset(g.tick(ctx, &lastHealth))
 	}
+}
+
+// tick is one round of the loop, on the live generation, which it holds until done so that a
+// reload does not close engines while they are being read; it returns the time to the next.
+func (g *Gateway) tick(ctx context.Context, lastHealth *time.Time) time.Duration {
+	gen := g.acquire()
+	defer gen.release()
+	rc := gen.cfg.Routing
+	g.refreshLoad(ctx, gen, rc.UtilizationInterval)
+	if time.Since(*lastHealth) >= rc.Health.Interval {
+		*lastHealth = time.Now()
+		g.checkHealth(ctx, gen)
+	}
+	return rc.UtilizationInterval
 }
 
 // refreshLoad sets every replica's utilisation from its load. A scrape that fails sets 0: an
@@ -60,7 +67,7 @@ func (g *Gateway) scrape(ctx context.Context, name string, r *replica, timeout t
 	defer wg.Done()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	l, err := metrics.Scrape(ctx, g.opts.probes, r.metricsURL)
+	l, err := metrics.Scrape(ctx, r.probes, r.metricsURL)
 	if err != nil {
 		g.logger.Debug("engine metrics scrape failed", "engine", name, "err", err)
 		r.route.SetUtilization(0)

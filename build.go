@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
@@ -29,6 +32,11 @@ import (
 // generation is one built configuration: the pipeline, and what the background loops and the
 // engine metrics endpoint need of it. A generation is never mutated; reload builds the next one,
 // handing over the state that must survive (replicas of unchanged engines, limit counters).
+//
+// A generation counts its users — requests and background ticks, between Gateway.acquire and
+// release — so that once it is retired (replaced by a reload, or the gateway closed) and its
+// last user is gone, it lets go of its replicas: a replica that no generation holds any more
+// closes its engine.
 type generation struct {
 	cfg  *Config
 	pipe *pipeline.Pipeline
@@ -38,6 +46,39 @@ type generation struct {
 	// redis is the shared store of the limit counters; nil with the in-memory store. A reload
 	// with the same store settings keeps it.
 	redis *limit.Redis
+
+	users   atomic.Int64 // requests and background ticks using the generation now
+	retired atomic.Bool  // set once the generation is no longer live
+	drained sync.Once    // lets go of the replicas, once retired and unused
+	logger  *slog.Logger
+}
+
+// release ends one use of the generation (from Gateway.acquire); the last one of a retired
+// generation lets go of its replicas.
+func (g *generation) release() {
+	if g.users.Add(-1) == 0 && g.retired.Load() {
+		g.drained.Do(g.drain)
+	}
+}
+
+// retire marks the generation as no longer live: the gateway stores its successor (or closes)
+// first. Its replicas are let go of now if nothing uses it, else by its last user's release.
+func (g *generation) retire() {
+	g.retired.Store(true)
+	if g.users.Load() == 0 {
+		g.drained.Do(g.drain)
+	}
+}
+
+// drain lets go of the generation's replicas: each one no other generation holds is closed.
+func (g *generation) drain() {
+	for name, r := range g.replicas {
+		if r.holders.Add(-1) == 0 {
+			if err := r.close(); err != nil {
+				g.logger.Warn("closing a retired engine failed", "engine", name, "err", err)
+			}
+		}
+	}
 }
 
 // replica is one engine with its routing state and how its load and health are read.
@@ -48,6 +89,18 @@ type replica struct {
 	sim    *sim.Engine // the embedded engine, whose load is read directly; nil otherwise
 	// metricsURL is the engine's Prometheus endpoint to scrape for utilisation; "" when none.
 	metricsURL string
+	// probes is the client of the health checks and metrics scrapes; nil when there are none.
+	probes *http.Client
+	// holders counts the generations holding the replica; the last one to let go closes it.
+	holders atomic.Int64
+}
+
+// close closes the replica's engine and its probe connections.
+func (r *replica) close() error {
+	if r.probes != nil {
+		r.probes.CloseIdleConnections()
+	}
+	return r.route.Engine.Close()
 }
 
 // policyKey is the part of the configuration a replica's routing state was built with: a
@@ -70,7 +123,12 @@ func (r *replica) load() (metrics.Load, bool) {
 // build turns a configuration into a generation. Engines whose configuration and routing policy
 // are unchanged from old keep their engine and replica (connections, KV cache, ejection and
 // breaker state); the limiter adopts old's counters for every key and limit that is unchanged.
-func build(cfg *Config, old *generation, o *options) (*generation, error) {
+func build(cfg *Config, old *generation, o *options) (gen *generation, err error) {
+	// A configuration built in code gets the defaults a loaded one has, and the same checks.
+	cfg.SetDefaults()
+	if err := cfg.Validate(o.kinds()...); err != nil {
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
 	keys, err := auth.New(keySpecs(cfg.Keys))
 	if err != nil {
 		return nil, err
@@ -80,8 +138,20 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	}
 
 	tok := tokenizer.Default()
-	g := &generation{cfg: cfg, replicas: make(map[string]*replica, len(cfg.Engines))}
+	g := &generation{cfg: cfg, replicas: make(map[string]*replica, len(cfg.Engines)), logger: o.logger}
 	pol := policyKey{cfg.Routing.Ejection, cfg.Routing.Breaker, cfg.Routing.Health}
+	var made []*replica // the replicas built here, closed if the generation is not
+	defer func() {
+		if err == nil {
+			for _, r := range g.replicas {
+				r.holders.Add(1)
+			}
+			return
+		}
+		for _, r := range made {
+			_ = r.close() // never used: nothing to report beyond err
+		}
+	}()
 	for _, name := range sortedNames(cfg.Engines) {
 		ec := cfg.Engines[name]
 		if old != nil {
@@ -94,6 +164,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		if err != nil {
 			return nil, err
 		}
+		made = append(made, r)
 		g.replicas[name] = r
 	}
 
@@ -209,6 +280,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	if old != nil {
 		old.closeStore(g, cfg.Server.ShutdownTimeout)
 	}
+	g.snap.Done = g.release
 	return g, nil
 }
 
@@ -260,7 +332,7 @@ func (g *generation) closeStore(next *generation, grace time.Duration) {
 
 // newReplica builds an engine and its routing state.
 func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Codec, o *options) (*replica, error) {
-	e, err := newEngine(name, ec, tok, o.logger)
+	e, err := newEngine(name, ec, tok, o)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +348,11 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
 	base := strings.TrimRight(ec.URL, "/")
+	if ec.HealthPath != "" || ec.MetricsPath != "" {
+		r.probes = newProbeClient()
+	}
 	if ec.HealthPath != "" {
-		r.route.Probe = probe(o.probes, base+ec.HealthPath)
+		r.route.Probe = probe(r.probes, base+ec.HealthPath)
 	}
 	if ec.MetricsPath != "" {
 		r.metricsURL = base + ec.MetricsPath
@@ -305,8 +380,9 @@ func probe(hc *http.Client, url string) func(context.Context) error {
 	}
 }
 
-// newProbeClient is the HTTP client of health checks and metrics scrapes: its own small pool,
-// no redirects, and no engine credential (neither endpoint needs one, so none is sent).
+// newProbeClient is the HTTP client of a replica's health checks and metrics scrapes: its own
+// small pool (closed with the replica), no redirects, and no engine credential (neither
+// endpoint needs one, so none is sent).
 func newProbeClient() *http.Client {
 	return &http.Client{
 		Transport:     upstream.NewTransport(5*time.Second, nil),

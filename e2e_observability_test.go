@@ -14,7 +14,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
@@ -157,7 +156,6 @@ func TestGatewaySecretsNotLogged(t *testing.T) {
 	defer vendor.Close()
 	var proc, access syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&proc, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	alog := accesslog.New(&access, 0)
 	text := `
 keys:
   - {name: alpha, hash: ` + authHash(alphaKey) + `}
@@ -170,7 +168,7 @@ models:
   vendor-only: {engines: [vendor]}
 log: {level: debug}
 `
-	g, base := serveGateway(t, parseConfig(t, text), layer0.WithLogger(logger), layer0.WithAccessLog(alog))
+	g, base := serveGateway(t, parseConfig(t, text), layer0.WithLogger(logger), layer0.WithAccessLog(&access))
 	ctx := context.Background()
 	good := anthropicClient(base, option.WithAPIKey(alphaKey))
 	if _, err := good.Messages.New(ctx, anthropic.MessageNewParams{Model: "sim", MaxTokens: 3, Messages: userText("hi")}); err != nil {
@@ -194,7 +192,7 @@ log: {level: debug}
 	if err := g.Reload(parseConfig(t, text)); err != nil {
 		t.Fatal(err)
 	}
-	alog.Close()
+	g.Close() // writes the queued access log records
 	if len(vendor.Requests()) == 0 {
 		t.Fatal("the vendor engine was never called")
 	}

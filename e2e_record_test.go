@@ -10,7 +10,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 )
 
 // TestAccessLogRecordsWhatWasSent checks that a stream which fails or is abandoned after it began
@@ -18,7 +17,6 @@ import (
 // were streamed — not as a 500 with nothing served.
 func TestAccessLogRecordsWhatWasSent(t *testing.T) {
 	var access syncBuffer
-	alog := accesslog.New(&access, 0)
 	_, base := serveGateway(t, parseConfig(t, `
 engines:
   broken: {kind: sim, sim: {fail: {after_tokens: 3, message: "engine fell over"}}}
@@ -26,7 +24,7 @@ engines:
 models:
   broken: {engines: [broken]}
   slow: {engines: [slow]}
-`), layer0.WithAccessLog(alog))
+`), layer0.WithAccessLog(&access))
 	c := anthropicClient(base)
 
 	s := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{

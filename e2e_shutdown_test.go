@@ -11,7 +11,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/server"
 )
 
@@ -19,13 +18,12 @@ import (
 // still going: each stream must end with an error event (not a silent cut) and be logged.
 func TestShutdownEndsStreamsWithAnError(t *testing.T) {
 	var access syncBuffer
-	alog := accesslog.New(&access, 0)
 	g, err := layer0.New(parseConfig(t, `
 engines:
   slow: {kind: sim, sim: {inter_token_latency: 20ms}}
 models:
   slow: {engines: [slow]}
-`), layer0.WithAccessLog(alog))
+`), layer0.WithAccessLog(&access))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +81,7 @@ models:
 	if err := <-done; !errors.Is(err, server.ErrDrainTimeout) {
 		t.Errorf("Serve: got %v, want ErrDrainTimeout", err)
 	}
-	alog.Close()
+	g.Close() // writes the queued access log records
 	if got := strings.Count(access.String(), `"error_type":"api_error"`); got != n {
 		t.Errorf("access log: got %d records of ended streams, want %d:\n%s", got, n, access.String())
 	}

@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	"github.com/layer0ai/layer0"
 )
 
 // echoGateway returns a gateway whose model "sim" answers with the last user message (the sim
-// engine's echo mode), so that the examples' output is predictable.
+// engine's echo mode), so that the examples' output is predictable. The fields left out take
+// their defaults.
 func echoGateway() *layer0.Gateway {
-	cfg := layer0.DefaultConfig()
-	e := cfg.Engines["sim"]
-	e.Sim.Mode = "echo"
-	cfg.Engines["sim"] = e
+	cfg := &layer0.Config{
+		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
+	}
 	g, err := layer0.New(cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -88,4 +90,59 @@ func ExampleGateway_Do_stream() {
 	// Output:
 	// [Streaming][,][ one][ token]
 	// stop: max_tokens after 4 output tokens
+}
+
+// shout is an application's own engine: it answers with the last user message in capitals.
+type shout struct{}
+
+func (shout) Generate(ctx context.Context, req *layer0.Request, sink layer0.Sink) error {
+	var text string
+	if n := len(req.Messages); n > 0 {
+		for _, b := range req.Messages[n-1].Content {
+			if b.Type == layer0.BlockText {
+				text += b.Text
+			}
+		}
+	}
+	events := []layer0.Event{
+		{Kind: layer0.EventStart, Model: req.Model},
+		{Kind: layer0.EventBlockStart, Block: layer0.BlockText},
+		{Kind: layer0.EventTextDelta, Text: strings.ToUpper(text)},
+		{Kind: layer0.EventBlockStop},
+		{Kind: layer0.EventStop, Stop: layer0.StopEndTurn, Usage: layer0.Usage{OutputTokens: 1}},
+	}
+	for i := range events {
+		if err := sink.Send(&events[i]); err != nil {
+			return err
+		}
+	}
+	return sink.Flush()
+}
+
+// Close releases nothing: shout holds no connection.
+func (shout) Close() error { return nil }
+
+// WithEngine plugs in an engine of the application's own: the configuration names its kind
+// like any other, and the gateway routes, limits and meters it like any other.
+func ExampleWithEngine() {
+	newShout := func(name string, cfg layer0.Engine) (layer0.Backend, error) { return shout{}, nil }
+	cfg := &layer0.Config{
+		Engines: map[string]layer0.Engine{"loud": {Kind: "shout"}},
+		Models:  map[string]layer0.Model{"loud": {Engines: []string{"loud"}}},
+	}
+	g, err := layer0.New(cfg, layer0.WithEngine("shout", newShout))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	var c layer0.Collector
+	req := &layer0.Request{Model: "loud", MaxTokens: 16, Messages: []layer0.Message{
+		{Role: layer0.RoleUser, Content: []layer0.Block{{Type: layer0.BlockText, Text: "hello"}}},
+	}}
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Response.Content[0].Text)
+	// Output:
+	// HELLO
 }

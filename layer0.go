@@ -6,7 +6,9 @@ package layer0
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -119,28 +121,132 @@ const (
 	FormatBinary    = llm.FormatBinary
 )
 
+// The configuration's parts, so that an application can build or change a configuration in
+// code: cfg.Engines["gpu"] = layer0.Engine{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
+// A field left zero takes its default (New and Reload fill them in, as LoadConfig does); each
+// field's comment gives its unit and default.
+type (
+	// Server configures the listener and the request limits.
+	Server = config.Server
+	// TLS names the certificate and key files of an HTTPS listener.
+	TLS = config.TLS
+	// Engine is one backend replica's configuration; see also Backend and WithEngine.
+	Engine = config.Engine
+	// Timeouts bound the calls to an engine.
+	Timeouts = config.Timeouts
+	// Sim configures the embedded simulated engine.
+	Sim = config.Sim
+	// SimFail injects failures into the simulated engine.
+	SimFail = config.SimFail
+	// Model is a model id clients may ask for, served by a pool of engines.
+	Model = config.Model
+	// Auth holds the settings of authentication beyond the keys themselves.
+	Auth = config.Auth
+	// Log configures the process log and the access log.
+	Log = config.Log
+	// Key is an API key clients present, declared by its SHA-256 hash.
+	Key = config.Key
+	// Rates are the rate limits of a key or of the whole gateway.
+	Rates = config.Rates
+	// Limits are the global rate limits and the request size limits.
+	Limits = config.Limits
+	// Split routes one name to several models by weight.
+	Split = config.Split
+	// SplitTarget is one model of a Split and its weight.
+	SplitTarget = config.SplitTarget
+	// Routing configures replica picking, health, fallbacks and retries.
+	Routing = config.Routing
+	// RetryBudget bounds the retries on another replica of the same model.
+	RetryBudget = config.RetryBudget
+	// Ejection configures passive outlier ejection.
+	Ejection = config.Ejection
+	// Breaker configures each replica's circuit breaker.
+	Breaker = config.Breaker
+	// Health configures active health checks.
+	Health = config.Health
+	// ConfigErrors lists every problem LoadConfig, New or Reload found in a configuration.
+	ConfigErrors = config.Errors
+)
+
+// Built-in engine kinds (Engine.Kind); WithEngine adds an application's own.
+const (
+	KindSim       = config.KindSim
+	KindOpenAI    = config.KindOpenAI
+	KindAnthropic = config.KindAnthropic
+	KindLayer0    = config.KindLayer0
+)
+
+// PickerRoundRobin is the Routing.Picker that takes a model's replicas in turn (the default,
+// "", picks the least loaded of two drawn at random).
+const PickerRoundRobin = config.PickerRoundRobin
+
 // DefaultConfig returns the embedded default: the sim engine serving the model "sim".
 func DefaultConfig() *Config { return config.Default() }
 
-// LoadConfig reads and validates a configuration file.
-func LoadConfig(path string) (*Config, error) { return config.Load(path) }
+// LoadConfig reads and validates a configuration file. The engine kinds registered by opts
+// (WithEngine) are accepted beside the built-in ones; other options are ignored here.
+func LoadConfig(path string, opts ...Option) (*Config, error) {
+	return config.Load(path, apply(opts).kinds()...)
+}
 
 // Option adjusts a Gateway.
 type Option func(*options)
 
 type options struct {
 	logger    *slog.Logger
-	accessLog *accesslog.Logger
+	accessLog io.Writer
 	registry  *prometheus.Registry
 	now       func() time.Time
-	probes    *http.Client // health checks and metrics scrapes
+	engines   map[string]EngineFactory // an application's engine kinds, by kind
+}
+
+func apply(opts []Option) *options {
+	o := &options{}
+	for _, f := range opts {
+		f(o)
+	}
+	return o
+}
+
+// kinds returns the engine kinds registered with WithEngine.
+func (o *options) kinds() []string {
+	return sortedNames(o.engines)
 }
 
 // WithLogger sets the process logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithAccessLog sets the access log that receives one record per HTTP request (default: none).
-func WithAccessLog(l *accesslog.Logger) Option { return func(o *options) { o.accessLog = l } }
+// WithAccessLog writes the access log to w: one JSON line per HTTP request, written in batches
+// by a goroutine of its own, so that a slow w delays no request (records that do not fit its
+// queue are dropped and counted in layer0_access_log_dropped_total). Gateway.Close writes what
+// is queued. Default: no access log.
+func WithAccessLog(w io.Writer) Option { return func(o *options) { o.accessLog = w } }
+
+// Backend is what an engine is to the gateway: Generate turns a canonical request into a
+// stream of events pushed into a sink, and Close releases what the engine holds once the
+// gateway no longer routes to it. See WithEngine.
+type Backend = engine.Engine
+
+// TokenCounter is implemented by a Backend that counts input tokens in its own tokenizer (for
+// count_tokens and the context-window check); without it the gateway's tokenizer counts.
+type TokenCounter = engine.Counter
+
+// EngineFactory builds the engine named name from its configuration (with the defaults filled
+// in). It is called by New, and by Reload for each engine whose configuration changed; an
+// error refuses the configuration.
+type EngineFactory func(name string, cfg Engine) (Backend, error)
+
+// WithEngine registers an application's own engine kind: an engine whose configuration has
+// Kind kind is built by factory. The configuration then accepts the kind (pass the same option
+// to LoadConfig for a file naming it). Built-in kinds cannot be replaced.
+func WithEngine(kind string, factory EngineFactory) Option {
+	return func(o *options) {
+		if o.engines == nil {
+			o.engines = map[string]EngineFactory{}
+		}
+		o.engines[kind] = factory
+	}
+}
 
 // WithMetrics sets the Prometheus registry the gateway's metrics are registered with and GET
 // /metrics serves (default: a new registry with the Go runtime and process collectors).
@@ -153,7 +259,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // Gateway is a running layer0: the live pipeline, the HTTP server over it, and the background
 // loop that reads engines' load and health. Close stops the loop.
 type Gateway struct {
-	mu      sync.Mutex // serializes Reload
+	mu      sync.Mutex // serializes Reload and Close
+	closed  bool       // set by Close; under mu
 	gen     atomic.Pointer[generation]
 	srv     *server.Server
 	logger  *slog.Logger
@@ -161,7 +268,8 @@ type Gateway struct {
 	metrics *metrics.Metrics
 	// listener counts the refusals of the listeners Listen opens.
 	listener *metrics.Listener
-	ctx      context.Context // the background loop's; canceled by Close
+	access   *accesslog.Logger // nil without WithAccessLog
+	ctx      context.Context   // the background loop's; canceled by Close
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the loop has ended
 }
@@ -169,9 +277,14 @@ type Gateway struct {
 // New builds a gateway from cfg (DefaultConfig when nil). With no API keys configured it serves
 // without auth, and refuses to unless cfg.Server.Addr is a loopback address.
 func New(cfg *Config, opts ...Option) (*Gateway, error) {
-	var o options
-	for _, f := range opts {
-		f(&o)
+	o := apply(opts)
+	for kind, f := range o.engines {
+		switch {
+		case kind == "" || f == nil:
+			return nil, fmt.Errorf("layer0: WithEngine(%q): a kind and a factory are required", kind)
+		case builtIn(kind):
+			return nil, fmt.Errorf("layer0: WithEngine(%q): the kind is built in", kind)
+		}
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -183,15 +296,14 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 		o.registry = prometheus.NewRegistry()
 		o.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	o.probes = newProbeClient()
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	gen, err := build(cfg, nil, &o)
+	gen, err := build(cfg, nil, o)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{logger: o.logger, opts: o, done: make(chan struct{})}
+	g := &Gateway{logger: o.logger, opts: *o, done: make(chan struct{})}
 	g.gen.Store(gen)
 	if g.metrics, err = metrics.New(o.registry); err != nil {
 		return nil, err
@@ -200,11 +312,13 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
 	if o.accessLog != nil {
-		if err := g.metrics.WatchAccessLog(o.accessLog.Dropped, o.accessLog.Written); err != nil {
+		g.access = accesslog.New(o.accessLog, 0)
+		if err := g.metrics.WatchAccessLog(g.access.Dropped, g.access.Written); err != nil {
+			g.access.Close()
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}
-	g.srv = server.New(g.snapshot, server.Options{AccessLog: o.accessLog,
+	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != ""})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
@@ -231,16 +345,37 @@ func (g *Gateway) Authless() bool { return len(g.gen.Load().cfg.Keys) == 0 }
 func (g *Gateway) Reload(cfg *Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gen, err := build(cfg, g.gen.Load(), &g.opts)
+	if g.closed {
+		return errors.New("layer0: reload of a closed gateway")
+	}
+	old := g.gen.Load()
+	gen, err := build(cfg, old, &g.opts)
 	if err != nil {
 		return err
 	}
 	g.gen.Store(gen)
+	old.retire() // its engines not carried over close once its requests end
 	return nil
 }
 
-// snapshot is the live generation as the server serves it: one atomic load per request.
-func (g *Gateway) snapshot() *server.Snapshot { return &g.gen.Load().snap }
+// acquire returns the live generation for one use — a request, a background tick — which
+// must end with its release. A generation retired between the load and the count is passed
+// over for its successor, so that a retired generation gains no new user once it may have
+// closed its engines; after Close the last generation keeps serving (its HTTP engines refuse).
+func (g *Gateway) acquire() *generation {
+	for {
+		gen := g.gen.Load()
+		gen.users.Add(1)
+		if !gen.retired.Load() || g.gen.Load() == gen {
+			return gen
+		}
+		gen.release()
+	}
+}
+
+// snapshot is the live generation as the server serves it, read once per request: the server
+// calls the snapshot's Done when the request ends.
+func (g *Gateway) snapshot() *server.Snapshot { return &g.acquire().snap }
 
 // Listen opens a TCP listener on addr for the gateway, capped at the configuration's
 // server.max_connections (lowered to fit the process's file descriptor limit): a connection
@@ -260,14 +395,28 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 
-// Close stops the background loop (utilisation and health checks) and disconnects from a shared
-// rate-limit store (store.kind redis), whose concurrency slots still held then expire after
-// store.lease_ttl. Requests may still be served; replicas then keep their last known load and
-// health, and the limits fall back as store.on_error says.
+// Close stops the background loop (utilisation and health checks), writes the queued access
+// log records, disconnects from a shared rate-limit store (store.kind redis, whose concurrency
+// slots still held then expire after store.lease_ttl), and closes the engines — their idle
+// connections and probes — once the requests in flight have ended; it does not wait for them
+// (their access log records are lost). Stop serving first (http.Server.Shutdown): requests that
+// arrive after Close are served by the last configuration, but its HTTP engines refuse them
+// (503), and the limits fall back as store.on_error says. A closed gateway cannot be reloaded;
+// Close is safe to call more than once.
 func (g *Gateway) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
 	g.cancel()
 	<-g.done
 	g.gen.Load().closeStore(nil, 0)
+	g.gen.Load().retire()
+	if g.access != nil {
+		g.access.Close()
+	}
 	return nil
 }
 
@@ -291,7 +440,9 @@ func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
 		// before Do returns, so any failure can still move to another replica or model.
 		c.Sink = col
 	}
-	err := g.gen.Load().pipe.Serve(ctx, &c)
+	gen := g.acquire()
+	err := gen.pipe.Serve(ctx, &c)
+	gen.release()
 	if col != nil && err == nil && col.Response.ID == "" {
 		col.Response.ID = ids.Message()
 	}
@@ -310,7 +461,26 @@ func (s *idSink) Send(ev *Event) error {
 	return s.Sink.Send(ev)
 }
 
-func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, logger *slog.Logger) (engine.Engine, error) {
+// builtIn reports whether kind is one of the engine kinds layer0 builds itself.
+func builtIn(kind string) bool {
+	switch kind {
+	case config.KindSim, config.KindOpenAI, config.KindAnthropic, config.KindLayer0:
+		return true
+	}
+	return false
+}
+
+func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, o *options) (engine.Engine, error) {
+	if f := o.engines[ec.Kind]; f != nil {
+		e, err := f(name, ec)
+		if err != nil {
+			return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
+		}
+		if e == nil {
+			return nil, fmt.Errorf("layer0: engine %s: the factory of kind %q returned no engine", name, ec.Kind)
+		}
+		return e, nil
+	}
 	switch ec.Kind {
 	case config.KindSim:
 		e, err := sim.New(ec.Sim, tok)
@@ -319,7 +489,7 @@ func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, logger *slog
 		}
 		return e, nil
 	}
-	return newHTTPEngine(name, ec, logger)
+	return newHTTPEngine(name, ec, o.logger)
 }
 
 // BodyBytesInFlight returns the memory request bodies hold now, in bytes (the

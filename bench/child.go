@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/bench"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
@@ -73,13 +72,12 @@ func runGatewayChild(args []string) error {
 		return err
 	}
 	defer f.Close()
-	access := accesslog.New(f, 0)
-	defer access.Close()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	g, err := layer0.New(cfg, layer0.WithLogger(logger), layer0.WithAccessLog(access))
+	g, err := layer0.New(cfg, layer0.WithLogger(logger), layer0.WithAccessLog(f))
 	if err != nil {
 		return err
 	}
+	defer g.Close() // writes the queued access log records before f closes
 	srv := server.HTTPServer(g, server.ListenOptions{
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,

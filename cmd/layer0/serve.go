@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
 )
@@ -46,12 +45,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	var access *accesslog.Logger
+	opts := []layer0.Option{layer0.WithLogger(logger)}
 	if *cfg.Log.Access {
-		access = accesslog.New(stderr, 0)
-		defer access.Close()
+		opts = append(opts, layer0.WithAccessLog(stderr))
 	}
-	g, err := layer0.New(cfg, layer0.WithLogger(logger), layer0.WithAccessLog(access))
+	g, err := layer0.New(cfg, opts...)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,8 @@ type Logger struct {
 	w       io.Writer
 	dropped atomic.Uint64
 	written atomic.Uint64
+	stopped atomic.Bool   // set by Close: later records are dropped
+	quit    chan struct{} // closed by Close: run writes what is queued and ends
 	done    chan struct{}
 	once    sync.Once
 }
@@ -50,13 +52,18 @@ func New(w io.Writer, size int) *Logger {
 	if size <= 0 {
 		size = 8192
 	}
-	l := &Logger{ch: make(chan Entry, size), w: w, done: make(chan struct{})}
+	l := &Logger{ch: make(chan Entry, size), w: w, quit: make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
 
-// Write queues e for writing, or drops and counts it when the queue is full.
+// Write queues e for writing, or drops and counts it when the queue is full or the logger is
+// closed.
 func (l *Logger) Write(e *Entry) {
+	if l.stopped.Load() {
+		l.dropped.Add(1)
+		return
+	}
 	select {
 	case l.ch <- *e:
 	default:
@@ -70,9 +77,13 @@ func (l *Logger) Dropped() uint64 { return l.dropped.Load() }
 // Written is the number of records written.
 func (l *Logger) Written() uint64 { return l.written.Load() }
 
-// Close writes what is queued and stops the logger. Write must not be called after Close.
+// Close writes what is queued and stops the logger; records written after it are dropped (a
+// record racing with Close may be too). It is safe to call more than once.
 func (l *Logger) Close() {
-	l.once.Do(func() { close(l.ch) })
+	l.once.Do(func() {
+		l.stopped.Store(true)
+		close(l.quit)
+	})
 	<-l.done
 }
 
@@ -82,20 +93,24 @@ func (l *Logger) run() {
 	defer close(l.done)
 	buf := make([]byte, 0, 64<<10)
 	for {
-		e, ok := <-l.ch
-		if !ok {
-			return
+		var e Entry
+		closing := false
+		select {
+		case e = <-l.ch:
+		case <-l.quit:
+			closing = true
+			select {
+			case e = <-l.ch: // write what is queued, then end
+			default:
+				return
+			}
 		}
 		buf = Append(buf[:0], &e)
 		n := uint64(1)
-		open := true
 	drain:
 		for len(buf) < maxBatch {
 			select {
-			case e, open = <-l.ch:
-				if !open {
-					break drain
-				}
+			case e = <-l.ch:
 				buf = Append(buf, &e)
 				n++
 			default:
@@ -110,8 +125,8 @@ func (l *Logger) run() {
 		if cap(buf) > 4*maxBatch {
 			buf = make([]byte, 0, 64<<10)
 		}
-		if !open {
-			return
+		if closing {
+			continue // no pause: the rest of the queue goes out now
 		}
 		time.Sleep(BatchDelay)
 	}

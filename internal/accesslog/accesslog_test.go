@@ -46,6 +46,20 @@ func TestWritesOneJSONRecordPerEntry(t *testing.T) {
 	}
 }
 
+// TestWriteAfterClose checks that a record written after Close (a request ending after the
+// gateway closed) is dropped and counted, not a panic, and that Close may be called twice.
+func TestWriteAfterClose(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(&buf, 16)
+	l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-a", Status: 200}})
+	l.Close()
+	l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-b", Status: 200}})
+	l.Close()
+	if l.Written() != 1 || l.Dropped() != 1 || strings.Count(buf.String(), "\n") != 1 {
+		t.Errorf("written %d dropped %d, log %q: want 1, 1 and the first record", l.Written(), l.Dropped(), buf.String())
+	}
+}
+
 // blockingWriter holds the writer goroutine so the queue fills.
 type blockingWriter struct {
 	release chan struct{}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -268,24 +269,25 @@ const (
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
 	c := &Config{}
-	c.setDefaults()
+	c.SetDefaults()
 	return c
 }
 
-// Load reads, decodes, defaults and validates the file at path (see LoadBytes).
-func Load(path string) (*Config, error) {
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes). kinds are the
+// engine kinds accepted beyond the built-in ones (see Validate).
+func Load(path string, kinds ...string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return LoadBytes(path, b)
+	return LoadBytes(path, b, kinds...)
 }
 
 // LoadBytes decodes, defaults and validates b, the content of the file at path. Unlike Parse it
 // refuses a document without a setting (empty, blank or only comments): a file is meant to
 // configure something, and an empty one is most likely being written, not the wish to run the
 // embedded default (which starting without a file gives).
-func LoadBytes(path string, b []byte) (*Config, error) {
+func LoadBytes(path string, b []byte, kinds ...string) (*Config, error) {
 	if empty(b) {
 		return nil, fmt.Errorf("config: %s: %w", path, &Errors{List: []string{
 			"the file is empty (no settings); start without a config file for the embedded default"}})
@@ -297,7 +299,7 @@ func LoadBytes(path string, b []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: %s: %w", path, errs)
 	}
-	c, err := Parse(b)
+	c, err := Parse(b, kinds...)
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
@@ -336,9 +338,9 @@ func empty(b []byte) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
-// Parse decodes, defaults and validates a YAML document. Its error is an *Errors listing every
-// problem found.
-func Parse(b []byte) (*Config, error) {
+// Parse decodes, defaults and validates a YAML document, accepting the engine kinds kinds
+// beyond the built-in ones (see Validate). Its error is an *Errors listing every problem found.
+func Parse(b []byte, kinds ...string) (*Config, error) {
 	c := &Config{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
@@ -366,8 +368,8 @@ func Parse(b []byte) (*Config, error) {
 			errs.add("", "line %d: a second YAML document; the configuration is one document", extra.Line)
 		}
 	}
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
+	c.SetDefaults()
+	if err := c.Validate(kinds...); err != nil {
 		var v *Errors
 		if errors.As(err, &v) {
 			errs.List = append(errs.List, v.List...)
@@ -423,7 +425,11 @@ func withPath(msg string, paths map[int]string) string {
 	return fmt.Sprintf("%s (line %d): %s", p, line, rest)
 }
 
-func (c *Config) setDefaults() {
+// SetDefaults fills every unset field with its default (the value each field's comment
+// names); set fields are kept. Load, Parse and Default apply it, and the gateway applies it to
+// a configuration built in code, so a field left zero means its default wherever the
+// configuration came from.
+func (c *Config) SetDefaults() {
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -510,10 +516,14 @@ func (e *Engine) setDefaults() {
 	if t.Total == 0 {
 		t.Total = 10 * time.Minute
 	}
-	if e.Kind != KindSim {
-		return
+	if e.Kind == KindSim {
+		e.Sim.SetDefaults()
 	}
-	s := &e.Sim
+}
+
+// SetDefaults fills the simulator's unset fields with their defaults (each field's comment
+// names it); the "realistic" preset fills the delays left at zero.
+func (s *Sim) SetDefaults() {
 	if s.Preset == "realistic" {
 		if s.TTFT == 0 {
 			s.TTFT = 150 * time.Millisecond
@@ -566,8 +576,10 @@ func (e *Errors) Error() string {
 	return strings.Join(e.List, "\n")
 }
 
-// Validate checks the configuration and returns an *Errors with every problem, or nil.
-func (c *Config) Validate() error {
+// Validate checks the configuration and returns an *Errors with every problem, or nil. An
+// engine's kind must be one of the built-in kinds or one of kinds (an application's own, which
+// its engine factory checks the rest of).
+func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
@@ -610,7 +622,9 @@ func (c *Config) Validate() error {
 		case "":
 			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
 		default:
-			errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
+			if !slices.Contains(kinds, e.Kind) {
+				errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
+			}
 		}
 		if e.MaxConcurrency < 0 {
 			errs.add(p+".max_concurrency", "must not be negative")
@@ -659,6 +673,18 @@ func (c *Config) Validate() error {
 	return errs
 }
 
+// Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for
+// an engine built outside a Config, and returns an *Errors naming each field under "sim", or
+// nil.
+func (s *Sim) Validate() error {
+	errs := &Errors{}
+	s.validate("sim", errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	return errs
+}
+
 func (s *Sim) validate(p string, errs *Errors) {
 	switch s.Preset {
 	case "", "fast", "realistic":
@@ -689,6 +715,12 @@ func (s *Sim) validate(p string, errs *Errors) {
 	}
 	if s.BlockTokens < 1 {
 		errs.add(p+".block_tokens", "must be positive")
+	}
+	if s.ContextWindow < 0 {
+		errs.add(p+".context_window", "must not be negative")
+	}
+	if s.Fail.AfterTokens < 0 {
+		errs.add(p+".fail.after_tokens", "must not be negative")
 	}
 	if s.Fail.FirstRequests < 0 {
 		errs.add(p+".fail.first_requests", "must not be negative")

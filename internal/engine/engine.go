@@ -17,8 +17,14 @@ import (
 // canceled ctx must stop the work on the engine promptly. An error returned before any event was
 // sent leaves the request free to go to another engine; errors are *apierr.Error where the engine
 // can classify them.
+//
+// Close releases what the engine holds — idle connections, anything it runs in the background
+// — once the gateway no longer routes to it (a reload that replaced it, or the gateway's
+// Close). It is called once, after every request sent to the engine has returned; a request
+// sent after it may fail.
 type Engine interface {
 	Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error
+	Close() error
 }
 
 // Counter is implemented by engines that count input tokens in their own tokenizer.

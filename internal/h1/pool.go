@@ -23,8 +23,9 @@ type Pool struct {
 	// ReadSize is each connection's read buffer, in bytes; 0 means 4 KiB.
 	ReadSize int
 
-	mu   sync.Mutex
-	idle []idleConn
+	mu     sync.Mutex
+	idle   []idleConn
+	closed bool // set by Close: connections given back are closed, not kept
 }
 
 type idleConn struct {
@@ -91,7 +92,7 @@ func (p *Pool) Put(c *Conn) {
 		max = 64
 	}
 	p.mu.Lock()
-	if len(p.idle) >= max {
+	if p.closed || len(p.idle) >= max {
 		p.mu.Unlock()
 		_ = c.Close()
 		return
@@ -109,6 +110,15 @@ func (p *Pool) CloseIdle() {
 	for _, ic := range idle {
 		_ = ic.c.Close()
 	}
+}
+
+// Close closes the idle connections and every connection given back later: a closed pool keeps
+// none. Connections in use are not affected until they are given back; Get still dials.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.CloseIdle()
 }
 
 // Idle returns the number of idle connections.

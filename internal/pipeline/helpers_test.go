@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -38,6 +39,8 @@ type scripted struct {
 	entered  chan struct{} // receives a value when Generate starts, if not nil
 	received atomic.Value  // the last request's model
 }
+
+func (e *scripted) Close() error { return nil }
 
 func (e *scripted) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
 	e.calls.Add(1)
@@ -193,9 +196,7 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 	o.policy.Now = r.clock.Now
 	infos := map[*route.Replica]Engine{}
 	for name, e := range engines {
-		eng, ok := e.(interface {
-			Generate(context.Context, *llm.Request, llm.Sink) error
-		})
+		eng, ok := e.(engine.Engine)
 		if !ok {
 			t.Fatalf("engine %s is not an engine", name)
 		}

@@ -312,6 +312,8 @@ func (n fixedCounter) CountRequest(*llm.Request) int { return int(n) }
 // concurrent use.
 type quietEngine struct{ ev llm.Event }
 
+func (e *quietEngine) Close() error { return nil }
+
 func (e *quietEngine) Generate(_ context.Context, req *llm.Request, sink llm.Sink) error {
 	for _, ev := range [...]llm.Event{{Kind: llm.EventStart, Model: req.Model}, {Kind: llm.EventBlockStart},
 		{Kind: llm.EventTextDelta, Text: "a"}, {Kind: llm.EventTextDelta, Text: "b"}, {Kind: llm.EventBlockStop},

@@ -62,7 +62,13 @@ type Split struct {
 	Sticky bool
 }
 
-// Config describes a routing table.
+// Config describes a routing table. New checks what makes the table well-formed — every name
+// non-empty and used once, no nil replica, a fallback chain short enough for a Plan — and
+// trusts the rest, which config.Validate checks once, for every configuration the gateway
+// builds: every model has a replica and a context window of 0 or more; every fallback names
+// another model; every split has targets, each a model with a positive weight; every alias
+// names a model or a split. A Config that breaks these builds a table that misroutes or
+// panics.
 type Config struct {
 	// Models are the served models.
 	Models []Model
@@ -122,7 +128,8 @@ type split struct {
 	name    string
 }
 
-// New validates c and builds the table. Its error lists every problem found.
+// New builds the table, checking what Config says it checks. Its error lists every problem
+// found.
 func New(c Config) (*Table, error) {
 	t := &Table{
 		byName:    map[string]*entry{},
@@ -168,12 +175,6 @@ func New(c Config) (*Table, error) {
 		if m.upstream == "" {
 			m.upstream = m.name
 		}
-		if m.window < 0 {
-			bad("model %q: context window must not be negative", m.name)
-		}
-		if len(m.replicas) == 0 {
-			bad("model %q: at least one replica is required", m.name)
-		}
 		for i, r := range m.replicas {
 			if r == nil {
 				bad("model %q: replica %d is nil", m.name, i)
@@ -191,32 +192,11 @@ func New(c Config) (*Table, error) {
 	for _, m := range t.models {
 		byModel[m.name] = m
 	}
-	for _, m := range t.models {
-		for _, f := range m.fallbacks {
-			if _, ok := byModel[f]; !ok {
-				bad("model %q: unknown fallback model %q", m.name, f)
-			} else if f == m.name {
-				bad("model %q: falls back to itself", m.name)
-			}
-		}
-	}
 	for _, sc := range c.Splits {
 		s := &split{sticky: sc.Sticky, name: sc.Name}
-		if len(sc.Targets) == 0 {
-			bad("split %q: at least one target is required", sc.Name)
-		}
 		for _, tg := range sc.Targets {
-			m, ok := byModel[tg.Model]
-			if !ok {
-				bad("split %q: unknown model %q", sc.Name, tg.Model)
-				continue
-			}
-			if tg.Weight <= 0 {
-				bad("split %q: model %q: weight must be positive, got %d", sc.Name, tg.Model, tg.Weight)
-				continue
-			}
 			s.total += tg.Weight
-			s.targets = append(s.targets, m)
+			s.targets = append(s.targets, byModel[tg.Model])
 			s.cum = append(s.cum, s.total)
 		}
 		claim("split", sc.Name, &entry{name: sc.Name, split: s})
@@ -231,12 +211,7 @@ func New(c Config) (*Table, error) {
 		targets[name] = e
 	}
 	for _, a := range aliases {
-		target := c.Aliases[a]
-		e, ok := targets[target]
-		if !ok {
-			bad("alias %q: unknown model or split %q", a, target)
-			continue
-		}
+		e := targets[c.Aliases[a]]
 		claim("alias", a, &entry{name: a, model: e.model, split: e.split})
 	}
 	if len(errs) > 0 {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/bench"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/h1"
@@ -48,8 +47,7 @@ models:
 	if err != nil {
 		b.Fatal(err)
 	}
-	access := accesslog.New(io.Discard, 0)
-	g, err := layer0.New(cfg, layer0.WithAccessLog(access))
+	g, err := layer0.New(cfg, layer0.WithAccessLog(io.Discard))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +57,7 @@ models:
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second})
 	go srv.Serve(ln) //nolint:errcheck // ends at Close
-	b.Cleanup(func() { srv.Close(); g.Close(); access.Close() })
+	b.Cleanup(func() { srv.Close(); g.Close() })
 	return ln.Addr().String()
 }
 

@@ -87,6 +87,9 @@ func (l *Limits) setDefaults() {
 type Snapshot struct {
 	Pipeline *pipeline.Pipeline
 	Limits   Limits
+	// Done, when set, is called as each request served from the snapshot ends, once per call
+	// of the live function: the owner counts the requests a snapshot still serves.
+	Done func()
 }
 
 // NewSnapshot returns the snapshot of p with lim, its zero fields set to their defaults.
@@ -135,6 +138,7 @@ type exchange struct {
 	r     *http.Request
 	p     *pipeline.Pipeline
 	lim   *Limits
+	done  func()                  // the snapshot's Done
 	rc    http.ResponseController // valid when hasRC
 	hasRC bool
 	call  pipeline.Call
@@ -199,7 +203,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x = new(exchange)
 	}
 	lv := s.live()
-	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, front: frontFor(r)}
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
@@ -734,9 +738,12 @@ func (x *exchange) finish() {
 		x.s.putBuf(sw.buf)
 		sw.buf, x.sw = nil, nil
 	}
-	s := x.s
+	s, done := x.s, x.done
 	*x = exchange{} // nothing of this request outlives it
 	s.xs.Put(x)
+	if done != nil {
+		done()
+	}
 }
 
 // output appends a response body into a pooled buffer returned at finish.

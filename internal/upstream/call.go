@@ -29,6 +29,10 @@ const maxErrorBody = 64 << 10
 // r.DecodeError's *apierr.Error (with retry-after parsed). The caller must Close the response.
 func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	start := time.Now()
+	if c.closed.Load() {
+		return nil, &apierr.Error{Kind: apierr.Unavailable, Message: "engine is no longer configured",
+			Cause: fmt.Errorf("upstream: engine %s: %w", c.name, errClosed)}
+	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
 	}

@@ -232,6 +232,9 @@ func (r *Response) Close() {
 	}
 	if hr != nil {
 		hr.Body.Close()
+		if r.c.closed.Load() {
+			r.c.tr.CloseIdleConnections() // the connection the body just freed
+		}
 	}
 	if cancel != nil {
 		cancel(context.Canceled)

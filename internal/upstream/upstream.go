@@ -16,6 +16,7 @@ package upstream
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -90,6 +91,8 @@ type Client struct {
 	targets  sync.Map // a Request's Path → target + Path
 
 	resps sync.Pool // *Response
+
+	closed atomic.Bool // set by Close: Do refuses new requests
 
 	log *slog.Logger // nil logs nothing
 }
@@ -202,6 +205,20 @@ func (c *Client) CloseIdle() {
 	}
 }
 
+// Close retires the client: it closes the idle connections, a connection freed by a response
+// still open is closed instead of pooled, and a later Do fails with a 503 (no engine can
+// serve). Call it once no request uses the client any more.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	if c.pool != nil {
+		c.pool.Close()
+	}
+	c.tr.CloseIdleConnections()
+}
+
+// errClosed is the cause of a request sent through a closed client.
+var errClosed = errors.New("upstream: client closed")
+
 // Buffer returns a reusable buffer for a request body; give it back with PutBuffer once the
 // response is closed.
 func (c *Client) Buffer() *[]byte {
@@ -282,24 +299,6 @@ func RetryAfter(h http.Header) time.Duration {
 		}
 	}
 	return 0
-}
-
-// NewAPI is what every HTTP engine needs at construction: the client for cfg (the credential
-// read once), the request path — apiPath ("/v1/…"), or its tail when cfg.URL already ends in
-// /v1 — and the fixed request headers, prepared once.
-func NewAPI(name string, cfg config.Engine, o Options, apiPath string, hdr http.Header) (*Client, string, *Header, error) {
-	c, err := New(name, cfg, o)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	h, err := NewHeader(hdr)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if strings.HasSuffix(strings.TrimRight(cfg.URL, "/"), "/v1") {
-		apiPath = strings.TrimPrefix(apiPath, "/v1")
-	}
-	return c, apiPath, h, nil
 }
 
 // redactedURL is s for a message: its password masked, or nothing of it when it does not parse

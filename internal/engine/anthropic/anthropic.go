@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
@@ -48,10 +47,19 @@ type Options struct {
 
 // Engine is a Messages API server. It is safe for concurrent use.
 type Engine struct {
-	c     *upstream.Client
-	path  string
-	model string
-	hdr   *upstream.Header
+	upstream.Endpoint
+}
+
+// codec is the Messages format, for Generate: a request without max_tokens gets
+// DefaultMaxTokens.
+var codec = upstream.Codec{
+	AppendRequest: func(dst []byte, r *llm.Request) []byte {
+		if r.MaxTokens <= 0 {
+			r.MaxTokens = DefaultMaxTokens
+		}
+		return wire.AppendRequest(dst, r)
+	},
+	DecodeError: DecodeError, ReadResponse: wire.ReadResponse, ReadStream: wire.ReadStream,
 }
 
 // New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once.
@@ -60,7 +68,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if !opts.Bearer {
 		uo.AuthHeader = "X-Api-Key"
 	}
-	c, path, hdr, err := upstream.NewAPI(name, cfg, uo, Path, http.Header{
+	ep, err := upstream.NewEndpoint(name, cfg, uo, Path, http.Header{
 		"Content-Type":      {"application/json"},
 		"Accept":            {"text/event-stream, application/json"},
 		"Anthropic-Version": {Version},
@@ -68,19 +76,9 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{c: c, path: path, model: opts.Model, hdr: hdr}, nil
+	ep.Model = opts.Model
+	return &Engine{ep}, nil
 }
-
-// WithModel returns an engine that sends model as the model name and shares e's connections,
-// credential and concurrency cap.
-func (e *Engine) WithModel(model string) *Engine {
-	c := *e
-	c.model = model
-	return &c
-}
-
-// Client is the engine's HTTP client.
-func (e *Engine) Client() *upstream.Client { return e.c }
 
 // Format implements upstream.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
@@ -104,29 +102,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 	if prefilled {
 		sink = jsonmode.NewSink(sink)
 	}
-	up.Stream = true
-	if e.model != "" {
-		up.Model = e.model
-	}
-	if up.MaxTokens <= 0 {
-		up.MaxTokens = DefaultMaxTokens
-	}
-	buf := e.c.Buffer()
-	defer e.c.PutBuffer(buf)
-	*buf = wire.AppendRequest(*buf, &up)
-	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: *buf, Stream: true, DecodeError: DecodeError})
-	if err != nil {
-		return err
-	}
-	defer resp.Close()
-	if ct := resp.ContentType; strings.HasPrefix(ct, "application/json") {
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return resp.Err(err)
-		}
-		return resp.Err(wire.ReadResponse(body, sink))
-	}
-	return resp.Err(wire.ReadStream(resp.Reader(), sink))
+	return e.Endpoint.Generate(ctx, &up, sink, &codec)
 }
 
 // maxJSONBody bounds a non-streamed pass-through response.
@@ -223,15 +199,15 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 		return res, apierr.Invalid("model", "the request body must be a JSON object with a model")
 	}
 	body := p.Body
-	buf := e.c.Buffer()
-	defer e.c.PutBuffer(buf)
+	buf := e.C.Buffer()
+	defer e.C.PutBuffer(buf)
 	if p.Model != "" {
 		b := append(*buf, p.Body[:ms]...)
 		b = jsontext.AppendString(b, p.Model)
 		b = append(b, p.Body[me:]...)
 		*buf, body = b, b
 	}
-	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: body, Stream: stream, DecodeError: DecodeError})
+	resp, err := e.C.Do(ctx, &upstream.Request{Path: e.Path, Header: e.Header, Body: body, Stream: stream, DecodeError: DecodeError})
 	if err != nil {
 		return res, err
 	}
@@ -241,13 +217,13 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 	if err := upstream.CheckContentType(ct, stream); err != nil {
 		return res, err
 	}
-	held := e.c.Buffer()
-	defer e.c.PutBuffer(held)
+	held := e.C.Buffer()
+	defer e.C.PutBuffer(held)
 	out := &upstream.Out{W: w, ContentType: ct, Held: *held}
 	defer func() { res.Bytes = out.N }()
 	if !upstream.IsSSE(ct) {
-		rb := e.c.Buffer()
-		defer e.c.PutBuffer(rb)
+		rb := e.C.Buffer()
+		defer e.C.PutBuffer(rb)
 		body, err := upstream.ReadAll(*rb, resp.Reader(), maxJSONBody)
 		*rb = body
 		if err != nil {

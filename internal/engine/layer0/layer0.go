@@ -85,17 +85,15 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// WithModel returns an engine that sends model as the model name and shares e's connections,
-// credential, concurrency cap and what it learned about the peer.
-func (e *Engine) WithModel(model string) *Engine {
-	c := *e
-	c.model = model
-	c.json = e.json.WithModel(model)
-	return &c
-}
-
 // Client is the peer's HTTP client.
 func (e *Engine) Client() *upstream.Client { return e.c }
+
+// Close implements engine.Engine: it closes the connections to the peer, which both protocols
+// share. Engines made by WithModel share them, and are closed with it.
+func (e *Engine) Close() error {
+	e.c.Close()
+	return nil
+}
 
 // Binary reports whether requests currently go over the binary protocol.
 func (e *Engine) Binary() bool { return e.binary.Load() != binaryRefused }

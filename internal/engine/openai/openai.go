@@ -12,7 +12,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
@@ -38,63 +37,33 @@ type Options struct {
 
 // Engine is an OpenAI-compatible server. It is safe for concurrent use.
 type Engine struct {
-	c     *upstream.Client
-	path  string
-	model string
-	hdr   *upstream.Header
+	upstream.Endpoint
 }
+
+// codec is the Chat Completions format, for Generate.
+var codec = upstream.Codec{AppendRequest: wire.AppendRequest, DecodeError: wire.DecodeError,
+	ReadResponse: wire.ReadResponse, ReadStream: wire.ReadStream}
 
 // New returns the engine named name. The credential named by cfg.APIKeyEnv is read now, once,
 // and sent as a bearer token.
 func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
-	c, path, hdr, err := upstream.NewAPI(name, cfg, opts.Upstream, Path, http.Header{
+	ep, err := upstream.NewEndpoint(name, cfg, opts.Upstream, Path, http.Header{
 		"Content-Type": {"application/json"},
 		"Accept":       {"text/event-stream, application/json"},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{c: c, path: path, model: opts.Model, hdr: hdr}, nil
+	ep.Model = opts.Model
+	return &Engine{ep}, nil
 }
-
-// WithModel returns an engine that sends model as the model name and shares e's connections,
-// credential and concurrency cap.
-func (e *Engine) WithModel(model string) *Engine {
-	c := *e
-	c.model = model
-	return &c
-}
-
-// Client is the engine's HTTP client (for its in-flight count and tests).
-func (e *Engine) Client() *upstream.Client { return e.c }
 
 // Format implements upstream.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatOpenAI }
 
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
-	up := *req
-	up.Stream = true
-	if e.model != "" {
-		up.Model = e.model
-	}
-	buf := e.c.Buffer()
-	defer e.c.PutBuffer(buf)
-	*buf = wire.AppendRequest(*buf, &up)
-	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: *buf, Stream: true, DecodeError: wire.DecodeError})
-	if err != nil {
-		return err
-	}
-	defer resp.Close()
-	if ct := resp.ContentType; strings.HasPrefix(ct, "application/json") {
-		// Some servers answer JSON even to a streaming request (an old llama.cpp with a tool call).
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return resp.Err(err)
-		}
-		return resp.Err(wire.ReadResponse(body, sink))
-	}
-	return resp.Err(wire.ReadStream(resp.Reader(), sink))
+	return e.Endpoint.Generate(ctx, req, sink, &codec)
 }
 
 // maxJSONBody bounds a non-streamed pass-through response.
@@ -118,21 +87,21 @@ var (
 // falls back).
 func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
 	var res upstream.PassResult
-	buf := e.c.Buffer()
-	defer e.c.PutBuffer(buf)
+	buf := e.C.Buffer()
+	defer e.C.PutBuffer(buf)
 	pr, err := prepare(*buf, p)
 	if err != nil {
 		return res, err
 	}
 	*buf = pr.body
-	resp, err := e.c.Do(ctx, &upstream.Request{Path: e.path, Header: e.hdr, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
+	resp, err := e.C.Do(ctx, &upstream.Request{Path: e.Path, Header: e.Header, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
 	if err != nil {
 		return res, err
 	}
 	defer resp.Close()
-	held, rb := e.c.Buffer(), e.c.Buffer()
-	defer e.c.PutBuffer(held)
-	defer e.c.PutBuffer(rb)
+	held, rb := e.C.Buffer(), e.C.Buffer()
+	defer e.C.PutBuffer(held)
+	defer e.C.PutBuffer(rb)
 	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
 	pr.read = *rb
 	res, err = pr.copy(resp.Reader(), out)

@@ -130,7 +130,8 @@ func TestGenerate(t *testing.T) {
 func TestGenerateWithModel(t *testing.T) {
 	f := fake.NewOpenAI(fake.Script{})
 	defer f.Close()
-	e := newEngine(t, f, config.Timeouts{}, 0).WithModel("served-name")
+	e := newEngine(t, f, config.Timeouts{}, 0)
+	e.Model = "served-name" // as Options.Model sets it
 	if err := e.Generate(context.Background(), textRequest(), &sink{}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -34,16 +33,6 @@ import (
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/tokenizer"
-)
-
-// Defaults applied by New to zero fields, the same as internal/config's.
-const (
-	DefaultMaxConcurrency = 256
-	DefaultMaxQueue       = 1024
-	DefaultKVCacheTokens  = 262144
-	DefaultBlockTokens    = 16
-	DefaultContextWindow  = 200000
-	DefaultFailMessage    = "simulated failure"
 )
 
 // Natural answer lengths in lorem mode, in tokens: a deterministic function of the prompt in
@@ -97,53 +86,12 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 	return e, nil
 }
 
-// normalize fills defaults and checks what config.Validate checks, for callers that build a
-// config.Sim by hand.
+// normalize fills the defaults of config.Sim and checks it as config.Validate does, for
+// callers that build a config.Sim by hand: the config package is the one place both live.
 func normalize(c *config.Sim) error {
-	switch c.Preset {
-	case "", "fast":
-	case "realistic":
-		if c.TTFT == 0 {
-			c.TTFT = 150 * time.Millisecond
-		}
-		if c.PrefillPerToken == 0 {
-			c.PrefillPerToken = 50 * time.Microsecond
-		}
-		if c.InterTokenLatency == 0 {
-			c.InterTokenLatency = 20 * time.Millisecond
-		}
-	default:
-		return fmt.Errorf("sim: unknown preset %q (want fast or realistic)", c.Preset)
-	}
-	switch c.Mode {
-	case "":
-		c.Mode = "lorem"
-	case "lorem", "echo":
-	default:
-		return fmt.Errorf("sim: unknown mode %q (want lorem or echo)", c.Mode)
-	}
-	if c.TTFT < 0 || c.PrefillPerToken < 0 || c.InterTokenLatency < 0 {
-		return errors.New("sim: delays must not be negative")
-	}
-	if c.MaxConcurrency < 0 || c.MaxQueue < 0 || c.KVCacheTokens < 0 || c.BlockTokens < 0 ||
-		c.ContextWindow < 0 || c.Fail.AfterTokens < 0 || c.Fail.FirstRequests < 0 {
-		return errors.New("sim: sizes and counts must not be negative")
-	}
-	if f := c.Fail.Status; f != 0 && (f < 400 || f > 599) {
-		return fmt.Errorf("sim: fail status must be an HTTP error status (400-599), got %d", f)
-	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxConcurrency, DefaultMaxConcurrency)
-	def(&c.MaxQueue, DefaultMaxQueue)
-	def(&c.KVCacheTokens, DefaultKVCacheTokens)
-	def(&c.BlockTokens, DefaultBlockTokens)
-	def(&c.ContextWindow, DefaultContextWindow)
-	if c.Fail.Message == "" {
-		c.Fail.Message = DefaultFailMessage
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
 }
@@ -193,6 +141,10 @@ func (e *Engine) failing() bool {
 	n := e.received.Add(1)
 	return f.FirstRequests == 0 || n <= int64(f.FirstRequests)
 }
+
+// Close implements engine.Engine. The simulator holds no connection and runs nothing in the
+// background (its waits belong to the requests), so there is nothing to release: it returns nil.
+func (e *Engine) Close() error { return nil }
 
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {

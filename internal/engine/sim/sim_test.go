@@ -420,9 +420,9 @@ func TestNew(t *testing.T) {
 		check   func(c config.Sim) string
 	}{
 		{"zero gets defaults", config.Sim{}, "", func(c config.Sim) string {
-			if c.MaxConcurrency != DefaultMaxConcurrency || c.MaxQueue != DefaultMaxQueue || c.KVCacheTokens != DefaultKVCacheTokens ||
-				c.BlockTokens != DefaultBlockTokens || c.ContextWindow != DefaultContextWindow || c.Mode != "lorem" ||
-				c.Fail.Message != DefaultFailMessage || c.TTFT != 0 {
+			if c.MaxConcurrency != 256 || c.MaxQueue != 1024 || c.KVCacheTokens != 262144 ||
+				c.BlockTokens != 16 || c.ContextWindow != 200000 || c.Mode != "lorem" ||
+				c.Fail.Message != "simulated failure" || c.TTFT != 0 {
 				return fmt.Sprintf("%+v", c)
 			}
 			return ""
@@ -433,11 +433,11 @@ func TestNew(t *testing.T) {
 			}
 			return ""
 		}},
-		{"unknown mode", config.Sim{Mode: "poetry"}, `sim: unknown mode "poetry"`, nil},
-		{"unknown preset", config.Sim{Preset: "slow"}, `sim: unknown preset "slow"`, nil},
-		{"negative delay", config.Sim{TTFT: -1}, "sim: delays must not be negative", nil},
-		{"negative size", config.Sim{MaxQueue: -1}, "sim: sizes and counts must not be negative", nil},
-		{"bad fail status", config.Sim{Fail: config.SimFail{Status: 200}}, "sim: fail status must be an HTTP error status", nil},
+		{"unknown mode", config.Sim{Mode: "poetry"}, `sim: sim.mode: unknown mode "poetry"`, nil},
+		{"unknown preset", config.Sim{Preset: "slow"}, `sim: sim.preset: unknown preset "slow"`, nil},
+		{"negative delay", config.Sim{TTFT: -1}, "sim: sim.ttft: must not be negative", nil},
+		{"negative size", config.Sim{MaxQueue: -1}, "sim: sim.max_queue: must not be negative", nil},
+		{"bad fail status", config.Sim{Fail: config.SimFail{Status: 200}}, "sim: sim.fail.status: must be an HTTP error status", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -497,8 +497,8 @@ func TestFailAfterTokens(t *testing.T) {
 	rec := &recorder{t: t}
 	err := e.Generate(context.Background(), userReq("fail midway"), rec)
 	var ae *apierr.Error
-	if !errors.As(err, &ae) || ae.Kind != apierr.API || ae.Message != DefaultFailMessage {
-		t.Fatalf("err = %v, want an api_error %q", err, DefaultFailMessage)
+	if !errors.As(err, &ae) || ae.Kind != apierr.API || ae.Message != "simulated failure" {
+		t.Fatalf("err = %v, want an api_error %q", err, "simulated failure")
 	}
 	deltas := 0
 	for _, ev := range rec.events {
