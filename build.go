@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
@@ -42,6 +44,9 @@ type replica struct {
 	sim    *sim.Engine // the embedded engine, whose load is read directly; nil otherwise
 	// metricsURL is the engine's Prometheus endpoint to scrape for utilisation; "" when none.
 	metricsURL string
+	// prefix is the replica's entry in the prefix index, kept with the replica across reloads
+	// as its engine's cache is; nil when not indexed.
+	prefix *prefix.Replica
 }
 
 // policyKey is the part of the configuration a replica's routing state was built with: a
@@ -104,6 +109,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}
 	engines := map[*route.Replica]pipeline.Engine{}
+	indexed := map[string][]*prefix.Replica{} // by name clients may ask for
 	for _, id := range sortedNames(cfg.Models) {
 		mc := cfg.Models[id]
 		m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
@@ -114,7 +120,10 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 			if c, ok := r.route.Engine.(engine.Counter); ok && pm.Tokens == nil {
 				pm.Tokens = c
 			}
-			info := pipeline.Engine{URL: r.cfg.URL}
+			info := pipeline.Engine{URL: r.cfg.URL, Prefix: r.prefix}
+			if r.prefix != nil {
+				indexed[id] = append(indexed[id], r.prefix)
+			}
 			if r.sim != nil {
 				// Engines behind a URL enforce their timeouts in the upstream client; the
 				// embedded sim relies on the pipeline for the first byte.
@@ -133,12 +142,16 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 			s.Targets = append(s.Targets, route.Target{Model: t.Model, Weight: t.Weight})
 		}
 		rc.Splits = append(rc.Splits, s)
+		indexed[name] = unionReplicas(indexed, sc.Targets)
 		first := byID[sc.Targets[0].Model]
 		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens}
 		models = append(models, pm)
 		byID[name] = pm
 	}
 	for _, alias := range sortedNames(cfg.Aliases) {
+		if reps := indexed[cfg.Aliases[alias]]; len(reps) > 0 {
+			indexed[alias] = reps
+		}
 		if t := byID[cfg.Aliases[alias]]; t != nil {
 			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens})
 		}
@@ -165,6 +178,7 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 		Models:  models,
 		Engines: engines,
 		Tokens:  tok,
+		Prefix:  prefix.NewIndex(tok, indexed),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
@@ -192,6 +206,9 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	}
 	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
+	if pc := ec.PrefixCache; pc.Indexed() {
+		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
+	}
 	base := strings.TrimRight(ec.URL, "/")
 	if ec.HealthPath != "" {
 		r.route.Probe = probe(o.probes, base+ec.HealthPath)
@@ -229,6 +246,19 @@ func newProbeClient() *http.Client {
 		Transport:     upstream.NewTransport(5*time.Second, nil),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// unionReplicas returns the indexed replicas of a split's targets, each once.
+func unionReplicas(indexed map[string][]*prefix.Replica, targets []config.SplitTarget) []*prefix.Replica {
+	var out []*prefix.Replica
+	for _, t := range targets {
+		for _, r := range indexed[t.Model] {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func keySpecs(ks []config.Key) []auth.Spec {

@@ -28,6 +28,7 @@ import (
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
@@ -57,6 +58,9 @@ type Engine struct {
 	// the pipeline gives up on it (timeout, so the request can fall back). Engines behind a
 	// URL enforce their own timeouts and leave it 0; the embedded sim relies on it.
 	FirstByte time.Duration
+	// Prefix is the replica's entry in the prefix index, which learns the prompts it served;
+	// nil when it is not indexed.
+	Prefix *prefix.Replica
 }
 
 // Config is what a Pipeline is built from.
@@ -78,6 +82,8 @@ type Config struct {
 	Engines map[*route.Replica]Engine
 	// Tokens counts input tokens for models whose engine cannot. Nil counts 0.
 	Tokens Counter
+	// Prefix is the prefix index: which replicas may hold which prompts. Nil indexes nothing.
+	Prefix *prefix.Index
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -90,6 +96,7 @@ type Pipeline struct {
 	byID    map[string]*Model // by canonical name
 	engines map[*route.Replica]Engine
 	tokens  Counter
+	prefix  *prefix.Index
 }
 
 // New builds a pipeline from c.
@@ -98,7 +105,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, byID: map[string]*Model{}}
+		tokens: c.Tokens, prefix: c.Prefix, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -192,7 +199,8 @@ type Call struct {
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
-	pass  upstream.Pass // the pass-through call, here rather than allocated per attempt
+	pass  upstream.Pass  // the pass-through call, here rather than allocated per attempt
+	pr    *prefix.Prompt // the prompt's tokens, for a model with indexed replicas
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
@@ -332,7 +340,8 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	lease := &c.lease
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
-	input, err := p.count(name, req)
+	input, err := p.countPrompt(c, name, req)
+	defer c.putPrompt()
 	if err != nil {
 		return err
 	}
@@ -373,6 +382,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		err = p.attempt(ctx, c, &a, t0)
 		plan.Report(err, time.Since(t0))
 		if err == nil {
+			p.record(c, a.Replica) // the replica now holds the prompt's blocks
 			break
 		}
 		if s.committed {

@@ -1,0 +1,255 @@
+package layer0_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/layer0ai/layer0/internal/auth"
+)
+
+var prefixCacheConfig = `
+keys:
+  - name: user
+    hash: ` + auth.HashHex("l0-user-key") + `
+  - name: tiny
+    hash: ` + auth.HashHex("l0-tiny-key") + `
+    limits: {requests_per_minute: 1}
+engines:
+  one: {kind: sim, sim: {kv_cache_tokens: 65536}}
+  b: {kind: sim}
+  c: {kind: sim}
+  hosted: {kind: anthropic, url: "http://127.0.0.1:1"}
+models:
+  sim: {engines: [one]}
+  pool: {engines: [b, c]}
+  claude: {engines: [hosted]}
+aliases:
+  fast: pool
+`
+
+type cacheAnswer struct {
+	Hit          bool    `json:"hit"`
+	Ratio        float64 `json:"ratio"`
+	CachedTokens int     `json:"cached_tokens"`
+	PromptTokens int     `json:"prompt_tokens"`
+	Replica      string  `json:"replica"`
+}
+
+type cacheTurn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type prompt struct {
+	Model     string      `json:"model"`
+	MaxTokens int         `json:"max_tokens,omitempty"`
+	System    string      `json:"system,omitempty"`
+	Messages  []cacheTurn `json:"messages"`
+}
+
+func postJSON(t *testing.T, url, key string, v any) (*http.Response, []byte) {
+	t.Helper()
+	body, _ := json.Marshal(v)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp, out
+}
+
+// served sends p through the gateway and returns the engine's usage and the replica.
+func served(t *testing.T, base string, p prompt) (input, cacheRead int, replica string) {
+	t.Helper()
+	p.MaxTokens = 5
+	resp, body := postJSON(t, base+"/v1/messages", "l0-user-key", p)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("messages: %d %s", resp.StatusCode, body)
+	}
+	var m struct {
+		Usage struct {
+			InputTokens          int `json:"input_tokens"`
+			CacheReadInputTokens int `json:"cache_read_input_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Usage.InputTokens, m.Usage.CacheReadInputTokens, resp.Header.Get("X-Layer0-Engine")
+}
+
+func queryCache(t *testing.T, base string, p prompt) cacheAnswer {
+	t.Helper()
+	p.MaxTokens = 0
+	resp, body := postJSON(t, base+"/v1/cache", "l0-user-key", p)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/cache: %d %s", resp.StatusCode, body)
+	}
+	var a cacheAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if h := resp.Header.Get("X-Cache-Ratio"); h != strconv.FormatFloat(a.Ratio, 'f', 3, 64) {
+		t.Errorf("X-Cache-Ratio %q, body ratio %v", h, a.Ratio)
+	}
+	return a
+}
+
+var ratioFormat = regexp.MustCompile(`^[01]\.\d{3}$`)
+
+func headCache(t *testing.T, base, key, model, system, user string) (*http.Response, bool, float64) {
+	t.Helper()
+	q := url.Values{"model": {model}, "system": {system}, "user": {user}}
+	req, _ := http.NewRequest(http.MethodHead, base+"/v1/cache?"+q.Encode(), nil)
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp, false, 0
+	}
+	ratio := resp.Header.Get("X-Cache-Ratio")
+	if !ratioFormat.MatchString(ratio) {
+		t.Fatalf("X-Cache-Ratio %q", ratio)
+	}
+	r, _ := strconv.ParseFloat(ratio, 64)
+	return resp, resp.Header.Get("X-Cache-Hit") == "true", r
+}
+
+// TestPrefixCacheAgreesWithSim checks /v1/cache against the sim's own cache_read_input_tokens
+// on the same prompts: the index's estimate and what the engine then reports agree within one
+// block.
+func TestPrefixCacheAgreesWithSim(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	const block = 16
+	system := strings.Repeat("You are the support assistant of a hardware shop; answer politely, cite the manual. ", 30)
+	first := prompt{Model: "sim", System: system, Messages: []cacheTurn{{"user", "My router does not boot. What should I check?"}}}
+
+	// Nothing served yet: nothing cached.
+	if resp, hit, r := headCache(t, base, "l0-user-key", "sim", first.System, first.Messages[0].Content); hit || r != 0 || resp.StatusCode != 200 {
+		t.Fatalf("before any request: %d hit=%v ratio=%v", resp.StatusCode, hit, r)
+	}
+	in, read, _ := served(t, base, first)
+	if read != 0 {
+		t.Fatalf("first request read %d cached tokens", read)
+	}
+	n := in + read
+
+	// The same prompt: the index says nearly all of it is cached, and the sim reads as much.
+	_, hit, ratio := headCache(t, base, "l0-user-key", "sim", first.System, first.Messages[0].Content)
+	a := queryCache(t, base, first)
+	if !hit || !a.Hit || a.PromptTokens != n || a.Replica != "one" || a.Ratio != ratio {
+		t.Fatalf("same prompt: HEAD hit=%v ratio=%v, POST %+v; prompt %d tokens", hit, ratio, a, n)
+	}
+	_, read, _ = served(t, base, first)
+	t.Logf("same prompt: HEAD ratio %v, index %+v; sim read %d of %d", ratio, a, read, n)
+	if d := a.CachedTokens - read; d < 0 || d > block {
+		t.Errorf("same prompt: index %d cached tokens, sim read %d", a.CachedTokens, read)
+	}
+	if math.Abs(ratio-float64(read)/float64(n)) > float64(block)/float64(n) {
+		t.Errorf("same prompt: X-Cache-Ratio %v, sim %d/%d", ratio, read, n)
+	}
+
+	// Longer prompts sharing a prefix: another question under the same system prompt, and the
+	// conversation continued.
+	for _, longer := range []prompt{
+		{Model: "sim", System: system, Messages: []cacheTurn{{"user", "How do I reset the admin password on the model X200, step by step, please?"}}},
+		{Model: "sim", System: system, Messages: []cacheTurn{first.Messages[0], {"assistant", "Check the power supply first."}, {"user", "It is plugged in and the light is green."}}},
+	} {
+		a := queryCache(t, base, longer)
+		in, read, _ := served(t, base, longer)
+		t.Logf("longer prompt: index %+v; sim read %d of %d", a, read, in+read)
+		if a.PromptTokens != in+read {
+			t.Errorf("index counts %d prompt tokens, the sim %d", a.PromptTokens, in+read)
+		}
+		if d := a.CachedTokens - read; d < -block || d > block || read == 0 {
+			t.Errorf("%q: index %d cached tokens, sim read %d (prompt %d)", longer.Messages[len(longer.Messages)-1].Content, a.CachedTokens, read, in+read)
+		}
+		if a.Ratio <= 0.3 || a.Ratio >= 1 {
+			t.Errorf("ratio %v", a.Ratio)
+		}
+	}
+}
+
+// TestPrefixCacheBestReplica checks that /v1/cache names the replica that served the prompt, for
+// a model, an alias, and never for a model of engines without an index.
+func TestPrefixCacheBestReplica(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	p := prompt{Model: "pool", System: strings.Repeat("Shared instructions for group seven. ", 40),
+		Messages: []cacheTurn{{"user", "hello"}}}
+	_, _, replica := served(t, base, p)
+	if replica != "b" && replica != "c" {
+		t.Fatalf("served by %q", replica)
+	}
+	for _, model := range []string{"pool", "fast"} {
+		p.Model = model
+		if a := queryCache(t, base, p); !a.Hit || a.Replica != replica || a.Ratio < 0.9 {
+			t.Errorf("%s: %+v, want replica %s", model, a, replica)
+		}
+	}
+	p.Model = "claude"
+	if a := queryCache(t, base, p); a.Hit || a.Replica != "" || a.PromptTokens == 0 {
+		t.Errorf("a model without an index: %+v", a)
+	}
+}
+
+// TestPrefixCacheAuthAndLimits checks that /v1/cache is authenticated, permission-checked and
+// limited like any request, and its methods.
+func TestPrefixCacheAuthAndLimits(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	if resp, _, _ := headCache(t, base, "wrong", "sim", "s", "u"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("bad key: %d", resp.StatusCode)
+	}
+	if resp, _, _ := headCache(t, base, "l0-user-key", "nope", "s", "u"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown model: %d", resp.StatusCode)
+	}
+	if resp, _, _ := headCache(t, base, "l0-user-key", "", "s", "u"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("no model: %d", resp.StatusCode)
+	}
+	if resp, _, _ := headCache(t, base, "l0-tiny-key", "sim", "s", "u"); resp.StatusCode != http.StatusOK {
+		t.Errorf("first request of the tiny key: %d", resp.StatusCode)
+	}
+	if resp, _, _ := headCache(t, base, "l0-tiny-key", "sim", "s", "u"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("second request of the tiny key (1 per minute): %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, base+"/v1/cache", nil)
+	req.Header.Set("X-Api-Key", "l0-user-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") == "" {
+		t.Errorf("DELETE: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	resp, body := postJSON(t, base+"/v1/cache", "l0-user-key", map[string]any{"model": "sim"})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST without messages: %d %s", resp.StatusCode, body)
+	}
+	// GET answers the JSON too.
+	req, _ = http.NewRequest(http.MethodGet, base+"/v1/cache?model=sim&user=hi", nil)
+	req.Header.Set("X-Api-Key", "l0-user-key")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var a cacheAnswer
+	if err := json.Unmarshal(body, &a); err != nil || resp.StatusCode != 200 || a.PromptTokens == 0 {
+		t.Errorf("GET: %d %s (%v)", resp.StatusCode, body, err)
+	}
+}

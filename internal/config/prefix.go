@@ -1,0 +1,57 @@
+package config
+
+// DefaultPrefixCapacityTokens is the prefix cache capacity the index assumes of an OpenAI-kind
+// engine that does not state its own: the embedded simulator's default. A vLLM replica's real
+// capacity is its num_gpu_blocks times its block size (vllm:cache_config_info).
+const DefaultPrefixCapacityTokens = 262144
+
+// PrefixCache describes an engine's prefix KV cache to layer0's prefix index, which estimates
+// what each replica holds from the prompts it served (HEAD /v1/cache, cache-aware routing).
+type PrefixCache struct {
+	// BlockTokens is the engine's KV cache block size in tokens: prompts are keyed in blocks of
+	// this many tokens. Default: sim.block_tokens for kind sim (which it must equal), 16 (vLLM's
+	// default) otherwise.
+	BlockTokens int `yaml:"block_tokens"`
+	// CapacityTokens is how many prompt tokens the engine's prefix cache holds: the index of the
+	// replica forgets its least recently used blocks beyond it. Default: sim.kv_cache_tokens for
+	// kind sim, 262144 for kind openai, none (not indexed) for kinds anthropic and layer0. -1
+	// disables the index of the engine.
+	CapacityTokens int `yaml:"capacity_tokens"`
+}
+
+// Indexed reports whether the engine's prompts are kept in the prefix index.
+func (p PrefixCache) Indexed() bool { return p.CapacityTokens >= p.BlockTokens && p.BlockTokens > 0 }
+
+func (e *Engine) setPrefixDefaults() {
+	pc := &e.PrefixCache
+	switch e.Kind {
+	case KindSim:
+		if pc.BlockTokens == 0 {
+			pc.BlockTokens = e.Sim.BlockTokens
+		}
+		if pc.CapacityTokens == 0 {
+			pc.CapacityTokens = e.Sim.KVCacheTokens
+		}
+	case KindOpenAI:
+		if pc.CapacityTokens == 0 {
+			pc.CapacityTokens = DefaultPrefixCapacityTokens
+		}
+	}
+	if pc.BlockTokens == 0 {
+		pc.BlockTokens = 16
+	}
+}
+
+func (e *Engine) validatePrefix(p string, errs *Errors) {
+	pc := &e.PrefixCache
+	if pc.BlockTokens < 1 {
+		errs.add(p+".block_tokens", "must be positive")
+	}
+	if pc.CapacityTokens < -1 {
+		errs.add(p+".capacity_tokens", "must be positive, or -1 to disable the index")
+	}
+	if e.Kind == KindSim && pc.BlockTokens != e.Sim.BlockTokens {
+		errs.add(p+".block_tokens", "must equal sim.block_tokens (%d): the index keys blocks as the engine does, got %d",
+			e.Sim.BlockTokens, pc.BlockTokens)
+	}
+}
