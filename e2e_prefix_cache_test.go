@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
 var prefixCacheConfig = `
@@ -251,5 +253,58 @@ func TestPrefixCacheAuthAndLimits(t *testing.T) {
 	var a cacheAnswer
 	if err := json.Unmarshal(body, &a); err != nil || resp.StatusCode != 200 || a.PromptTokens == 0 {
 		t.Errorf("GET: %d %s (%v)", resp.StatusCode, body, err)
+	}
+}
+
+// TestPrefixCacheBinaryV1Ratio checks that the binary protocol's version 1 usage frame reports
+// the engine's cached share of the prompt, which /v1/cache predicted.
+func TestPrefixCacheBinaryV1Ratio(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	system := strings.Repeat("Answer in the voice of a ship's captain. ", 30)
+	req := &llm.Request{Model: "sim", MaxTokens: 5, Stream: true, Format: llm.FormatBinary,
+		System:   []llm.Block{{Type: llm.BlockText, Text: system}},
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "Where are we headed?"}}}}}
+	body, err := binary.AppendRequest(nil, req, binary.Mode{Version: binary.V1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ratio := func() uint32 {
+		hr, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
+		hr.Header.Set("X-Api-Key", "l0-user-key")
+		hr.Header.Set("Content-Type", binary.MediaType)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("binary: %d %q", resp.StatusCode, out)
+		}
+		d := binary.NewDecoder(binary.V1)
+		d.Write(out) //nolint:errcheck // never fails
+		for {
+			f, ok, err := d.Next()
+			if err != nil || !ok {
+				t.Fatalf("no usage frame (%v)", err)
+			}
+			if f.Type == binary.FrameUsage {
+				u, err := binary.ParseUsage(binary.V1, f.Payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return u.CacheHitRatio
+			}
+		}
+	}
+	if r := ratio(); r != 0 {
+		t.Fatalf("first request: cache_hit_ratio %d", r)
+	}
+	_, hit, predicted := headCache(t, base, "l0-user-key", "sim", system, "Where are we headed?")
+	got := ratio()
+	a := queryCache(t, base, prompt{Model: "sim", System: system, Messages: []cacheTurn{{"user", "Where are we headed?"}}})
+	t.Logf("cache_hit_ratio %d (0.001%% units), /v1/cache predicted %v (%d of %d tokens)", got, predicted, a.CachedTokens, a.PromptTokens)
+	if !hit || got == 0 || math.Abs(float64(got)/100000-predicted) > 16/float64(a.PromptTokens) {
+		t.Errorf("binary v1 cache_hit_ratio %d, /v1/cache predicted %v", got, predicted)
 	}
 }
