@@ -362,3 +362,18 @@ func BenchmarkRecord(b *testing.B) {
 		r.Record(req)
 	}
 }
+
+// BenchmarkRecordPrompt is what the pipeline adds to a request whose 4,000-token prompt it
+// rendered for the count: hashing the blocks and inserting them.
+func BenchmarkRecordPrompt(b *testing.B) {
+	req := benchPrompt(b)
+	r := eightReplicas(req)[3]
+	p := GetPrompt()
+	p.Render(tokenizer.Default(), req)
+	toks := append([]uint32(nil), p.Tokens...)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.SetTokens(toks)
+		r.RecordPrompt(p)
+	}
+}
