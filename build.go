@@ -103,8 +103,11 @@ func build(cfg *Config, old *generation, o *options) (*generation, error) {
 			Window: cfg.Routing.RetryBudget.Window},
 		Now: o.now,
 	}
-	if cfg.Routing.Picker == config.PickerRoundRobin {
+	switch pc := cfg.Routing.Prefix; cfg.Routing.Picker {
+	case config.PickerRoundRobin:
 		rc.Picker = &route.RoundRobin{}
+	case config.PickerPrefix:
+		rc.Picker = &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}
 	}
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}
@@ -208,6 +211,7 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	r.sim, _ = e.(*sim.Engine)
 	if pc := ec.PrefixCache; pc.Indexed() {
 		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
+		r.route.Prefix = r.prefix
 	}
 	base := strings.TrimRight(ec.URL, "/")
 	if ec.HealthPath != "" {

@@ -308,3 +308,57 @@ func TestPrefixCacheBinaryV1Ratio(t *testing.T) {
 		t.Errorf("binary v1 cache_hit_ratio %d, /v1/cache predicted %v", got, predicted)
 	}
 }
+
+// TestPrefixRoutingGroups sends groups of users sharing long system prompts to a pool of four
+// sims whose caches hold about three groups' prompts each, and compares the share of prompt
+// tokens the engines served from their caches under the prefix picker and under p2c.
+func TestPrefixRoutingGroups(t *testing.T) {
+	run := func(picker string) (float64, map[string]int) {
+		_, base := serveGateway(t, parseConfig(t, `
+routing: {picker: `+picker+`}
+engines:
+  a: {kind: sim, sim: {kv_cache_tokens: 4096}}
+  b: {kind: sim, sim: {kv_cache_tokens: 4096}}
+  c: {kind: sim, sim: {kv_cache_tokens: 4096}}
+  d: {kind: sim, sim: {kv_cache_tokens: 4096}}
+models:
+  pool: {engines: [a, b, c, d]}
+`))
+		var read, total int
+		per := map[string]int{}
+		for i := range 160 {
+			g := i % 8
+			system := strings.Repeat("Group "+strconv.Itoa(g)+" follows the house style guide, section by section. ", 90)
+			p := prompt{Model: "pool", System: system, Messages: []cacheTurn{{"user", "Question " + strconv.Itoa(i)}}}
+			p.MaxTokens = 5
+			resp, body := postJSON(t, base+"/v1/messages", "", p)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			var m struct {
+				Usage struct {
+					InputTokens          int `json:"input_tokens"`
+					CacheReadInputTokens int `json:"cache_read_input_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatal(err)
+			}
+			read += m.Usage.CacheReadInputTokens
+			total += m.Usage.InputTokens + m.Usage.CacheReadInputTokens
+			per[resp.Header.Get("X-Layer0-Engine")]++
+		}
+		return float64(read) / float64(total), per
+	}
+	prefixShare, prefixPer := run("prefix")
+	p2cShare, p2cPer := run("p2c")
+	t.Logf("share of prompt tokens from cache: prefix %.3f %v, p2c %.3f %v", prefixShare, prefixPer, p2cShare, p2cPer)
+	if prefixShare < 0.85 || prefixShare < p2cShare+0.2 {
+		t.Errorf("prefix picker: %.3f from cache, p2c %.3f", prefixShare, p2cShare)
+	}
+	for name, n := range prefixPer {
+		if n > 160/2 {
+			t.Errorf("replica %s served %d of 160", name, n)
+		}
+	}
+}

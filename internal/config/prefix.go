@@ -55,3 +55,29 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 			e.Sim.BlockTokens, pc.BlockTokens)
 	}
 }
+
+// PrefixRouting tunes the prefix picker (routing.picker: prefix), which scores each replica by
+// the prefill it must still compute for the prompt (the prompt less what the prefix index
+// expects it holds) plus the work queued ahead (load_tokens per request in flight).
+type PrefixRouting struct {
+	// LoadTokens is the prefill work one request in flight is worth, in prompt tokens: the
+	// higher, the more load outweighs a cached prefix. Default 512.
+	LoadTokens float64 `yaml:"load_tokens"`
+	// Imbalance and Slack make the hot-prefix guard: when the replica with the prompt cached
+	// has more than imbalance × the least loaded replica's requests in flight, plus slack, the
+	// request goes to another replica, which then warms. Defaults 2 and 4.
+	Imbalance float64 `yaml:"imbalance"`
+	Slack     int     `yaml:"slack"`
+}
+
+func (r *PrefixRouting) validate(errs *Errors) {
+	if r.LoadTokens < 0 {
+		errs.add("routing.prefix.load_tokens", "must not be negative")
+	}
+	if r.Imbalance < 0 || r.Imbalance > 0 && r.Imbalance < 1 {
+		errs.add("routing.prefix.imbalance", "must be at least 1, got %g", r.Imbalance)
+	}
+	if r.Slack < 0 {
+		errs.add("routing.prefix.slack", "must not be negative")
+	}
+}

@@ -62,3 +62,19 @@ models:
 		}
 	}
 }
+
+func TestPrefixRoutingConfig(t *testing.T) {
+	cfg, err := Parse([]byte("routing: {picker: prefix, prefix: {load_tokens: 256, imbalance: 3, slack: 2}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Routing; r.Picker != PickerPrefix || r.Prefix != (PrefixRouting{256, 3, 2}) {
+		t.Fatalf("%+v", r)
+	}
+	_, err = Parse([]byte("routing: {picker: prefix, prefix: {load_tokens: -1, imbalance: 0.5, slack: -1}}\n"))
+	for _, want := range []string{"routing.prefix.load_tokens", "routing.prefix.imbalance", "routing.prefix.slack"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s: %v", want, err)
+		}
+	}
+}

@@ -250,6 +250,9 @@ type Record struct {
 	FirstEventEngine time.Duration
 	// Deltas counts the content deltas of the attempt that served.
 	Deltas int
+	// Pick is what a prefix-aware picker weighed and chose for the last attempt; its Picker is
+	// "" when none decided.
+	Pick route.Decision
 }
 
 // Simulator is implemented by engines that simulate a model.
@@ -356,6 +359,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		_ = lease.Settle(0, 0)
 		return err
 	}
+	plan.SetPrompt(c.pr, &rec.Pick)
 
 	// Attempts, until one succeeds or content has reached the client. Only then is a failure
 	// final; before it, the plan decides between another replica, the next fallback model, or

@@ -30,8 +30,8 @@ func (c *Call) putPrompt() {
 	}
 }
 
-// record notes in the index that r served the call's prompt: hashing its blocks and inserting
-// them, the tokens having been rendered for the count.
+// record notes in the index that r served the call's prompt: its blocks' keys (hashed already
+// when a prefix picker weighed the prompt) inserted for the replica.
 func (p *Pipeline) record(c *Call, r *route.Replica) {
 	if c.pr == nil {
 		return
