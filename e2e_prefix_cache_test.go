@@ -137,12 +137,39 @@ func headCache(t *testing.T, base, key, model, system, user string) (*http.Respo
 // block.
 func TestPrefixCacheAgreesWithSim(t *testing.T) {
 	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	checkAgreement(t, base, "sim", "one")
+}
+
+// TestPrefixCacheAgreesWithOpenAIEngine is the same check through an openai-kind engine: a
+// vLLM-compatible server (another layer0 serving a sim at /v1/chat/completions) that reports
+// prompt_tokens_details.cached_tokens.
+func TestPrefixCacheAgreesWithOpenAIEngine(t *testing.T) {
+	_, inner := serveGateway(t, parseConfig(t, `
+engines:
+  gpu: {kind: sim, sim: {kv_cache_tokens: 65536}}
+models:
+  served: {engines: [gpu]}
+`))
+	_, base := serveGateway(t, parseConfig(t, `
+keys:
+  - name: user
+    hash: `+auth.HashHex("l0-user-key")+`
+engines:
+  vllm: {kind: openai, url: "`+inner+`", prefix_cache: {capacity_tokens: 65536}}
+models:
+  vllm: {engines: [vllm], upstream_model: served}
+`))
+	checkAgreement(t, base, "vllm", "vllm")
+}
+
+func checkAgreement(t *testing.T, base, model, replica string) {
+	t.Helper()
 	const block = 16
 	system := strings.Repeat("You are the support assistant of a hardware shop; answer politely, cite the manual. ", 30)
-	first := prompt{Model: "sim", System: system, Messages: []cacheTurn{{"user", "My router does not boot. What should I check?"}}}
+	first := prompt{Model: model, System: system, Messages: []cacheTurn{{"user", "My router does not boot. What should I check?"}}}
 
 	// Nothing served yet: nothing cached.
-	if resp, hit, r := headCache(t, base, "l0-user-key", "sim", first.System, first.Messages[0].Content); hit || r != 0 || resp.StatusCode != 200 {
+	if resp, hit, r := headCache(t, base, "l0-user-key", model, first.System, first.Messages[0].Content); hit || r != 0 || resp.StatusCode != 200 {
 		t.Fatalf("before any request: %d hit=%v ratio=%v", resp.StatusCode, hit, r)
 	}
 	in, read, _ := served(t, base, first)
@@ -152,9 +179,9 @@ func TestPrefixCacheAgreesWithSim(t *testing.T) {
 	n := in + read
 
 	// The same prompt: the index says nearly all of it is cached, and the sim reads as much.
-	_, hit, ratio := headCache(t, base, "l0-user-key", "sim", first.System, first.Messages[0].Content)
+	_, hit, ratio := headCache(t, base, "l0-user-key", model, first.System, first.Messages[0].Content)
 	a := queryCache(t, base, first)
-	if !hit || !a.Hit || a.PromptTokens != n || a.Replica != "one" || a.Ratio != ratio {
+	if !hit || !a.Hit || a.PromptTokens != n || a.Replica != replica || a.Ratio != ratio {
 		t.Fatalf("same prompt: HEAD hit=%v ratio=%v, POST %+v; prompt %d tokens", hit, ratio, a, n)
 	}
 	_, read, _ = served(t, base, first)
@@ -169,8 +196,8 @@ func TestPrefixCacheAgreesWithSim(t *testing.T) {
 	// Longer prompts sharing a prefix: another question under the same system prompt, and the
 	// conversation continued.
 	for _, longer := range []prompt{
-		{Model: "sim", System: system, Messages: []cacheTurn{{"user", "How do I reset the admin password on the model X200, step by step, please?"}}},
-		{Model: "sim", System: system, Messages: []cacheTurn{first.Messages[0], {"assistant", "Check the power supply first."}, {"user", "It is plugged in and the light is green."}}},
+		{Model: model, System: system, Messages: []cacheTurn{{"user", "How do I reset the admin password on the model X200, step by step, please?"}}},
+		{Model: model, System: system, Messages: []cacheTurn{first.Messages[0], {"assistant", "Check the power supply first."}, {"user", "It is plugged in and the light is green."}}},
 	} {
 		a := queryCache(t, base, longer)
 		in, read, _ := served(t, base, longer)
