@@ -389,3 +389,32 @@ models:
 		}
 	}
 }
+
+// TestPrefixCacheSurvivesReload checks that a reload keeps the index of an unchanged engine (as
+// it keeps the engine and its KV cache) and starts afresh for a changed one.
+func TestPrefixCacheSurvivesReload(t *testing.T) {
+	g, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	p := prompt{Model: "sim", System: strings.Repeat("Keep this across reloads. ", 60), Messages: []cacheTurn{{"user", "hi"}}}
+	served(t, base, p)
+	if a := queryCache(t, base, p); !a.Hit {
+		t.Fatalf("before the reload: %+v", a)
+	}
+	// Another model added: engine "one" is unchanged.
+	if err := g.Reload(parseConfig(t, strings.Replace(prefixCacheConfig, "  claude:", "  extra: {engines: [b]}\n  claude:", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if a := queryCache(t, base, p); !a.Hit || a.Replica != "one" {
+		t.Fatalf("after a reload that kept the engine: %+v", a)
+	}
+	_, read, _ := served(t, base, p)
+	if read == 0 {
+		t.Fatal("the sim forgot its cache: the test's premise is wrong")
+	}
+	// Engine "one" changed (a smaller cache): a new engine, a new index.
+	if err := g.Reload(parseConfig(t, strings.Replace(prefixCacheConfig, "kv_cache_tokens: 65536", "kv_cache_tokens: 32768", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if a := queryCache(t, base, p); a.Hit {
+		t.Fatalf("after the engine changed: %+v", a)
+	}
+}
