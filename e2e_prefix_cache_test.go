@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/layer0ai/layer0/internal/auth"
@@ -416,5 +417,95 @@ func TestPrefixCacheSurvivesReload(t *testing.T) {
 	}
 	if a := queryCache(t, base, p); a.Hit {
 		t.Fatalf("after the engine changed: %+v", a)
+	}
+}
+
+// TestPrefixRoutingSkew sends one group half the requests, sixteen at a time, to four sims
+// that take a while per request: the hot prefix must not pile onto the replica that holds it.
+func TestPrefixRoutingSkew(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a second of simulated load")
+	}
+	const requests, clients = 320, 16
+	run := func(routing string) (map[string]int, float64) {
+		_, base := serveGateway(t, parseConfig(t, `
+routing: `+routing+`
+engines:
+  a: {kind: sim, sim: {ttft: 20ms, prefill_per_token: 10us, kv_cache_tokens: 131072}}
+  b: {kind: sim, sim: {ttft: 20ms, prefill_per_token: 10us, kv_cache_tokens: 131072}}
+  c: {kind: sim, sim: {ttft: 20ms, prefill_per_token: 10us, kv_cache_tokens: 131072}}
+  d: {kind: sim, sim: {ttft: 20ms, prefill_per_token: 10us, kv_cache_tokens: 131072}}
+models:
+  pool: {engines: [a, b, c, d]}
+`))
+		// Each group's prefix warms one replica first, one request at a time.
+		for g := range 8 {
+			system := strings.Repeat("Group "+strconv.Itoa(g)+" follows the house style guide, section by section. ", 90)
+			served(t, base, prompt{Model: "pool", System: system, Messages: []cacheTurn{{"user", "Warm up"}}})
+		}
+		var mu sync.Mutex
+		per := map[string]int{}
+		var read, total int
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					g := 0
+					if i%2 == 1 {
+						g = 1 + i/2%7
+					}
+					system := strings.Repeat("Group "+strconv.Itoa(g)+" follows the house style guide, section by section. ", 90)
+					body, _ := json.Marshal(prompt{Model: "pool", MaxTokens: 5, System: system, Messages: []cacheTurn{{"user", "Question " + strconv.Itoa(i)}}})
+					resp, err := http.Post(base+"/v1/messages", "application/json", bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					var m struct {
+						Usage struct {
+							InputTokens          int `json:"input_tokens"`
+							CacheReadInputTokens int `json:"cache_read_input_tokens"`
+						} `json:"usage"`
+					}
+					err = json.NewDecoder(resp.Body).Decode(&m)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != http.StatusOK {
+						t.Errorf("status %d: %v", resp.StatusCode, err)
+						return
+					}
+					mu.Lock()
+					per[resp.Header.Get("X-Layer0-Engine")]++
+					read += m.Usage.CacheReadInputTokens
+					total += m.Usage.InputTokens + m.Usage.CacheReadInputTokens
+					mu.Unlock()
+				}
+			}()
+		}
+		for i := range requests {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		return per, float64(read) / float64(total)
+	}
+	busiest := func(per map[string]int) int {
+		m := 0
+		for _, n := range per {
+			m = max(m, n)
+		}
+		return m
+	}
+	// Load made cheap against prefill, so that the cost alone would keep the hot group on the
+	// replica holding its prefix up to some 50 requests in flight: the guard spreads it.
+	per, share := run("{picker: prefix, prefix: {load_tokens: 20}}")
+	t.Logf("per replica %v, %.3f of prompt tokens from cache", per, share)
+	if busiest(per) > requests*3/8 {
+		t.Errorf("the hot group (half the requests) piled onto one replica: %v", per)
+	}
+	if share < 0.7 {
+		t.Errorf("%.3f of prompt tokens from cache", share)
 	}
 }
