@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
@@ -93,6 +95,9 @@ type replica struct {
 	probes *http.Client
 	// holders counts the generations holding the replica; the last one to let go closes it.
 	holders atomic.Int64
+	// prefix is the replica's entry in the prefix index, kept with the replica across reloads
+	// as its engine's cache is; nil when not indexed.
+	prefix *prefix.Replica
 }
 
 // close closes the replica's engine and its probe connections.
@@ -175,12 +180,16 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			Window: cfg.Routing.RetryBudget.Window},
 		Now: o.now,
 	}
-	if cfg.Routing.Picker == config.PickerRoundRobin {
+	switch pc := cfg.Routing.Prefix; cfg.Routing.Picker {
+	case config.PickerRoundRobin:
 		rc.Picker = &route.RoundRobin{}
+	case config.PickerPrefix:
+		rc.Picker = &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}
 	}
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}
 	engines := map[*route.Replica]pipeline.Engine{}
+	indexed := map[string][]*prefix.Replica{} // by name clients may ask for
 	for _, id := range sortedNames(cfg.Models) {
 		mc := cfg.Models[id]
 		m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
@@ -191,7 +200,10 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			if c, ok := r.route.Engine.(engine.Counter); ok && pm.Tokens == nil {
 				pm.Tokens = c
 			}
-			info := pipeline.Engine{URL: r.cfg.URL}
+			info := pipeline.Engine{URL: r.cfg.URL, Prefix: r.prefix}
+			if r.prefix != nil {
+				indexed[id] = append(indexed[id], r.prefix)
+			}
 			if r.sim != nil {
 				// Engines behind a URL enforce their timeouts in the upstream client; the
 				// embedded sim relies on the pipeline for the first byte.
@@ -210,12 +222,16 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			s.Targets = append(s.Targets, route.Target{Model: t.Model, Weight: t.Weight})
 		}
 		rc.Splits = append(rc.Splits, s)
+		indexed[name] = unionReplicas(indexed, sc.Targets)
 		first := byID[sc.Targets[0].Model]
 		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens, Context: first.Context}
 		models = append(models, pm)
 		byID[name] = pm
 	}
 	for _, alias := range sortedNames(cfg.Aliases) {
+		if reps := indexed[cfg.Aliases[alias]]; len(reps) > 0 {
+			indexed[alias] = reps
+		}
 		if t := byID[cfg.Aliases[alias]]; t != nil {
 			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens, Context: t.Context})
 		}
@@ -269,6 +285,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		Tokens:  tok,
 		Cache:   rcache,
 		Offload: offloadTargets(cfg.OffloadTargets),
+		Prefix:  prefix.NewIndex(tok, indexed),
 	})
 	if err != nil {
 		g.closeStore(old, 0)
@@ -347,6 +364,10 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	}
 	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
+	if pc := ec.PrefixCache; pc.Indexed() {
+		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
+		r.route.Prefix = r.prefix
+	}
 	base := strings.TrimRight(ec.URL, "/")
 	if ec.HealthPath != "" || ec.MetricsPath != "" {
 		r.probes = newProbeClient()
@@ -388,6 +409,19 @@ func newProbeClient() *http.Client {
 		Transport:     upstream.NewTransport(5*time.Second, nil),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// unionReplicas returns the indexed replicas of a split's targets, each once.
+func unionReplicas(indexed map[string][]*prefix.Replica, targets []config.SplitTarget) []*prefix.Replica {
+	var out []*prefix.Replica
+	for _, t := range targets {
+		for _, r := range indexed[t.Model] {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func keySpecs(ks []config.Key) []auth.Spec {

@@ -135,8 +135,9 @@ func (l *Logger) run() {
 // Append appends e's record to dst as one line of JSON: the fields time (the request's end),
 // level, msg, request_id, method, path, format, status, stream, model, engine, then the
 // optional key, served_model, attempts, fallbacks, rate_limited, simulated, cache, directives,
-// offload, context_before, context_after, turns_dropped, error_type and error, then input_tokens,
-// output_tokens, cache_read_input_tokens, duration_ms, overhead_ms
+// offload, context_before, context_after, turns_dropped, pick and pick_cached_tokens (the prefix
+// picker's reason and the prompt tokens it expected the chosen replica to hold), error_type and
+// error, then input_tokens, output_tokens, cache_read_input_tokens, duration_ms, overhead_ms
 // and ttft_ms (when a token came). Times are milliseconds with microsecond precision. It
 // allocates nothing beyond growing dst (and what the error's Error method and the list of
 // directives allocate).
@@ -192,6 +193,10 @@ func Append(dst []byte, e *Entry) []byte {
 		dst = appendInt(dst, "context_before", cx.Before)
 		dst = appendInt(dst, "context_after", cx.After)
 		dst = appendInt(dst, "turns_dropped", cx.TurnsDropped)
+	}
+	if d := &r.Pick; d.Picker != "" && d.Chosen < d.N {
+		dst = appendStr(dst, "pick", d.Reason)
+		dst = appendInt(dst, "pick_cached_tokens", d.Candidates[d.Chosen].Cached)
 	}
 	if r.ErrorType != "" {
 		dst = appendStr(dst, "error_type", r.ErrorType)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
 )
 
 func TestWritesOneJSONRecordPerEntry(t *testing.T) {
@@ -110,7 +111,9 @@ func entries() []Entry {
 			Model: "alias", Served: "fallback", Engine: "vllm-2", Attempts: 3, Fallbacks: []string{"overloaded", "timeout"},
 			RateLimited: true, Simulated: true, Cache: "miss", ErrorType: "overloaded_error",
 			Cause: errors.New("engine \"x\": said <no> & \x01\n\xff"), Usage: llm.Usage{InputTokens: 12, OutputTokens: 34, CacheReadInputTokens: 5},
-			TTFT: 18 * time.Microsecond, EngineTime: 2 * time.Second},
+			TTFT: 18 * time.Microsecond, EngineTime: 2 * time.Second,
+			Pick: route.Decision{Picker: "prefix", Reason: "spread", PromptTokens: 4000, Chosen: 1, N: 2,
+				Candidates: [route.MaxDecisionReplicas]route.Candidate{{Replica: "vllm-1", Cached: 3984}, {Replica: "vllm-2", Cached: 2048}}}},
 			Method: "POST", Path: "/v1/chat/completions", Key: "team-a", Duration: 2*time.Second + 10*time.Millisecond},
 		{Record: pipeline.Record{RequestID: "L0-overhead-negative", Start: start, Format: llm.FormatBinary, Status: 200,
 			Model: "m", Served: "m", EngineTime: 3*time.Millisecond + 500*time.Microsecond},
@@ -151,6 +154,7 @@ func TestAppendFields(t *testing.T) {
 			"method": "POST", "path": "/v1/chat/completions", "format": "openai", "status": 503.0, "stream": true,
 			"model": "alias", "engine": "vllm-2", "key": "team-a", "served_model": "fallback", "attempts": 3.0,
 			"fallbacks": []any{"overloaded", "timeout"}, "rate_limited": true, "simulated": true, "cache": "miss",
+			"pick": "spread", "pick_cached_tokens": 2048.0,
 			"error_type": "overloaded_error", "error": "engine \"x\": said <no> & \x01\n\ufffd",
 			"input_tokens": 12.0, "output_tokens": 34.0, "cache_read_input_tokens": 5.0,
 			"duration_ms": 2010.0, "overhead_ms": 10.0, "ttft_ms": 0.018},

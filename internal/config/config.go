@@ -135,6 +135,8 @@ type Engine struct {
 	// vllm:num_requests_waiting to set the replica's utilisation. Default "" (not scraped; sim
 	// engines report their load directly).
 	MetricsPath string `yaml:"metrics_path"`
+	// PrefixCache describes the engine's prefix KV cache to the prefix index.
+	PrefixCache PrefixCache `yaml:"prefix_cache"`
 }
 
 // Timeouts bound an engine call. Zero means no bound.
@@ -467,6 +469,7 @@ func (c *Config) SetDefaults() {
 	}
 	for name, e := range c.Engines {
 		e.setDefaults()
+		e.setPrefixDefaults()
 		c.Engines[name] = e
 	}
 	for id, m := range c.Models {
@@ -629,6 +632,7 @@ func (c *Config) Validate(kinds ...string) error {
 		if e.MaxConcurrency < 0 {
 			errs.add(p+".max_concurrency", "must not be negative")
 		}
+		e.validatePrefix(p+".prefix_cache", errs)
 	}
 	if len(c.Models) == 0 {
 		errs.add("models", "at least one model is required")

@@ -76,12 +76,14 @@ type SplitTarget struct {
 const (
 	PickerP2C        = "p2c"
 	PickerRoundRobin = "round_robin"
+	PickerPrefix     = "prefix"
 )
 
 // Routing configures how a replica is chosen and when a request moves on.
 type Routing struct {
 	// Picker chooses among a model's replicas: "p2c" (least outstanding requests of two drawn
-	// at random) or "round_robin". Default "p2c".
+	// at random), "round_robin", or "prefix" (where the prompt is cached, against load; see
+	// Prefix). Default "p2c".
 	Picker string `yaml:"picker"`
 	// FallbackUtilizationThreshold is the utilisation, 0 to 1, above which a replica is skipped
 	// while another replica or fallback model can serve. 1 or more never skips. Default 0.85.
@@ -97,6 +99,8 @@ type Routing struct {
 	Breaker Breaker `yaml:"breaker"`
 	// Health configures active health checks (engines with health_path).
 	Health Health `yaml:"health"`
+	// Prefix tunes the prefix picker.
+	Prefix PrefixRouting `yaml:"prefix"`
 }
 
 // RetryBudget allows, over the last Window, at most MinRetries plus Ratio of the requests as
@@ -324,10 +328,11 @@ func (c *Config) validatePolicy(errs *Errors) {
 
 	r := &c.Routing
 	switch r.Picker {
-	case PickerP2C, PickerRoundRobin:
+	case PickerP2C, PickerRoundRobin, PickerPrefix:
 	default:
-		errs.add("routing.picker", "unknown picker %q (want p2c or round_robin)", r.Picker)
+		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin or prefix)", r.Picker)
 	}
+	r.Prefix.validate(errs)
 	if r.FallbackUtilizationThreshold < 0 {
 		errs.add("routing.fallback_utilization_threshold", "must be between 0 and 1, got %g", r.FallbackUtilizationThreshold)
 	}

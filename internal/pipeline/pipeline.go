@@ -29,6 +29,7 @@ import (
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
@@ -60,6 +61,9 @@ type Engine struct {
 	// the pipeline gives up on it (timeout, so the request can fall back). Engines behind a
 	// URL enforce their own timeouts and leave it 0; the embedded sim relies on it.
 	FirstByte time.Duration
+	// Prefix is the replica's entry in the prefix index, which learns the prompts it served;
+	// nil when it is not indexed.
+	Prefix *prefix.Replica
 }
 
 // Config is what a Pipeline is built from.
@@ -86,6 +90,8 @@ type Config struct {
 	// Offload maps the offload targets clients may name (directive or header) to the model,
 	// alias or split each stands for.
 	Offload map[string]string
+	// Prefix is the prefix index: which replicas may hold which prompts. Nil indexes nothing.
+	Prefix *prefix.Index
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -100,6 +106,7 @@ type Pipeline struct {
 	tokens  Counter
 	cache   *cache.Cache
 	offload map[string]string
+	prefix  *prefix.Index
 }
 
 // New builds a pipeline from c.
@@ -108,7 +115,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, byID: map[string]*Model{}}
+		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, prefix: c.Prefix, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -209,6 +216,7 @@ type Call struct {
 	fw    countingWriter
 	pass  upstream.Pass // the pass-through call, here rather than allocated per attempt
 	cache cacheCall
+	pr    *prefix.Prompt // the prompt's tokens, for a model with indexed replicas
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
@@ -267,6 +275,9 @@ type Record struct {
 	Offload string
 	// Context is what context planning cut.
 	Context ContextRecord
+	// Pick is what a prefix-aware picker weighed and chose for the last attempt; its Picker is
+	// "" when none decided.
+	Pick route.Decision
 }
 
 // Simulator is implemented by engines that simulate a model.
@@ -371,7 +382,8 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		}
 		defer c.cache.end(ctx)
 	}
-	input, err := p.count(name, req)
+	input, err := p.countPrompt(c, name, req)
+	defer c.putPrompt()
 	if err != nil {
 		return err
 	}
@@ -385,6 +397,9 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		_ = lease.Settle(0, 0)
 		return err
 	}
+	if c.pr != nil && rec.Context.Truncated {
+		p.prefix.Render(c.pr, req) // the index and the picker weigh the prompt the engine gets
+	}
 
 	// L3/L5 the route: split arm, context-length filtering, fallback chain.
 	plan, err := p.routes.Plan(name, key.Name, input)
@@ -392,6 +407,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		_ = lease.Settle(0, 0)
 		return err
 	}
+	plan.SetPrompt(c.pr, &rec.Pick)
 
 	// Attempts, until one succeeds or content has reached the client. Only then is a failure
 	// final; before it, the plan decides between another replica, the next fallback model, or
@@ -418,6 +434,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		err = p.attempt(ctx, c, &a, t0)
 		plan.Report(err, time.Since(t0))
 		if err == nil {
+			p.record(c, a.Replica) // the replica now holds the prompt's blocks
 			break
 		}
 		if s.committed {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/prefix"
 )
 
 // Ejection configures passive outlier ejection: a replica that fails ConsecutiveFailures times in
@@ -139,6 +140,9 @@ type Replica struct {
 	Engine engine.Engine
 	// Probe, when set, is the active health check Check runs: nil error means healthy.
 	Probe func(ctx context.Context) error
+	// Prefix, when set, is the replica's entry in the prefix index, which prefix-aware pickers
+	// ask how much of a prompt the replica holds.
+	Prefix *prefix.Replica
 
 	p Policy
 

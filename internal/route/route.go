@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/prefix"
 )
 
 // DefaultUtilizationThreshold is the utilisation above which a replica is skipped while
@@ -415,6 +416,8 @@ type Plan struct {
 	cands    []*Replica
 	triedBuf [4]*Replica
 	candBuf  [8]*Replica
+	prompt   *prefix.Prompt // the request's prompt, for a PromptPicker
+	decision *Decision      // where the PromptPicker's decision goes
 }
 
 // Attempt is one try of a request on one replica.
@@ -507,7 +510,7 @@ func (p *Plan) walk(now time.Time, from, retryAt int, why string) (Attempt, bool
 						break
 					}
 				}
-				r := cands[p.t.picker.Pick(cands)]
+				r := cands[p.pick(cands)]
 				p.tried = append(p.tried, r)
 				if !r.Begin() {
 					continue // a half-open breaker's probe slots filled meanwhile

@@ -236,6 +236,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.onlyMethod(http.MethodPost, x.serveMessage)
 	case isVocabPath(path):
 		x.vocabulary()
+	case path == "/v1/cache":
+		x.cacheQuery()
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
 	case path == "/v1/models" && wantsOpenAI(r):

@@ -1,0 +1,83 @@
+package config
+
+// DefaultPrefixCapacityTokens is the prefix cache capacity the index assumes of an OpenAI-kind
+// engine that does not state its own: the embedded simulator's default. A vLLM replica's real
+// capacity is its num_gpu_blocks times its block size (vllm:cache_config_info).
+const DefaultPrefixCapacityTokens = 262144
+
+// PrefixCache describes an engine's prefix KV cache to layer0's prefix index, which estimates
+// what each replica holds from the prompts it served (HEAD /v1/cache, cache-aware routing).
+type PrefixCache struct {
+	// BlockTokens is the engine's KV cache block size in tokens: prompts are keyed in blocks of
+	// this many tokens. Default: sim.block_tokens for kind sim (which it must equal), 16 (vLLM's
+	// default) otherwise.
+	BlockTokens int `yaml:"block_tokens"`
+	// CapacityTokens is how many prompt tokens the engine's prefix cache holds: the index of the
+	// replica forgets its least recently used blocks beyond it. Default: sim.kv_cache_tokens for
+	// kind sim, 262144 for kind openai, none (not indexed) for kinds anthropic and layer0. -1
+	// disables the index of the engine.
+	CapacityTokens int `yaml:"capacity_tokens"`
+}
+
+// Indexed reports whether the engine's prompts are kept in the prefix index.
+func (p PrefixCache) Indexed() bool { return p.CapacityTokens >= p.BlockTokens && p.BlockTokens > 0 }
+
+func (e *Engine) setPrefixDefaults() {
+	pc := &e.PrefixCache
+	switch e.Kind {
+	case KindSim:
+		if pc.BlockTokens == 0 {
+			pc.BlockTokens = e.Sim.BlockTokens
+		}
+		if pc.CapacityTokens == 0 {
+			pc.CapacityTokens = e.Sim.KVCacheTokens
+		}
+	case KindOpenAI:
+		if pc.CapacityTokens == 0 {
+			pc.CapacityTokens = DefaultPrefixCapacityTokens
+		}
+	}
+	if pc.BlockTokens == 0 {
+		pc.BlockTokens = 16
+	}
+}
+
+func (e *Engine) validatePrefix(p string, errs *Errors) {
+	pc := &e.PrefixCache
+	if pc.BlockTokens < 1 {
+		errs.add(p+".block_tokens", "must be positive")
+	}
+	if pc.CapacityTokens < -1 {
+		errs.add(p+".capacity_tokens", "must be positive, or -1 to disable the index")
+	}
+	if e.Kind == KindSim && pc.BlockTokens != e.Sim.BlockTokens {
+		errs.add(p+".block_tokens", "must equal sim.block_tokens (%d): the index keys blocks as the engine does, got %d",
+			e.Sim.BlockTokens, pc.BlockTokens)
+	}
+}
+
+// PrefixRouting tunes the prefix picker (routing.picker: prefix), which scores each replica by
+// the prefill it must still compute for the prompt (the prompt less what the prefix index
+// expects it holds) plus the work queued ahead (load_tokens per request in flight).
+type PrefixRouting struct {
+	// LoadTokens is the prefill work one request in flight is worth, in prompt tokens: the
+	// higher, the more load outweighs a cached prefix. Default 512.
+	LoadTokens float64 `yaml:"load_tokens"`
+	// Imbalance and Slack make the hot-prefix guard: when the replica with the prompt cached
+	// has more than imbalance × the least loaded replica's requests in flight, plus slack, the
+	// request goes to another replica, which then warms. Defaults 2 and 4.
+	Imbalance float64 `yaml:"imbalance"`
+	Slack     int     `yaml:"slack"`
+}
+
+func (r *PrefixRouting) validate(errs *Errors) {
+	if r.LoadTokens < 0 {
+		errs.add("routing.prefix.load_tokens", "must not be negative")
+	}
+	if r.Imbalance < 0 || r.Imbalance > 0 && r.Imbalance < 1 {
+		errs.add("routing.prefix.imbalance", "must be at least 1, got %g", r.Imbalance)
+	}
+	if r.Slack < 0 {
+		errs.add("routing.prefix.slack", "must not be negative")
+	}
+}

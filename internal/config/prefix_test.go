@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPrefixCacheDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(`
+engines:
+  s: {kind: sim, sim: {kv_cache_tokens: 4096, block_tokens: 32}}
+  d: {kind: sim}
+  v: {kind: openai, url: "http://10.0.0.5:8000"}
+  w: {kind: openai, url: "http://10.0.0.6:8000", prefix_cache: {block_tokens: 8, capacity_tokens: 1000000}}
+  off: {kind: openai, url: "http://10.0.0.7:8000", prefix_cache: {capacity_tokens: -1}}
+  a: {kind: anthropic, url: "https://api.anthropic.com"}
+  l: {kind: layer0, url: "http://10.0.0.8:8080", prefix_cache: {capacity_tokens: 65536}}
+models:
+  m: {engines: [s, d, v, w, off, a, l]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		pc      PrefixCache
+		indexed bool
+	}{
+		"s":   {PrefixCache{32, 4096}, true},
+		"d":   {PrefixCache{16, 262144}, true},
+		"v":   {PrefixCache{16, DefaultPrefixCapacityTokens}, true},
+		"w":   {PrefixCache{8, 1000000}, true},
+		"off": {PrefixCache{16, -1}, false},
+		"a":   {PrefixCache{16, 0}, false},
+		"l":   {PrefixCache{16, 65536}, true},
+	}
+	for name, w := range want {
+		pc := cfg.Engines[name].PrefixCache
+		if pc != w.pc || pc.Indexed() != w.indexed {
+			t.Errorf("%s: %+v indexed=%v, want %+v indexed=%v", name, pc, pc.Indexed(), w.pc, w.indexed)
+		}
+	}
+}
+
+func TestPrefixCacheValidate(t *testing.T) {
+	_, err := Parse([]byte(`
+engines:
+  s: {kind: sim, prefix_cache: {block_tokens: 32}}
+  v: {kind: openai, url: "http://10.0.0.5:8000", prefix_cache: {block_tokens: -4, capacity_tokens: -2}}
+models:
+  m: {engines: [s, v]}
+`))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"engines.s.prefix_cache.block_tokens: must equal sim.block_tokens (16)",
+		"engines.v.prefix_cache.block_tokens: must be positive",
+		"engines.v.prefix_cache.capacity_tokens: must be positive, or -1",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestPrefixRoutingConfig(t *testing.T) {
+	cfg, err := Parse([]byte("routing: {picker: prefix, prefix: {load_tokens: 256, imbalance: 3, slack: 2}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Routing; r.Picker != PickerPrefix || r.Prefix != (PrefixRouting{256, 3, 2}) {
+		t.Fatalf("%+v", r)
+	}
+	_, err = Parse([]byte("routing: {picker: prefix, prefix: {load_tokens: -1, imbalance: 0.5, slack: -1}}\n"))
+	for _, want := range []string{"routing.prefix.load_tokens", "routing.prefix.imbalance", "routing.prefix.slack"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s: %v", want, err)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package pipeline
+
+import (
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/prefix"
+	"github.com/layer0ai/layer0/internal/route"
+)
+
+// Prefix is the prefix index the pipeline records served prompts in; nil when none.
+func (p *Pipeline) Prefix() *prefix.Index { return p.prefix }
+
+// countPrompt counts the request's input tokens. For a name whose replicas are indexed it
+// renders the prompt into tokens instead of only counting them — about 20% more work than
+// counting; the index renders prompts as those engines see them, and the count is the
+// rendering's length — and
+// keeps them on the call for the router and for recording what the replica served.
+func (p *Pipeline) countPrompt(c *Call, name string, req *llm.Request) (int, error) {
+	if p.prefix == nil || len(p.prefix.Replicas(name)) == 0 {
+		return p.count(name, req)
+	}
+	c.pr = prefix.GetPrompt()
+	p.prefix.Render(c.pr, req)
+	return len(c.pr.Tokens), nil
+}
+
+// putPrompt returns the call's rendered prompt to its pool.
+func (c *Call) putPrompt() {
+	if c.pr != nil {
+		prefix.PutPrompt(c.pr)
+		c.pr = nil
+	}
+}
+
+// record notes in the index that r served the call's prompt: its blocks' keys (hashed already
+// when a prefix picker weighed the prompt) inserted for the replica.
+func (p *Pipeline) record(c *Call, r *route.Replica) {
+	if c.pr == nil {
+		return
+	}
+	p.engines[r].Prefix.RecordPrompt(c.pr)
+}
+
+// CacheLookup reports how much of req's prompt the best replica of its model holds in its
+// prefix cache, as the index estimates it, without running anything. The caller checks that
+// the key may use the model.
+func (p *Pipeline) CacheLookup(req *llm.Request) (prefix.Match, error) {
+	name, ok := p.routes.Resolve(req.Model)
+	if !ok {
+		return prefix.Match{}, notFound(req.Model)
+	}
+	if p.prefix == nil || len(p.prefix.Replicas(name)) == 0 {
+		// Nothing indexed for the model: none of the prompt is known to be cached.
+		n, err := p.count(name, req)
+		return prefix.Match{Replica: -1, PromptTokens: n}, err
+	}
+	return p.prefix.Lookup(name, req), nil
+}

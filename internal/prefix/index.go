@@ -1,0 +1,246 @@
+package prefix
+
+import (
+	"sync"
+
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// Renderer renders a request's prompt as the engine sees it, in token ids: its chat template
+// (where layer0 knows it, else a stable rendering of tools, system prompt and messages),
+// tokenized. *tokenizer.Codec is one.
+type Renderer interface {
+	AppendRequest(dst []uint32, r *llm.Request) []uint32
+}
+
+// DefaultBlockTokens is the block size of an engine whose block size is not configured:
+// vLLM's default.
+const DefaultBlockTokens = 16
+
+// Replica is what the index knows of one engine replica: its name, how it renders and blocks
+// a prompt, and the keys it is estimated to hold. It is safe for concurrent use. A nil
+// *Replica is a replica without an index: it records nothing and matches nothing.
+type Replica struct {
+	name   string
+	block  int
+	render Renderer
+	cache  *Cache
+}
+
+// NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
+// tokens (DefaultBlockTokens when not positive) and holds capacityTokens of them. It returns
+// nil when capacityTokens holds no block: there is nothing to index.
+func NewReplica(name string, render Renderer, blockTokens, capacityTokens int) *Replica {
+	if blockTokens <= 0 {
+		blockTokens = DefaultBlockTokens
+	}
+	c := NewCache(capacityTokens / blockTokens)
+	if c == nil || render == nil {
+		return nil
+	}
+	return &Replica{name: name, block: blockTokens, render: render, cache: c}
+}
+
+// Name returns the replica's name.
+func (r *Replica) Name() string {
+	if r == nil {
+		return ""
+	}
+	return r.name
+}
+
+// BlockTokens returns the replica's block size in tokens.
+func (r *Replica) BlockTokens() int {
+	if r == nil {
+		return 0
+	}
+	return r.block
+}
+
+// Cache returns the replica's keys.
+func (r *Replica) Cache() *Cache {
+	if r == nil {
+		return nil
+	}
+	return r.cache
+}
+
+// Record notes that the replica served req: every full block of its prompt is now cached
+// there, most recently used. It renders and tokenizes the prompt into pooled buffers, so it
+// allocates nothing in steady state.
+func (r *Replica) Record(req *llm.Request) {
+	if r == nil {
+		return
+	}
+	p := GetPrompt()
+	p.Render(r.render, req)
+	r.RecordPrompt(p)
+	PutPrompt(p)
+}
+
+// RecordPrompt is Record for a prompt already rendered the replica's way.
+func (r *Replica) RecordPrompt(p *Prompt) {
+	if r == nil {
+		return
+	}
+	r.cache.Insert(p.Keys(r.block))
+}
+
+// Match returns how many of p's tokens the replica holds: its cached leading blocks times the
+// block size.
+func (r *Replica) Match(p *Prompt) int {
+	if r == nil {
+		return 0
+	}
+	return r.cache.Match(p.Keys(r.block)) * r.block
+}
+
+// Prompt is a rendered prompt, its tokens and its block keys for one block size, computed once
+// and reused for every replica of that block size. Get one with GetPrompt and return it with
+// PutPrompt; the zero value is ready to use. A Prompt is not safe for concurrent use.
+type Prompt struct {
+	// Tokens are the prompt's token ids as the engine sees them.
+	Tokens []uint32
+	block  int // the block size keys holds keys of; 0 when none
+	keys   []uint64
+}
+
+var prompts = sync.Pool{New: func() any { return new(Prompt) }}
+
+// maxPooled is the largest prompt, in tokens, whose buffers go back to the pool: a huge one
+// is left to the collector rather than pinned.
+const maxPooled = 1 << 17
+
+// GetPrompt returns an empty Prompt from the pool.
+func GetPrompt() *Prompt { return prompts.Get().(*Prompt) }
+
+// PutPrompt returns p to the pool; p must not be used after.
+func PutPrompt(p *Prompt) {
+	if cap(p.Tokens) > maxPooled {
+		return
+	}
+	p.Reset()
+	prompts.Put(p)
+}
+
+// Reset empties p, keeping its buffers.
+func (p *Prompt) Reset() {
+	p.Tokens, p.keys, p.block = p.Tokens[:0], p.keys[:0], 0
+}
+
+// Render sets p to req's prompt as render renders it.
+func (p *Prompt) Render(render Renderer, req *llm.Request) {
+	p.Reset()
+	p.Tokens = render.AppendRequest(p.Tokens, req)
+}
+
+// SetTokens sets p to the prompt of token ids toks (copied).
+func (p *Prompt) SetTokens(toks []uint32) {
+	p.Reset()
+	p.Tokens = append(p.Tokens, toks...)
+}
+
+// Keys returns the chained keys of p's full blocks of block tokens, computed on the first call
+// for that block size. The slice is valid until the next call with another size.
+func (p *Prompt) Keys(block int) []uint64 {
+	if p.block != block {
+		p.keys = AppendKeys(p.keys[:0], p.Tokens, block)
+		p.block = block
+	}
+	return p.keys
+}
+
+// Match is how much of a prompt the best of a set of replicas holds.
+type Match struct {
+	// Replica is the index, in the set looked up, of the replica holding the most; -1 when
+	// none holds any of the prompt.
+	Replica int
+	// Name is that replica's name, "" when none.
+	Name string
+	// CachedTokens is how many of the prompt's leading tokens it holds.
+	CachedTokens int
+	// PromptTokens is the prompt's length in tokens.
+	PromptTokens int
+}
+
+// Hit reports whether any of the prompt is cached.
+func (m Match) Hit() bool { return m.CachedTokens > 0 }
+
+// Ratio is the cached share of the prompt's tokens, 0 to 1.
+func (m Match) Ratio() float64 {
+	if m.PromptTokens <= 0 {
+		return 0
+	}
+	return float64(m.CachedTokens) / float64(m.PromptTokens)
+}
+
+// Best returns the replica among reps (nil entries allowed) that holds the longest leading
+// part of p; ties go to the first. cached, when not nil, receives each replica's cached tokens
+// (it must be as long as reps), for a router that weighs them against load.
+func Best(p *Prompt, reps []*Replica, cached []int) Match {
+	m := Match{Replica: -1, PromptTokens: len(p.Tokens)}
+	for i, r := range reps {
+		n := r.Match(p)
+		if cached != nil {
+			cached[i] = n
+		}
+		if n > m.CachedTokens {
+			m.Replica, m.Name, m.CachedTokens = i, r.name, n
+		}
+	}
+	return m
+}
+
+// Index is the prefix index of a configuration: for each name clients may ask for, the
+// replicas that may serve it. It is immutable once built; the replicas' caches carry the state
+// and may outlive it (a reload keeps an unchanged engine's).
+type Index struct {
+	render Renderer
+	models map[string][]*Replica
+}
+
+// NewIndex returns the index of models: canonical name → the replicas that may serve it (nil
+// entries and names without replicas are dropped). render renders the prompts looked up.
+func NewIndex(render Renderer, models map[string][]*Replica) *Index {
+	x := &Index{render: render, models: make(map[string][]*Replica, len(models))}
+	if render == nil {
+		return x // nothing can be rendered: nothing is indexed
+	}
+	for name, reps := range models {
+		var keep []*Replica
+		for _, r := range reps {
+			if r != nil {
+				keep = append(keep, r)
+			}
+		}
+		if len(keep) > 0 {
+			x.models[name] = keep
+		}
+	}
+	return x
+}
+
+// Replicas returns the indexed replicas that may serve the canonical name model; none when
+// its engines keep no prefix cache the index knows of. The slice must not be modified.
+func (x *Index) Replicas(model string) []*Replica {
+	if x == nil {
+		return nil
+	}
+	return x.models[model]
+}
+
+// Render sets p to req's prompt as the index renders it.
+func (x *Index) Render(p *Prompt, req *llm.Request) { p.Render(x.render, req) }
+
+// Lookup renders req's prompt and returns how much of it the best replica of the canonical
+// name model holds. It runs nothing and changes nothing.
+func (x *Index) Lookup(model string, req *llm.Request) Match {
+	if x == nil || x.render == nil {
+		return Match{Replica: -1}
+	}
+	p := GetPrompt()
+	p.Render(x.render, req)
+	m := Best(p, x.models[model], nil)
+	PutPrompt(p)
+	return m
+}

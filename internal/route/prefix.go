@@ -1,0 +1,192 @@
+package route
+
+import (
+	"sync/atomic"
+
+	"github.com/layer0ai/layer0/internal/prefix"
+)
+
+// PromptPicker is a Picker that can weigh the request's prompt: the plan calls PickPrompt
+// instead of Pick when the request's prompt was rendered (Plan.SetPrompt), and d receives the
+// inputs and the decision, for the request's record.
+type PromptPicker interface {
+	Picker
+	PickPrompt(cands []*Replica, p *prefix.Prompt, d *Decision) int
+}
+
+// MaxDecisionReplicas is how many candidates a Decision keeps the inputs of.
+const MaxDecisionReplicas = 8
+
+// Decision is what a PromptPicker weighed and chose, for the request's record.
+type Decision struct {
+	// Picker names the picker ("prefix"); "" when no PromptPicker decided.
+	Picker string
+	// Reason is why the chosen replica won: "cache" (the lowest expected cost, with a cached
+	// share), "load" (the lowest cost with nothing cached anywhere, or a tie broken by load),
+	// or "spread" (the cheapest was too loaded against the least loaded: the hot prefix goes to
+	// a second replica, which then warms).
+	Reason string
+	// PromptTokens is the prompt's length in tokens.
+	PromptTokens int
+	// Chosen is the index in Candidates of the chosen replica.
+	Chosen int
+	// N is how many of Candidates are filled (at most MaxDecisionReplicas; later candidates
+	// were weighed but are not kept).
+	N int
+	// Candidates are the inputs per candidate replica.
+	Candidates [MaxDecisionReplicas]Candidate
+}
+
+// Candidate is what the picker knew of one replica.
+type Candidate struct {
+	Replica     string
+	Cached      int     // prompt tokens the prefix index expects the replica to hold
+	Outstanding int64   // requests in flight there
+	Utilization float64 // 0 to 1, from the engine's metrics
+	Cost        float64 // expected cost in prompt-token units: uncached prefill plus queueing
+}
+
+// Prefix is the prefix-cache-aware picker: it sends a request where its prompt is expected to
+// be cached, balanced against load. Each candidate's expected cost, in prompt tokens of prefill
+// work, is
+//
+//	(prompt − cached) + LoadTokens × (outstanding + utilization)
+//
+// — the prefill it must still compute, plus the work already queued ahead of the request — and
+// the cheapest wins, ties going to the less loaded. A prompt no replica holds any of goes to the
+// least loaded, in turn among equals, so that new prefixes spread over the pool. A hot prefix must not pile onto one replica:
+// when the cheapest has more than Imbalance times (plus Slack) the requests in flight of the
+// least loaded candidate, the request goes to the cheapest of the others instead, which then
+// warms and shares the prefix. Candidates without an index entry count as holding nothing. A
+// request without a rendered prompt is picked by Fallback. The zero value uses the defaults; a
+// Prefix must not be copied after first use.
+type Prefix struct {
+	// LoadTokens is the prefill work one request in flight is worth, in prompt tokens.
+	// Default 512.
+	LoadTokens float64
+	// Imbalance and Slack make the spread guard: spread when outstanding(cheapest) >
+	// Imbalance × outstanding(least loaded) + Slack. Defaults 2 and 4.
+	Imbalance float64
+	Slack     int64
+	// Fallback picks when there is no prompt. Default P2C{}.
+	Fallback Picker
+
+	turn atomic.Uint64 // rotates new prefixes among equally loaded replicas
+}
+
+// Pick implements Picker for requests without a prompt.
+func (p *Prefix) Pick(cands []*Replica) int {
+	if p.Fallback != nil {
+		return p.Fallback.Pick(cands)
+	}
+	return P2C{}.Pick(cands)
+}
+
+// SetPrompt gives the plan the request's rendered prompt, for a PromptPicker, and where each
+// pick's inputs and decision go (the request's record: no allocation here). Both must stay
+// valid until the plan is done. Without them, or with another picker, every pick is the
+// picker's Pick and d is left as it was.
+func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decision = p, d }
+
+// pick chooses among cands with the table's picker, weighing the prompt when it can.
+func (pl *Plan) pick(cands []*Replica) int {
+	if pp, ok := pl.t.picker.(PromptPicker); ok && pl.prompt != nil && pl.decision != nil {
+		return pp.PickPrompt(cands, pl.prompt, pl.decision)
+	}
+	return pl.t.picker.Pick(cands)
+}
+
+// cold returns the least loaded candidate, equals taken in turn.
+func (p *Prefix) cold(cands []*Replica) int {
+	var minLoad float64
+	ties := 0
+	for i, r := range cands {
+		load := float64(r.Outstanding()) + r.Utilization()
+		switch {
+		case i == 0 || load < minLoad:
+			minLoad, ties = load, 1
+		case load == minLoad:
+			ties++
+		}
+	}
+	k := int(p.turn.Add(1) % uint64(ties))
+	for i, r := range cands {
+		if float64(r.Outstanding())+r.Utilization() == minLoad {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return 0 // the loads moved meanwhile
+}
+
+// PickPrompt implements PromptPicker.
+func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) int {
+	loadTokens, imbalance, slack := p.LoadTokens, p.Imbalance, p.Slack
+	if loadTokens <= 0 {
+		loadTokens = 512
+	}
+	if imbalance <= 0 {
+		imbalance = 2
+	}
+	if slack <= 0 {
+		slack = 4
+	}
+	n := len(pr.Tokens)
+	*d = Decision{Picker: "prefix", PromptTokens: n}
+	best, least := -1, -1
+	var bestCost, bestLoad float64
+	var bestCached int
+	var leastOut int64
+	for i, r := range cands {
+		cached := r.Prefix.Match(pr)
+		out := r.Outstanding()
+		util := r.Utilization()
+		load := float64(out) + util
+		cost := float64(n-cached) + loadTokens*load
+		if i < MaxDecisionReplicas {
+			d.Candidates[i] = Candidate{Replica: r.Name, Cached: cached, Outstanding: out, Utilization: util, Cost: cost}
+			d.N = i + 1
+		}
+		if best < 0 || cost < bestCost || cost == bestCost && load < bestLoad {
+			best, bestCost, bestLoad, bestCached = i, cost, load, cached
+		}
+		if least < 0 || out < leastOut {
+			least, leastOut = i, out
+		}
+	}
+	if bestCached == 0 {
+		// No replica holds any of the prompt: a new prefix goes to the least loaded, in turn
+		// among equals, so that new prefixes spread over the pool instead of all warming the
+		// first replica.
+		d.Reason = "load"
+		best = p.cold(cands)
+	} else {
+		d.Reason = "cache"
+	}
+	if len(cands) > 1 && float64(cands[best].Outstanding()) > imbalance*float64(leastOut)+float64(slack) {
+		// The spread guard: the cheapest of the others, which then warms.
+		second := -1
+		var secondCost, secondLoad float64
+		for i, r := range cands {
+			if i == best {
+				continue
+			}
+			var cost, load float64
+			if i < MaxDecisionReplicas {
+				c := &d.Candidates[i]
+				cost, load = c.Cost, float64(c.Outstanding)+c.Utilization
+			} else {
+				load = float64(r.Outstanding()) + r.Utilization()
+				cost = float64(n-r.Prefix.Match(pr)) + loadTokens*load
+			}
+			if second < 0 || cost < secondCost || cost == secondCost && load < secondLoad {
+				second, secondCost, secondLoad = i, cost, load
+			}
+		}
+		best, d.Reason = second, "spread"
+	}
+	d.Chosen = best
+	return best
+}
