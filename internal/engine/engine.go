@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"io"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -31,3 +32,53 @@ type Engine interface {
 type Counter interface {
 	CountTokens(req *llm.Request) (int, error)
 }
+
+// Writer is the client's response writer as an engine's pass-through path writes to it: bytes,
+// and a Flush that pushes what was written to the client now.
+type Writer interface {
+	io.Writer
+	Flush() error
+}
+
+// Pass is one pass-through call: the client's body goes to an engine of the same format with
+// only the model name rewritten, and the engine's bytes come back unchanged but for the model
+// name, with usage read on the way. The pipeline uses it when the client's format equals the
+// engine's and no stage must change the request.
+type Pass struct {
+	// Body is the client's request body, not modified.
+	Body []byte
+	// Model is the engine's model name, written into the body; empty keeps the body's.
+	Model string
+	// ClientModel is the model name the client sees in the response; empty keeps the engine's.
+	ClientModel string
+}
+
+// PassResult is what a pass-through call learned on the way.
+type PassResult struct {
+	// Usage is the engine's usage, read from the stream or body.
+	Usage llm.Usage
+	// Stream says the response was an SSE stream.
+	Stream bool
+	// Bytes counts the bytes written to the client.
+	Bytes int64
+}
+
+// Forwarder is implemented by engines with a pass-through path: engines that speak a client
+// format.
+type Forwarder interface {
+	// Format is the wire format the engine speaks.
+	Format() llm.Format
+	// Forward sends p and writes the engine's answer to w, flushing w whenever the engine has
+	// nothing more ready, except after a stream's last event: the caller ends the response,
+	// which sends what is left (an HTTP handler that returns sends it with the chunked body's
+	// end, in one write instead of two). A stream's prelude (events without content) is held
+	// back until the first content, so an error before content leaves w untouched (the caller
+	// writes the error in the client's format, or tries another engine); an error after that
+	// means the stream was cut and the caller must end it with the format's error event.
+	Forward(ctx context.Context, p *Pass, w Writer) (PassResult, error)
+}
+
+// MaxHeldEvents bounds the prelude held back before a stream's first content, on both paths (the
+// pipeline's canonical events, an engine's pass-through bytes): a stream with more prelude than
+// that has it released, and the attempt committed.
+const MaxHeldEvents = 8

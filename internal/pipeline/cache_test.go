@@ -16,6 +16,7 @@ import (
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 const cacheTTL = time.Minute
@@ -350,7 +351,7 @@ func TestCacheTurnsThePassThroughOff(t *testing.T) {
 	r := cacheRig(t, f, cache.Policy{}, rigOptions{})
 	serve := func(req *llm.Request) *Call {
 		req.Format = llm.FormatAnthropic
-		c := &Call{Request: req, Sink: &llm.Collector{}, Forward: &Forward{Body: []byte(`{}`), Out: &discard{}}}
+		c := &Call{Request: req, Sink: &llm.Collector{}, Forward: &Forward{Body: []byte(`{}`), Out: fake.Writer(&discard{})}}
 		if err := r.p.Serve(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}

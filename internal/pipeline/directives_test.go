@@ -13,6 +13,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 // capture is an engine (with the pass-through path) that keeps a copy of the request it got.
@@ -70,7 +71,7 @@ func serveStages(p *Pipeline, req *llm.Request, key string, h http.Header, forwa
 	h.Set("X-Api-Key", key)
 	c := &Call{Request: req, Sink: &llm.Collector{}, Header: h}
 	if forward {
-		c.Forward = &Forward{Body: []byte("{}"), Out: &strings.Builder{}}
+		c.Forward = &Forward{Body: []byte("{}"), Out: fake.Writer(&strings.Builder{})}
 	}
 	err := p.Serve(context.Background(), c)
 	return c, err

@@ -10,6 +10,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 func engineErr(status int, msg string) error {
@@ -306,7 +307,7 @@ func TestServeForward(t *testing.T) {
 			var out bytes.Buffer
 			req := request("primary", "hi")
 			req.Format = llm.FormatOpenAI
-			c := &Call{Request: req, Sink: &recorder{}, Key: Anonymous(), Forward: &Forward{Body: []byte(`{}`), Out: &out}}
+			c := &Call{Request: req, Sink: &recorder{}, Key: Anonymous(), Forward: &Forward{Body: []byte(`{}`), Out: fake.Writer(&out)}}
 			err := r.p.Serve(t.Context(), c)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got error %v, want error %v", err, tt.wantErr)

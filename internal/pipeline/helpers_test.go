@@ -16,7 +16,6 @@ import (
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/route"
-	"github.com/layer0ai/layer0/internal/upstream"
 )
 
 // clock is the injected clock, moved by hand.
@@ -144,11 +143,11 @@ type forwarder struct {
 
 func (f *forwarder) Format() llm.Format { return f.format }
 
-func (f *forwarder) Forward(_ context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
+func (f *forwarder) Forward(_ context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
 	f.calls.Add(1)
 	f.received.Store(p.Model)
 	if f.err != nil && f.cutAt == 0 {
-		return upstream.PassResult{}, f.err
+		return engine.PassResult{}, f.err
 	}
 	b := f.body
 	if f.cutAt > 0 {
@@ -156,12 +155,12 @@ func (f *forwarder) Forward(_ context.Context, p *upstream.Pass, w io.Writer) (u
 	}
 	n, err := io.WriteString(w, b)
 	if err != nil {
-		return upstream.PassResult{Bytes: int64(n)}, err
+		return engine.PassResult{Bytes: int64(n)}, err
 	}
 	if f.cutAt > 0 {
-		return upstream.PassResult{Bytes: int64(n)}, f.err
+		return engine.PassResult{Bytes: int64(n)}, f.err
 	}
-	return upstream.PassResult{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
+	return engine.PassResult{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
 }
 
 // rig is a pipeline over named fake engines.

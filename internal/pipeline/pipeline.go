@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -31,7 +30,6 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
-	"github.com/layer0ai/layer0/internal/upstream"
 )
 
 // Model is a name clients may ask for — a model, an alias or a split — as the models list shows
@@ -214,20 +212,20 @@ type Call struct {
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
-	pass  upstream.Pass // the pass-through call, here rather than allocated per attempt
+	pass  engine.Pass // the pass-through call, here rather than allocated per attempt
 	cache cacheCall
 	pr    *prefix.Prompt // the prompt's tokens, for a model with indexed replicas
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
-// format (upstream.Forwarder) the client's body goes to it with only the model rewritten, and its
+// format (engine.Forwarder) the client's body goes to it with only the model rewritten, and its
 // bytes come back to Out unchanged, instead of events to the Sink.
 type Forward struct {
 	// Body is the client's request body, not modified.
 	Body []byte
 	// Out receives the engine's answer. Nothing is written to it before an attempt succeeds
 	// in starting, so a failed attempt leaves it untouched.
-	Out io.Writer
+	Out engine.Writer
 }
 
 // Record is what one request did, filled in as it goes and written once at the end.
@@ -500,9 +498,9 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	rec := &c.Record
 	s := &c.att
 	s.begin(t0)
-	if f, ok := a.Replica.Engine.(upstream.Forwarder); ok && c.Forward != nil && !c.st.edited && f.Format() == c.Request.Format {
+	if f, ok := a.Replica.Engine.(engine.Forwarder); ok && c.Forward != nil && !c.st.edited && f.Format() == c.Request.Format {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
-		c.pass = upstream.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}
+		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {
@@ -527,7 +525,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 
 // maxHeld bounds the prelude events held before the first content; an engine that sends more
 // structure than that before any content has its prelude released (and the attempt committed).
-const maxHeld = 4
+const maxHeld = engine.MaxHeldEvents
 
 // attemptSink sits between an engine and the client's sink for one call. It knows precisely
 // whether anything of the current attempt has reached the client's encoder (committed): the
@@ -672,10 +670,10 @@ func (s *attemptSink) Flush() error {
 }
 
 // countingWriter is the pass-through path's writer: the first byte written commits the attempt.
-// The engines hold a stream's prelude back until its first content (upstream.Out), so, as with
+// The engines hold a stream's prelude back until its first content (upstream.Out in the HTTP engines), so, as with
 // attemptSink, an attempt that fails before content writes nothing and can still fall back.
 type countingWriter struct {
-	w   io.Writer
+	w   engine.Writer
 	att *attemptSink
 	n   int64
 }
@@ -696,15 +694,7 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 
 // Flush passes a flush on to the client's writer, which the engines' pass-through calls after
 // each batch of events.
-func (w *countingWriter) Flush() error {
-	switch f := w.w.(type) {
-	case interface{ Flush() error }:
-		return f.Flush()
-	case http.Flusher:
-		f.Flush()
-	}
-	return nil
-}
+func (w *countingWriter) Flush() error { return w.w.Flush() }
 
 // Picked is the replica /v1/layer/negotiate sends a legacy client to.
 type Picked struct {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/jsonmode"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
@@ -80,7 +81,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	return &Engine{ep}, nil
 }
 
-// Format implements upstream.Forwarder.
+// Format implements engine.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
 
 // DecodeError is wire.DecodeError with one policy added: the engine refusing layer0's own
@@ -177,14 +178,14 @@ var (
 	evPing         = []byte("ping")
 )
 
-// Forward implements upstream.Forwarder: the body's top-level "model" is rewritten in place and
+// Forward implements engine.Forwarder: the body's top-level "model" is rewritten in place and
 // every other byte is sent as the client wrote it; the engine's events come back unchanged but
 // for the value of the model (message_start's message.model, a body's top-level model), which
 // becomes the client's model name whatever the engine reported. The prelude (message_start,
 // content_block_start, ping) is held until the first other event, and an error event is not
 // passed on but returned, so an error before content leaves the client untouched and the
 // caller can still fall back; after content the caller ends the stream with it.
-func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (res upstream.PassResult, err error) {
+func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (res engine.PassResult, err error) {
 	var ms, me int
 	hasModel, stream := false, false
 	err = jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
@@ -313,7 +314,7 @@ func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (re
 			}
 		}
 		if bytes.Equal(name, evMessageStop) {
-			return res, nil // the caller ends the response (upstream.Forwarder)
+			return res, nil // the caller ends the response (engine.Forwarder)
 		}
 		if !er.Buffered() {
 			if err := out.Flush(); err != nil {

@@ -11,13 +11,13 @@ package layer0
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/anthropic"
 	"github.com/layer0ai/layer0/internal/engine/jsonmode"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -98,11 +98,11 @@ func (e *Engine) Close() error {
 // Binary reports whether requests currently go over the binary protocol.
 func (e *Engine) Binary() bool { return e.binary.Load() != binaryRefused }
 
-// Format implements upstream.Forwarder: the pass-through path is the Anthropic JSON API.
+// Format implements engine.Forwarder: the pass-through path is the Anthropic JSON API.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
 
-// Forward implements upstream.Forwarder.
-func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
+// Forward implements engine.Forwarder.
+func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
 	return e.json.Forward(ctx, p, w)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -58,7 +59,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	return &Engine{ep}, nil
 }
 
-// Format implements upstream.Forwarder.
+// Format implements engine.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatOpenAI }
 
 // Generate implements engine.Engine.
@@ -77,7 +78,7 @@ var (
 	usageOpt   = []byte(`"stream_options":{"include_usage":true},`)
 )
 
-// Forward implements upstream.Forwarder. The body is not decoded: one scan of its top level
+// Forward implements engine.Forwarder. The body is not decoded: one scan of its top level
 // finds "model", "stream" and "stream_options", the model value is rewritten in place, and a
 // streaming request that did not ask for usage gets stream_options.include_usage added so that
 // usage can be read — the usage-only chunk this adds is then held back from the client.
@@ -85,8 +86,8 @@ var (
 // becomes the client's model name whatever the engine reported (upstream.Renamer); an error
 // chunk is not passed on but returned, so that the caller reports it in the client's format (or
 // falls back).
-func (e *Engine) Forward(ctx context.Context, p *upstream.Pass, w io.Writer) (upstream.PassResult, error) {
-	var res upstream.PassResult
+func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
+	var res engine.PassResult
 	buf := e.C.Buffer()
 	defer e.C.PutBuffer(buf)
 	pr, err := prepare(*buf, p)
@@ -119,7 +120,7 @@ type prepared struct {
 }
 
 // prepare builds the engine's body from the client's in dst.
-func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
+func prepare(dst []byte, p *engine.Pass) (prepared, error) {
 	var pr prepared
 	var ms, me int
 	hasModel, hasOpts := false, false
@@ -157,7 +158,7 @@ func prepare(dst []byte, p *upstream.Pass) (prepared, error) {
 // copy streams the engine's answer r to out, reading usage on the way. The chunks before the
 // first content (the role chunk) are held in out, so that an error chunk right after them
 // leaves the client untouched and the caller can still fall back.
-func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResult, err error) {
+func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult, err error) {
 	defer func() { res.Bytes = out.N }()
 	if err := upstream.CheckContentType(out.ContentType, pr.stream); err != nil {
 		return res, err
@@ -222,7 +223,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 			if len(bytes.TrimSpace(raw)) > 0 || !finished {
 				return res, errTruncated()
 			}
-			return res, out.Release() // the caller ends the response (upstream.Forwarder)
+			return res, out.Release() // the caller ends the response (engine.Forwarder)
 		}
 		if len(data) == 0 && len(name) == 0 {
 			// A comment (a keep-alive): passed on, without committing the attempt.
@@ -243,7 +244,7 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res upstream.PassResul
 				return res, errTruncated() // [DONE] without a finish_reason: the answer was cut
 			}
 			_, err := out.Write(raw)
-			return res, err // the caller ends the response (upstream.Forwarder)
+			return res, err // the caller ends the response (engine.Forwarder)
 		}
 		// The stream's shape: every chunk is a JSON object; until the attempt commits, one
 		// checked whole and with choices (unless it is an error), and by its shape after.

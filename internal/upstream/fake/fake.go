@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/engine"
 )
 
 // Script says how a fake engine answers. The zero value answers at once with Text "Hello from
@@ -373,4 +375,17 @@ func splitWords(s string) []string {
 func q(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Writer gives w the Flush the pass-through path writes through (engine.Writer): an
+// http.Flusher (an httptest.ResponseRecorder) is flushed, anything else only written to.
+func Writer(w io.Writer) engine.Writer { return flushWriter{w} }
+
+type flushWriter struct{ io.Writer }
+
+func (f flushWriter) Flush() error {
+	if fl, ok := f.Writer.(http.Flusher); ok {
+		fl.Flush()
+	}
+	return nil
 }
