@@ -60,6 +60,10 @@ func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 			MaxReceiveBufferPerStream:     1 << 21, // above 1 MiB, as SYSTEM.md §4 asks
 			MaxReceiveBufferPerConnection: 1 << 24,
 			MaxConcurrentStreams:          1000,
+			// The protocol's default frame size, announced explicitly: Go would announce 1 MiB,
+			// which buys nothing for request bodies this size and lets one frame hold a
+			// connection's reader for that long.
+			MaxReadFrameSize: 16 << 10,
 		},
 	}
 }
