@@ -3,16 +3,9 @@ package layer0_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"encoding/xml"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -27,46 +20,12 @@ import (
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/testcert"
 )
 
 // The HTTP/2 conformance suite h2spec runs against the gateway's cleartext (h2c, prior knowledge)
 // and TLS listeners. Every case passes or is listed, with its reason, in the exceptions table
 // of docs/http2.md; a listed case that passes fails the test too, so the table stays true.
-
-// writeTestCert writes a self-signed certificate for 127.0.0.1 and localhost into dir.
-func writeTestCert(t testing.TB, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "layer0 test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
 
 // serveTLS serves cfg over TLS the way `layer0 serve` does with server.tls set, and returns the
 // gateway and its address.
@@ -209,7 +168,7 @@ func TestH2spec(t *testing.T) {
 	}
 	bin := buildH2spec(t)
 	exceptions := h2specExceptions(t)
-	certFile, keyFile := writeTestCert(t, t.TempDir())
+	certFile, keyFile, _ := testcert.Write(t, t.TempDir())
 	for _, listener := range []string{"h2c", "TLS"} {
 		t.Run(listener, func(t *testing.T) {
 			cfg := parseConfig(t, "server: {}\n")

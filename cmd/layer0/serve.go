@@ -85,6 +85,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var h3 *server.HTTP3
+	if cfg.Server.HTTP3 {
+		if h3, err = server.ListenHTTP3(srv, ln); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if a := cfg.Server.AdminAddr; a != "" {
 		aln, err := g.Listen(a)
 		if err != nil {
@@ -100,6 +107,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}()
 		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz) on http://%s\n", aln.Addr())
 	}
+	h3done := make(chan struct{})
+	if h3 != nil {
+		go func() {
+			defer close(h3done)
+			if err := h3.Serve(ctx, cfg.Server.ShutdownTimeout); errors.Is(err, server.ErrDrainTimeout) {
+				logger.Warn("HTTP/3 stopped", "err", err)
+			} else if err != nil {
+				logger.Error("HTTP/3 listener stopped", "err", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "layer0 HTTP/3 on udp %s (Alt-Svc: %s)\n", h3.Addr(), h3.AltSvc())
+	} else {
+		close(h3done)
+	}
 	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
@@ -110,6 +131,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
 		}
 	})
+	stop() // the TCP listener has stopped (a signal, or an error): so does HTTP/3
+	<-h3done
 	if errors.Is(err, server.ErrDrainTimeout) {
 		// A stop that had to end slow requests is still an orderly stop: each got an error.
 		logger.Warn("stopped", "err", err)
