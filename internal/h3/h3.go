@@ -107,7 +107,7 @@ type Transport struct {
 // fallback unchanged.
 type dialError struct{ err error }
 
-func (e *dialError) Error() string { return "h3: quic handshake: " + e.err.Error() }
+func (e *dialError) Error() string { return "quic handshake: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // NewTransport returns a Transport for o.
