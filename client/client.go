@@ -1,6 +1,6 @@
 // Package client is layer0's Go client. A Client holds one HTTP transport, so its requests share
-// warm connections: HTTP/2 over TLS (negotiated by ALPN), HTTP/2 cleartext with prior knowledge
-// (H2C), or HTTP/1.1 keep-alive. It speaks the binary protocol (docs/protocol.md; version 1, or 2
+// warm connections: HTTP/3 over QUIC (Options.HTTP3, with HTTP/2 fallback), HTTP/2 over TLS
+// (negotiated by ALPN), HTTP/2 cleartext with prior knowledge (H2C), or HTTP/1.1 keep-alive. It speaks the binary protocol (docs/protocol.md; version 1, or 2
 // with token IDs or text frames) or the Anthropic Messages API (SSE or JSON), and every answer is
 // a Stream of canonical events read with a range-over-func iterator. Every failure the server
 // reports, before or inside the stream, is an *Error. Cancelling the request's context ends the
