@@ -66,8 +66,11 @@ type Options struct {
 	Getenv func(string) string
 	// HTTP3 is the HTTP/3 policy for an https:// engine (h3.Auto falls back to HTTP/2 when the
 	// QUIC handshake fails within h3.DefaultHandshakeTimeout). The zero value is h3.Off; the
-	// layer0 engine kind sets it from LAYER0_HTTP3.
+	// layer0 engine kind sets HTTP3FromEnv instead.
 	HTTP3 h3.Mode
+	// HTTP3FromEnv, when HTTP3 is h3.Off, reads the policy from LAYER0_HTTP3 through Getenv
+	// (off, auto or on; any other value is an error).
+	HTTP3FromEnv bool
 	// AuthHeader is the header that carries the credential: "Authorization" (the default,
 	// sent as "Bearer KEY") or another name such as "X-Api-Key" (sent as the bare key).
 	AuthHeader string
@@ -134,6 +137,13 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 	}
 	if cfg.MaxConcurrency > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrency)
+	}
+	if opts.HTTP3 == h3.Off && opts.HTTP3FromEnv {
+		mode, err := h3.ModeFromEnv(getenv)
+		if err != nil {
+			return nil, fmt.Errorf("upstream: engine %s: %w", name, err)
+		}
+		opts.HTTP3 = mode
 	}
 	c.tr = NewTransport(cfg.Timeouts.Connect, opts.TLSConfig)
 	var rt http.RoundTripper = c.tr

@@ -11,7 +11,6 @@ package layer0
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine/anthropic"
-	"github.com/layer0ai/layer0/internal/h3"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/binary"
@@ -65,13 +63,7 @@ type Engine struct {
 // sent as a bearer token, which layer0 accepts for both protocols.
 func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	// A peer over https:// speaks HTTP/3 when LAYER0_HTTP3 says so (auto: with HTTP/2 fallback).
-	mode, err := h3.ModeFromEnv(opts.Upstream.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
-	}
-	if opts.Upstream.HTTP3 == h3.Off {
-		opts.Upstream.HTTP3 = mode
-	}
+	opts.Upstream.HTTP3FromEnv = true
 	j, err := anthropic.New(name, cfg, anthropic.Options{Model: opts.Model, Bearer: true, Upstream: opts.Upstream})
 	if err != nil {
 		return nil, err
