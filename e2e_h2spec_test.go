@@ -93,7 +93,7 @@ func runH2spec(t *testing.T, bin, addr string, useTLS bool) []h2specResult {
 		t.Fatal(err)
 	}
 	report := filepath.Join(t.TempDir(), "h2spec.xml")
-	args := []string{"-h", host, "-p", port, "-P", "/v1/messages", "-o", "2", "-j", report}
+	args := []string{"-h", host, "-p", port, "-P", "/v1/messages", "-S", "-o", "2", "-j", report}
 	if useTLS {
 		args = append(args, "-t", "-k")
 	}
