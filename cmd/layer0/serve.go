@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"os"
@@ -46,6 +47,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Libraries that write through the standard log package (QUIC's warning about UDP buffer
+	// sizes) write JSON records too, at WARN.
+	prevOut, prevFlags := stdlog.Writer(), stdlog.Flags()
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(slog.NewLogLogger(logger.Handler(), slog.LevelWarn).Writer())
+	defer func() {
+		stdlog.SetOutput(prevOut)
+		stdlog.SetFlags(prevFlags)
+	}()
 	var access *accesslog.Logger
 	if *cfg.Log.Access {
 		access = accesslog.New(stderr, 0)

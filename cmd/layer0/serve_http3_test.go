@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +45,11 @@ func TestServeHTTP3(t *testing.T) {
 			t.Fatalf("no start message; stdout %q stderr %q", out.String(), errOut.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// A library's line through the standard log package (as QUIC's buffer warning is) is JSON.
+	stdlog.Print("a library says hello")
+	if !strings.Contains(errOut.String(), `"level":"WARN","msg":"a library says hello"`) {
+		t.Errorf("a standard log line in the process log: %q, want a JSON record at WARN", errOut.String())
 	}
 	tc := &tls.Config{RootCAs: roots}
 	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
