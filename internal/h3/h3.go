@@ -3,8 +3,9 @@
 // QUIC handshake does not complete within a short timeout — UDP blocked, the port closed, or a
 // server without HTTP/3. The Go client and the layer0 engine kind both use it.
 //
-// 0-RTT is never used: quic-go's client sends early data only for the GET and HEAD requests it is
-// explicitly asked to, and layer0's requests are POSTs, which must not be replayable.
+// 0-RTT is never used: connections are dialed with a full handshake (quic.DialAddr, not its early
+// variant), so no request travels as replayable early data — layer0's requests are POSTs that
+// start billed generations.
 package h3
 
 import (
