@@ -1,6 +1,6 @@
 // Package client is layer0's Go client. A Client holds one HTTP transport, so its requests share
-// warm connections: HTTP/2 over TLS (negotiated by ALPN), HTTP/2 cleartext with prior knowledge
-// (H2C), or HTTP/1.1 keep-alive. It speaks the binary protocol (docs/protocol.md; version 1, or 2
+// warm connections: HTTP/3 over QUIC (Options.HTTP3, with HTTP/2 fallback), HTTP/2 over TLS
+// (negotiated by ALPN), HTTP/2 cleartext with prior knowledge (H2C), or HTTP/1.1 keep-alive. It speaks the binary protocol (docs/protocol.md; version 1, or 2
 // with token IDs or text frames) or the Anthropic Messages API (SSE or JSON), and every answer is
 // a Stream of canonical events read with a range-over-func iterator. Every failure the server
 // reports, before or inside the stream, is an *Error. Cancelling the request's context ends the
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/h3"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/vocab"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
@@ -91,6 +92,25 @@ const (
 	HTTP1
 )
 
+// HTTP3 is the HTTP/3 policy of a Client for https URLs.
+type HTTP3 uint8
+
+// HTTP/3 policies.
+const (
+	// HTTP3FromEnv follows the LAYER0_HTTP3 environment variable: off, auto or on (off when
+	// unset; New fails on any other value).
+	HTTP3FromEnv HTTP3 = iota
+	// HTTP3Off never uses HTTP/3.
+	HTTP3Off
+	// HTTP3Auto tries HTTP/3 first and falls back to HTTP/2 (or HTTP/1.1) when the QUIC
+	// handshake fails or takes longer than Options.HTTP3Timeout — UDP blocked, the port closed,
+	// a server without HTTP/3; the host then stays on HTTP/2 for five minutes. 0-RTT is never
+	// used: requests are POSTs, and data sent in 0-RTT can be replayed.
+	HTTP3Auto
+	// HTTP3On uses HTTP/3 only.
+	HTTP3On
+)
+
 // Options configure a Client.
 type Options struct {
 	// BaseURL is the server, e.g. "http://127.0.0.1:8080". Required.
@@ -104,6 +124,12 @@ type Options struct {
 	// TLSConfig configures TLS for https URLs (roots, client certificates). Ignored with
 	// HTTPClient.
 	TLSConfig *tls.Config
+	// HTTP3 is the HTTP/3 policy for https URLs; the zero value, HTTP3FromEnv, reads the
+	// LAYER0_HTTP3 environment variable (off, auto or on; off when unset). Ignored with
+	// HTTPClient and for http URLs.
+	HTTP3 HTTP3
+	// HTTP3Timeout bounds the QUIC handshake before HTTP3Auto falls back to HTTP/2; default 1s.
+	HTTP3Timeout time.Duration
 	// HTTPClient replaces the client New builds.
 	HTTPClient *http.Client
 	// Header is sent with every request.
@@ -132,9 +158,35 @@ func New(o Options) (*Client, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(o)}
+		var rt http.RoundTripper = newTransport(o)
+		if strings.HasPrefix(base, "https://") && o.Transport != HTTP1 {
+			mode, err := h3Mode(o.HTTP3)
+			if err != nil {
+				return nil, fmt.Errorf("client: %w", err)
+			}
+			if mode != h3.Off {
+				if rt, err = h3.NewTransport(h3.Options{Mode: mode, TLSConfig: o.TLSConfig, Fallback: rt,
+					HandshakeTimeout: o.HTTP3Timeout}); err != nil {
+					return nil, fmt.Errorf("client: %w", err)
+				}
+			}
+		}
+		hc = &http.Client{Transport: rt}
 	}
 	return &Client{o: o, base: base, hc: hc, vocabs: map[string]*vocab.Vocab{}}, nil
+}
+
+// h3Mode is the h3 policy of p.
+func h3Mode(p HTTP3) (h3.Mode, error) {
+	switch p {
+	case HTTP3Off:
+		return h3.Off, nil
+	case HTTP3Auto:
+		return h3.Auto, nil
+	case HTTP3On:
+		return h3.On, nil
+	}
+	return h3.ModeFromEnv(nil)
 }
 
 func newTransport(o Options) *http.Transport {

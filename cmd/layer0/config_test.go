@@ -24,6 +24,7 @@ func TestConfigCheck(t *testing.T) {
 		{"ok", "engines: {s: {kind: sim}}\nmodels: {m: {engines: [s]}}\n", ""},
 		{"problems", "bogus: 1\nengines: {a: {kind: openai}}\nmodels: {m: {engines: [a]}}\n", "engines.a.url: required"},
 		{"no keys off loopback", "server: {addr: '0.0.0.0:8080'}\n", "keys"},
+		{"http3 without tls", "server: {http3: true}\n", "server.http3: needs server.tls"},
 		{"missing tls files", "server: {tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}}\n", "server.tls"},
 		{"unset credential", "engines: {v: {kind: openai, url: 'http://127.0.0.1:9', api_key_env: L0_TEST_SURELY_UNSET}}\nmodels: {m: {engines: [v]}}\n", "L0_TEST_SURELY_UNSET"},
 	}

@@ -125,10 +125,10 @@ func (r *reloader) reload(why string) bool {
 		err = r.g.Reload(cfg)
 		if err == nil {
 			s, rs := cfg.Server, running.Server
-			if fileAddr != rs.Addr || s.TLS != rs.TLS || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
+			if fileAddr != rs.Addr || s.TLS != rs.TLS || s.HTTP3 != rs.HTTP3 || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
 				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access ||
 				cfg.Limits.MaxHeaderBytes != running.Limits.MaxHeaderBytes {
-				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, timeouts, log.access, "+
+				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, log.access, "+
 					"limits.max_header_bytes at the listener) apply only after a restart", "path", r.path)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"os"
@@ -45,6 +46,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Libraries that write through the standard log package (QUIC's warning about UDP buffer
+	// sizes) write JSON records too, at WARN.
+	prevOut, prevFlags := stdlog.Writer(), stdlog.Flags()
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(slog.NewLogLogger(logger.Handler(), slog.LevelWarn).Writer())
+	defer func() {
+		stdlog.SetOutput(prevOut)
+		stdlog.SetFlags(prevFlags)
+	}()
 	opts := []layer0.Option{layer0.WithLogger(logger)}
 	if *cfg.Log.Access {
 		opts = append(opts, layer0.WithAccessLog(stderr))
@@ -83,6 +93,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var h3 *server.HTTP3
+	if cfg.Server.HTTP3 {
+		if h3, err = server.ListenHTTP3(srv, ln); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if a := cfg.Server.AdminAddr; a != "" {
 		aln, err := g.Listen(a)
 		if err != nil {
@@ -98,6 +115,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}()
 		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz) on http://%s\n", aln.Addr())
 	}
+	h3done := make(chan struct{})
+	if h3 != nil {
+		go func() {
+			defer close(h3done)
+			if err := h3.Serve(ctx, cfg.Server.ShutdownTimeout); errors.Is(err, server.ErrDrainTimeout) {
+				logger.Warn("HTTP/3 stopped", "err", err)
+			} else if err != nil {
+				logger.Error("HTTP/3 listener stopped", "err", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "layer0 HTTP/3 on udp %s (Alt-Svc: %s)\n", h3.Addr(), h3.AltSvc())
+	} else {
+		close(h3done)
+	}
 	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
@@ -108,6 +139,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
 		}
 	})
+	stop() // the TCP listener has stopped (a signal, or an error): so does HTTP/3
+	<-h3done
 	if errors.Is(err, server.ErrDrainTimeout) {
 		// A stop that had to end slow requests is still an orderly stop: each got an error.
 		logger.Warn("stopped", "err", err)

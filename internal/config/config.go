@@ -93,6 +93,9 @@ type Server struct {
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
 	TLS TLS `yaml:"tls"`
+	// HTTP3 also serves HTTP/3 (QUIC) over UDP on the same port, advertised to TLS clients with
+	// Alt-Svc. Only with TLS. Default false.
+	HTTP3 bool `yaml:"http3"`
 }
 
 // TLS names the certificate and key files (PEM). Both or neither. They are re-read when they
@@ -586,6 +589,9 @@ func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
+	}
+	if c.Server.HTTP3 && c.Server.TLS.CertFile == "" {
+		errs.add("server.http3", "needs server.tls (HTTP/3 is always encrypted)")
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)

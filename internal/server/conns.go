@@ -71,6 +71,17 @@ var refusal = func() []byte {
 
 func (l *limitListener) refuse(c net.Conn) {
 	// Counted and logged before the close, so that whoever sees the close can see the count.
+	l.count()
+	if !l.lim.TLS {
+		// Best effort, never blocking the accept loop: the answer fits in any socket buffer.
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+		_, _ = c.Write(refusal)
+	}
+	_ = c.Close()
+}
+
+// count counts and logs (at most once a second) one refused connection, TCP or QUIC.
+func (l *limitListener) count() {
 	if l.lim.Refused != nil {
 		l.lim.Refused()
 	}
@@ -82,12 +93,6 @@ func (l *limitListener) refuse(c net.Conn) {
 		l.lim.Logger.Warn("connection refused: the listener is at max_connections",
 			"max_connections", l.lim.Max, "refused", n, "addr", l.Addr().String())
 	}
-	if !l.lim.TLS {
-		// Best effort, never blocking the accept loop: the answer fits in any socket buffer.
-		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-		_, _ = c.Write(refusal)
-	}
-	_ = c.Close()
 }
 
 // answerConn is an accepted connection: it counts itself out of the listener on Close, and

@@ -9,14 +9,18 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	// Extended CONNECT on, before net/http and x/net/http2 read GODEBUG.
+	_ "github.com/layer0ai/layer0/internal/h2xconnect"
 )
 
 // ListenOptions configure the HTTP listener.
 type ListenOptions struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
-	// MaxHeaderBytes bounds the request headers; default 64 KiB (the HTTP/2
-	// SETTINGS_MAX_HEADER_LIST_SIZE layer0 announces).
+	// MaxHeaderBytes bounds the request headers; default 64 KiB. HTTP/2 connections announce
+	// it as SETTINGS_MAX_HEADER_LIST_SIZE exactly (and enforce it in HTTP/2's unit, which counts
+	// 32 bytes per field); HTTP/1.1 reads up to a few KiB more, the slack net/http adds.
 	MaxHeaderBytes int
 	// Logger receives net/http's own error lines (accept errors, TLS handshake failures) as
 	// JSON records at WARN; nil discards them.
@@ -50,14 +54,31 @@ func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 		},
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    o.MaxHeaderBytes,
+		MaxHeaderBytes:    serverMaxHeaderBytes(o.MaxHeaderBytes),
 		Protocols:         &protos,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     1 << 21, // above 1 MiB, as the protocol promises
 			MaxReceiveBufferPerConnection: 1 << 24,
 			MaxConcurrentStreams:          1000,
+			// The protocol's default frame size, announced explicitly: Go would announce 1 MiB,
+			// which buys nothing for request bodies this size and lets one frame hold a
+			// connection's reader for that long.
+			MaxReadFrameSize: 16 << 10,
 		},
 	}
+}
+
+// h2HeaderPad is what Go's HTTP/2 servers add to http.Server.MaxHeaderBytes before announcing it
+// as SETTINGS_MAX_HEADER_LIST_SIZE (32 bytes of per-field overhead for ten fields).
+const h2HeaderPad = 10 * 32
+
+// serverMaxHeaderBytes is the http.Server.MaxHeaderBytes that makes the HTTP/2 servers announce
+// exactly n as SETTINGS_MAX_HEADER_LIST_SIZE.
+func serverMaxHeaderBytes(n int) int {
+	if n > 2*h2HeaderPad {
+		return n - h2HeaderPad
+	}
+	return n
 }
 
 // ErrShutdown is the cause of the request contexts that were still running when the drain time

@@ -43,10 +43,9 @@ func EnableTLS(srv *http.Server, certFile, keyFile string, logger *slog.Logger) 
 	if err := http2.ConfigureServer(srv, h2); err != nil {
 		return fmt.Errorf("server: tls: %w", err)
 	}
+	// The same handler as h2's, so both get the server's base context (the drain's cancellation).
 	srv.TLSConfig.NextProtos = append([]string{ALPNAnthropic}, srv.TLSConfig.NextProtos...)
-	srv.TLSNextProto[ALPNAnthropic] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		h2.ServeConn(c, &http2.ServeConnOpts{BaseConfig: hs, Handler: h})
-	}
+	srv.TLSNextProto[ALPNAnthropic] = srv.TLSNextProto["h2"]
 	srv.Protocols = nil // the TLS listener's protocols come from ALPN alone
 	return nil
 }

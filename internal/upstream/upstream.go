@@ -32,6 +32,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/h1"
+	"github.com/layer0ai/layer0/internal/h3"
 )
 
 // Secret is a credential. It formats as [redacted] with every verb, so printing a struct that
@@ -61,6 +62,13 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
+	// HTTP3 is the HTTP/3 policy for an https:// engine (h3.Auto falls back to HTTP/2 when the
+	// QUIC handshake fails within h3.DefaultHandshakeTimeout). The zero value is h3.Off; the
+	// layer0 engine kind sets HTTP3FromEnv instead.
+	HTTP3 h3.Mode
+	// HTTP3FromEnv, when HTTP3 is h3.Off, reads the policy from LAYER0_HTTP3 through Getenv
+	// (off, auto or on; any other value is an error).
+	HTTP3FromEnv bool
 	// AuthHeader is the header that carries the credential: "Authorization" (the default,
 	// sent as "Bearer KEY") or another name such as "X-Api-Key" (sent as the bare key).
 	AuthHeader string
@@ -77,6 +85,7 @@ type Client struct {
 	auth     string  // header carrying the key
 	hc       *http.Client
 	tr       *http.Transport
+	h3       *h3.Transport // nil unless HTTP/3 is on or auto for an https:// engine
 	t        config.Timeouts
 	sem      chan struct{}
 	inflight atomic.Int64
@@ -135,9 +144,25 @@ func New(name string, cfg config.Engine, opts Options) (*Client, error) {
 	if cfg.MaxConcurrency > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrency)
 	}
+	if opts.HTTP3 == h3.Off && opts.HTTP3FromEnv {
+		mode, err := h3.ModeFromEnv(getenv)
+		if err != nil {
+			return nil, fmt.Errorf("upstream: engine %s: %w", name, err)
+		}
+		opts.HTTP3 = mode
+	}
 	c.tr = NewTransport(cfg.Timeouts.Connect, opts.TLSConfig)
+	var rt http.RoundTripper = c.tr
+	if opts.HTTP3 != h3.Off && strings.HasPrefix(c.base, "https://") {
+		t, err := h3.NewTransport(h3.Options{Mode: opts.HTTP3, TLSConfig: opts.TLSConfig, Fallback: c.tr,
+			HandshakeTimeout: min(cfg.Timeouts.Connect, h3.DefaultHandshakeTimeout)})
+		if err != nil {
+			return nil, fmt.Errorf("upstream: engine %s: %w", name, err)
+		}
+		c.h3, rt = t, t
+	}
 	c.hc = &http.Client{
-		Transport: c.tr,
+		Transport: rt,
 		// An engine's redirect is a misconfiguration; following it could resend the credential.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -200,6 +225,9 @@ func (c *Client) InFlight() int { return int(c.inflight.Load()) }
 // CloseIdle closes the idle pooled connections.
 func (c *Client) CloseIdle() {
 	c.tr.CloseIdleConnections()
+	if c.h3 != nil {
+		c.h3.CloseIdleConnections()
+	}
 	if c.pool != nil {
 		c.pool.CloseIdle()
 	}

@@ -63,6 +63,8 @@ type Engine struct {
 // New returns the peer engine named name. The credential named by cfg.APIKeyEnv is read once and
 // sent as a bearer token, which layer0 accepts for both protocols.
 func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
+	// A peer over https:// speaks HTTP/3 when LAYER0_HTTP3 says so (auto: with HTTP/2 fallback).
+	opts.Upstream.HTTP3FromEnv = true
 	j, err := anthropic.New(name, cfg, anthropic.Options{Model: opts.Model, Bearer: true, Upstream: opts.Upstream})
 	if err != nil {
 		return nil, err

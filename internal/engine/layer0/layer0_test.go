@@ -20,7 +20,13 @@ import (
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
-func env(string) string { return "peer-key-123456" }
+// env holds the engine's credential, K, and nothing else.
+func env(k string) string {
+	if k == "K" {
+		return "peer-key-123456"
+	}
+	return ""
+}
 
 func newEngine(t *testing.T, url string, protocol string) *Engine {
 	t.Helper()
