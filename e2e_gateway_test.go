@@ -432,3 +432,44 @@ models:
 		}
 	}
 }
+
+// A chain of layer0s still tells the client its answer came from a simulator: the front's
+// engine is another layer0 (and an OpenAI-kind engine on another layer0) serving its sim.
+func TestGatewaySimulatedThroughAChain(t *testing.T) {
+	_, peer := serveGateway(t, parseConfig(t, `
+engines: {sim: {kind: sim}}
+models: {sim: {engines: [sim]}}
+`))
+	_, front := serveGateway(t, parseConfig(t, `
+engines:
+  peer: {kind: layer0, url: "`+peer+`"}
+  oai: {kind: openai, url: "`+peer+`/v1"}
+models:
+  chain: {engines: [peer], upstream_model: sim}
+  oaichain: {engines: [oai], upstream_model: sim}
+`))
+	for _, tc := range []struct{ path, model, extra string }{
+		{"/v1/messages", "chain", ""},
+		{"/v1/messages", "chain", `"stream":true,`},
+		{"/v1/chat/completions", "oaichain", ""},
+		{"/v1/chat/completions", "oaichain", `"stream":true,`},
+		{"/v1/messages", "oaichain", `"stream":true,`},
+	} {
+		body := `{"model":"` + tc.model + `",` + tc.extra + `"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+		req, _ := http.NewRequest(http.MethodPost, front+tc.path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s %s: %d %s", tc.path, tc.model, tc.extra, resp.StatusCode, b)
+		}
+		if got := resp.Header.Get("X-Layer0-Simulated"); got != "true" {
+			t.Errorf("%s %s %s: X-Layer0-Simulated %q, want true", tc.path, tc.model, tc.extra, got)
+		}
+	}
+}

@@ -278,7 +278,8 @@ type Record struct {
 	Pick route.Decision
 }
 
-// Simulator is implemented by engines that simulate a model.
+// Simulator is implemented by engines that simulate a model, or that can tell an answer came
+// from one (an engine behind a URL that is another layer0 serving its sim engine).
 type Simulator interface {
 	Simulated() bool
 }
@@ -423,15 +424,13 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 			rec.Fallbacks = append(rec.Fallbacks, a.Fallback)
 		}
 		rec.Served, rec.Engine = a.Model, a.Replica.Name
-		if sim, ok := a.Replica.Engine.(Simulator); ok {
-			rec.Simulated = sim.Simulated()
-		} else {
-			rec.Simulated = false
-		}
+		s.sim, _ = a.Replica.Engine.(Simulator)
+		s.noteSimulated()
 		t0 := time.Now()
 		err = p.attempt(ctx, c, &a, t0)
 		plan.Report(err, time.Since(t0))
 		if err == nil {
+			s.noteSimulated()      // an engine behind a URL knows once it has answered
 			p.record(c, a.Replica) // the replica now holds the prompt's blocks
 			break
 		}
@@ -536,6 +535,7 @@ const maxHeld = engine.MaxHeldEvents
 // count settles them at the end).
 type attemptSink struct {
 	inner llm.Sink
+	sim   Simulator      // the attempt's engine, when it can say it is a simulator
 	col   *llm.Collector // inner, when it collects the whole answer before anything is sent
 	rec   *Record
 	lease *limit.Lease
@@ -558,6 +558,12 @@ func (s *attemptSink) init(c *Call, lease *limit.Lease, input int) {
 	s.inner, s.rec, s.lease, s.input = c.Sink, &c.Record, lease, input
 	s.col, _ = c.Sink.(*llm.Collector)
 	c.cache.tap(s)
+}
+
+// noteSimulated sets the record's Simulated from the attempt's engine: a simulator, or an engine
+// whose answers say they come from one (another layer0 serving its sim).
+func (s *attemptSink) noteSimulated() {
+	s.rec.Simulated = s.sim != nil && s.sim.Simulated()
 }
 
 // begin starts an attempt.
@@ -643,6 +649,7 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 // end the stream instead of moving the request on.
 func (s *attemptSink) commit() error {
 	s.committed = true
+	s.noteSimulated() // before the response's headers go out
 	s.rec.FirstEventEngine = s.rec.EngineTime + time.Since(s.t0) - s.inSink
 	for i := range s.held[:s.nheld] {
 		if err := s.inner.Send(&s.held[i]); err != nil {
@@ -681,6 +688,7 @@ type countingWriter struct {
 func (w *countingWriter) Write(b []byte) (int, error) {
 	if w.n == 0 && len(b) > 0 {
 		w.att.committed = true
+		w.att.noteSimulated()
 		w.att.rec.TTFT = time.Since(w.att.rec.Start)
 		w.att.rec.FirstEventEngine = w.att.rec.EngineTime + time.Since(w.att.t0)
 		if w.att.timer != nil {

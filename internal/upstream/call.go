@@ -117,6 +117,7 @@ func (c *Client) doH1(ctx context.Context, resp *Response, r *Request) (answer, 
 			resp.Status = head.Status
 			resp.ContentType = contentType(head.Get("Content-Type"))
 			if head.Status >= 200 && head.Status <= 299 {
+				c.noteSimulated(string(head.Get("X-Layer0-Simulated")))
 				return answer{}, nil
 			}
 			a := answer{retryAfter: RetryAfter(head.Header())}
@@ -217,6 +218,9 @@ func (c *Client) doStd(ctx context.Context, resp *Response, r *Request) (answer,
 	}
 	resp.hr = hr
 	resp.Status, resp.ContentType = hr.StatusCode, hr.Header.Get("Content-Type")
+	if hr.StatusCode >= 200 && hr.StatusCode <= 299 {
+		c.noteSimulated(hr.Header.Get("X-Layer0-Simulated"))
+	}
 	if hr.StatusCode < 200 || hr.StatusCode > 299 {
 		a := answer{retryAfter: RetryAfter(hr.Header)}
 		a.body, err = readError(hr.Body)

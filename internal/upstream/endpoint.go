@@ -27,6 +27,10 @@ type Endpoint struct {
 	Model string
 }
 
+// Simulated reports whether the engine said its last answer came from a simulator (another
+// layer0 serving its sim engine).
+func (e *Endpoint) Simulated() bool { return e.C.Simulated() }
+
 // NewEndpoint returns the endpoint of the API at apiPath of the engine named name, sending hdr
 // with every request.
 func NewEndpoint(name string, cfg config.Engine, o Options, apiPath string, hdr http.Header) (Endpoint, error) {

@@ -102,6 +102,9 @@ type Client struct {
 	resps sync.Pool // *Response
 
 	closed atomic.Bool // set by Close: Do refuses new requests
+	// simulated is set while the engine's answers say X-Layer0-Simulated: true (another layer0
+	// serving a simulator).
+	simulated atomic.Bool
 
 	log *slog.Logger // nil logs nothing
 }
@@ -242,6 +245,18 @@ func (c *Client) Close() {
 		c.pool.Close()
 	}
 	c.tr.CloseIdleConnections()
+}
+
+// Simulated reports whether the engine's last answer said it came from a simulator
+// (X-Layer0-Simulated: true, as layer0 sends for its sim engine), so that a chain of layer0s
+// still tells the client.
+func (c *Client) Simulated() bool { return c.simulated.Load() }
+
+// noteSimulated records the engine's X-Layer0-Simulated header value of a 2xx answer.
+func (c *Client) noteSimulated(v string) {
+	if sim := v == "true"; sim != c.simulated.Load() {
+		c.simulated.Store(sim)
+	}
 }
 
 // errClosed is the cause of a request sent through a closed client.

@@ -97,6 +97,9 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// Simulated reports whether the peer said its last answer came from a simulator.
+func (e *Engine) Simulated() bool { return e.c.Simulated() }
+
 // Binary reports whether requests currently go over the binary protocol.
 func (e *Engine) Binary() bool { return e.binary.Load() != binaryRefused }
 
