@@ -594,3 +594,46 @@ keys: [{name: tester, hash: %s}]
 		t.Fatalf("got %d %s", status, typ)
 	}
 }
+
+// Bodies that outgrow the first pooled buffer, many at once: each request is answered from its
+// own body (the echo engine repeats it), never from another request's bytes.
+func TestGrownBodiesStayTheirOwn(t *testing.T) {
+	t.Parallel()
+	cfg := parseConfig(t, fmt.Sprintf(`
+engines: {echo: {kind: sim, sim: {mode: echo}}}
+models: {sim: {engines: [echo]}}
+keys: [{name: tester, hash: %s}]
+`, authHash(hardKey)))
+	_, addr, _ := serveListener(t, cfg)
+	c := &http.Client{Timeout: 20 * time.Second}
+	errs := make(chan error, 64)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 8; i++ {
+				marker := fmt.Sprintf("marker%dx%d", g, i)
+				text := marker + strings.Repeat(" filler", 8000) // about 56 KB: the buffer grows twice
+				body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"` + text + `"}]}`
+				req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader(body))
+				req.Header.Set("X-Api-Key", hardKey)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := c.Do(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), marker) {
+					errs <- fmt.Errorf("%s: %d %.200s", marker, resp.StatusCode, b)
+					continue
+				}
+				errs <- nil
+			}
+		}()
+	}
+	for n := 0; n < 64; n++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -350,7 +350,8 @@ func (x *exchange) grow(b []byte, limit int64) []byte {
 	}
 	nb := make([]byte, len(b), n)
 	copy(nb, b)
-	x.s.putBuf(x.buf)
+	// x.buf keeps pointing at this request's buffer: the pointer goes back to the pool at
+	// finish, with the grown array (the smaller one is left to the garbage collector).
 	*x.buf = nb
 	return nb
 }
