@@ -11,6 +11,7 @@ import (
 	"time"
 
 	// Extended CONNECT on, before net/http and x/net/http2 read GODEBUG.
+	"github.com/layer0ai/layer0/internal/config"
 	_ "github.com/layer0ai/layer0/internal/h2xconnect"
 )
 
@@ -31,7 +32,7 @@ type ListenOptions struct {
 // knowledge), with the timeouts of o.
 func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = 64 << 10
+		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
@@ -67,16 +68,16 @@ const BodyRateGrace = 5 * time.Second
 
 func (l *Limits) setDefaults() {
 	if l.ReadBodyTimeout <= 0 {
-		l.ReadBodyTimeout = 30 * time.Second
+		l.ReadBodyTimeout = config.DefaultReadBodyTimeout
 	}
 	if l.MinBodyRate == 0 {
-		l.MinBodyRate = 1024
+		l.MinBodyRate = config.DefaultMinBodyRate
 	}
 	if l.WriteTimeout <= 0 {
-		l.WriteTimeout = 30 * time.Second
+		l.WriteTimeout = config.DefaultWriteTimeout
 	}
 	if l.BodyBytesInFlight <= 0 {
-		l.BodyBytesInFlight = 512 << 20
+		l.BodyBytesInFlight = config.DefaultMaxBodyBytesInFlight
 	}
 }
 
