@@ -511,3 +511,18 @@ models:
 		t.Errorf("%.3f of prompt tokens from cache", share)
 	}
 }
+
+// /v1/cache estimates the prompt the engine gets: a system prompt's directives are stripped
+// before it is rendered, as they are before the engine sees it.
+func TestPrefixCacheIgnoresDirectives(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, prefixCacheConfig))
+	system := strings.Repeat("You answer questions about routers, briefly and precisely. ", 30)
+	plain := prompt{Model: "sim", System: system, Messages: []cacheTurn{{"user", "Why does my router reboot?"}}}
+	served(t, base, plain)
+	withDirective := plain
+	withDirective.System = "<|temperature:0.2|>\n" + system
+	a, b := queryCache(t, base, plain), queryCache(t, base, withDirective)
+	if a.PromptTokens != b.PromptTokens || a.CachedTokens != b.CachedTokens || !a.Hit {
+		t.Fatalf("plain %+v, with a directive %+v: want the same estimate, a hit", a, b)
+	}
+}

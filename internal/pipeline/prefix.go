@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/layer0ai/layer0/internal/directive"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
@@ -44,6 +45,16 @@ func (p *Pipeline) record(c *Call, r *route.Replica) {
 // prefix cache, as the index estimates it, without running anything. The caller checks that
 // the key may use the model.
 func (p *Pipeline) CacheLookup(req *llm.Request) (prefix.Match, error) {
+	// The engine never sees the system prompt's directives: neither does the estimate.
+	set, system, err := directive.Parse(req)
+	if err != nil {
+		return prefix.Match{}, err
+	}
+	if !set.Empty() {
+		r := *req
+		r.System = system
+		req = &r
+	}
 	name, ok := p.routes.Resolve(req.Model)
 	if !ok {
 		return prefix.Match{}, notFound(req.Model)
