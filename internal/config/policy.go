@@ -156,11 +156,31 @@ type Health struct {
 	HealthyThreshold int `yaml:"healthy_threshold"`
 }
 
-// Policy defaults, also documented on the fields and in docs/config.md.
+// Policy defaults, also documented on the fields and in docs/config.md. The routing package
+// takes the same values for the zero fields of what it is given.
 const (
 	DefaultMaxHeaderBytes               = 64 << 10
 	DefaultMaxMessages                  = 10000
 	DefaultFallbackUtilizationThreshold = 0.85
+
+	DefaultRetryRatio      = 0.2
+	DefaultRetryMinRetries = 10
+	DefaultRetryWindow     = 10 * time.Second
+
+	DefaultEjectionFailures = 5
+	DefaultEjectionBaseTime = 30 * time.Second
+	DefaultEjectionMaxTime  = 5 * time.Minute
+
+	DefaultBreakerWindow         = 10 * time.Second
+	DefaultBreakerMinRequests    = 20
+	DefaultBreakerFailureRatio   = 0.5
+	DefaultBreakerOpenTime       = 30 * time.Second
+	DefaultBreakerHalfOpenProbes = 1
+
+	DefaultHealthInterval           = 10 * time.Second
+	DefaultHealthTimeout            = 5 * time.Second
+	DefaultHealthUnhealthyThreshold = 2
+	DefaultHealthHealthyThreshold   = 1
 )
 
 func (c *Config) setPolicyDefaults() {
@@ -181,38 +201,38 @@ func (c *Config) setPolicyDefaults() {
 	setDuration(&r.UtilizationInterval, time.Second)
 	b := &r.RetryBudget
 	if b.Ratio == 0 {
-		b.Ratio = 0.2
+		b.Ratio = DefaultRetryRatio
 	}
 	if b.MinRetries == 0 {
-		b.MinRetries = 10
+		b.MinRetries = DefaultRetryMinRetries
 	}
-	setDuration(&b.Window, 10*time.Second)
+	setDuration(&b.Window, DefaultRetryWindow)
 	e := &r.Ejection
 	if e.ConsecutiveFailures == 0 {
-		e.ConsecutiveFailures = 5
+		e.ConsecutiveFailures = DefaultEjectionFailures
 	}
-	setDuration(&e.BaseTime, 30*time.Second)
-	setDuration(&e.MaxTime, 5*time.Minute)
+	setDuration(&e.BaseTime, DefaultEjectionBaseTime)
+	setDuration(&e.MaxTime, DefaultEjectionMaxTime)
 	br := &r.Breaker
-	setDuration(&br.Window, 10*time.Second)
+	setDuration(&br.Window, DefaultBreakerWindow)
 	if br.MinRequests == 0 {
-		br.MinRequests = 20
+		br.MinRequests = DefaultBreakerMinRequests
 	}
 	if br.FailureRatio == 0 {
-		br.FailureRatio = 0.5
+		br.FailureRatio = DefaultBreakerFailureRatio
 	}
-	setDuration(&br.OpenTime, 30*time.Second)
+	setDuration(&br.OpenTime, DefaultBreakerOpenTime)
 	if br.HalfOpenProbes == 0 {
-		br.HalfOpenProbes = 1
+		br.HalfOpenProbes = DefaultBreakerHalfOpenProbes
 	}
 	h := &r.Health
-	setDuration(&h.Interval, 10*time.Second)
-	setDuration(&h.Timeout, 5*time.Second)
+	setDuration(&h.Interval, DefaultHealthInterval)
+	setDuration(&h.Timeout, DefaultHealthTimeout)
 	if h.UnhealthyThreshold == 0 {
-		h.UnhealthyThreshold = 2
+		h.UnhealthyThreshold = DefaultHealthUnhealthyThreshold
 	}
 	if h.HealthyThreshold == 0 {
-		h.HealthyThreshold = 1
+		h.HealthyThreshold = DefaultHealthHealthyThreshold
 	}
 }
 

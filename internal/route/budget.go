@@ -3,6 +3,8 @@ package route
 import (
 	"sync"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/config"
 )
 
 // BudgetConfig bounds retries: over the last Window, retries may be at most MinRetries plus
@@ -37,13 +39,13 @@ type budgetBucket struct {
 // time.Now).
 func NewBudget(c BudgetConfig, now func() time.Time) *Budget {
 	if c.Ratio <= 0 {
-		c.Ratio = 0.2
+		c.Ratio = config.DefaultRetryRatio
 	}
 	if c.MinRetries <= 0 {
-		c.MinRetries = 10
+		c.MinRetries = config.DefaultRetryMinRetries
 	}
 	if c.Window <= 0 {
-		c.Window = 10 * time.Second
+		c.Window = config.DefaultRetryWindow
 	}
 	if now == nil {
 		now = time.Now

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
@@ -67,39 +68,39 @@ type Policy struct {
 func (p *Policy) setDefaults() {
 	e := &p.Ejection
 	if e.ConsecutiveFailures == 0 {
-		e.ConsecutiveFailures = 5
+		e.ConsecutiveFailures = config.DefaultEjectionFailures
 	}
 	if e.BaseTime <= 0 {
-		e.BaseTime = 30 * time.Second
+		e.BaseTime = config.DefaultEjectionBaseTime
 	}
 	if e.MaxTime <= 0 {
-		e.MaxTime = 5 * time.Minute
+		e.MaxTime = config.DefaultEjectionMaxTime
 	}
 	b := &p.Breaker
 	if b.Window <= 0 {
-		b.Window = 10 * time.Second
+		b.Window = config.DefaultBreakerWindow
 	}
 	if b.MinRequests <= 0 {
-		b.MinRequests = 20
+		b.MinRequests = config.DefaultBreakerMinRequests
 	}
 	if b.FailureRatio <= 0 {
-		b.FailureRatio = 0.5
+		b.FailureRatio = config.DefaultBreakerFailureRatio
 	}
 	if b.OpenTime <= 0 {
-		b.OpenTime = 30 * time.Second
+		b.OpenTime = config.DefaultBreakerOpenTime
 	}
 	if b.HalfOpenProbes <= 0 {
-		b.HalfOpenProbes = 1
+		b.HalfOpenProbes = config.DefaultBreakerHalfOpenProbes
 	}
 	h := &p.Health
 	if h.UnhealthyThreshold <= 0 {
-		h.UnhealthyThreshold = 2
+		h.UnhealthyThreshold = config.DefaultHealthUnhealthyThreshold
 	}
 	if h.HealthyThreshold <= 0 {
-		h.HealthyThreshold = 1
+		h.HealthyThreshold = config.DefaultHealthHealthyThreshold
 	}
 	if h.Timeout <= 0 {
-		h.Timeout = 5 * time.Second
+		h.Timeout = config.DefaultHealthTimeout
 	}
 	if p.Now == nil {
 		p.Now = time.Now

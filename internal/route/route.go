@@ -18,12 +18,13 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
 // DefaultUtilizationThreshold is the utilisation above which a replica is skipped while
 // another can serve (fallback_utilization_threshold).
-const DefaultUtilizationThreshold = 0.85
+const DefaultUtilizationThreshold = config.DefaultFallbackUtilizationThreshold
 
 // maxChain bounds a fallback chain, so a Plan tracks it in one word.
 const maxChain = 64
