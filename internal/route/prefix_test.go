@@ -203,3 +203,69 @@ func BenchmarkPrefixPick(b *testing.B) {
 		}
 	}
 }
+
+// TestPickerPerModel gives one model the prefix picker and leaves the other the table's: only
+// the first decides on the prompt.
+func TestPickerPerModel(t *testing.T) {
+	clk := newClock()
+	pool := replicas(clk, Policy{}, "a", "b")
+	indexed(pool, 1<<16)
+	solo := replicas(clk, Policy{}, "s")
+	tb := newTable(t, Config{Models: []Model{{Name: "pool", Replicas: pool, Picker: &Prefix{}}, {Name: "solo", Replicas: solo}},
+		Now: clk.Now})
+	p := promptOf(1, 512, 600)
+	for _, tc := range []struct{ model, picker string }{{"pool", "prefix"}, {"solo", ""}} {
+		plan, err := tb.Plan(tc.model, "", len(p.Tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decision
+		plan.SetPrompt(p, &d)
+		if _, err := plan.Next(); err != nil {
+			t.Fatal(err)
+		}
+		plan.Report(nil, 0)
+		if d.Picker != tc.picker {
+			t.Errorf("%s: decided by %q, want %q", tc.model, d.Picker, tc.picker)
+		}
+	}
+}
+
+// TestPrefixDecisionSkipped checks that the decision lists the model's replicas the picker did
+// not weigh, and why: down, ejected, above the utilisation threshold, tried already.
+func TestPrefixDecisionSkipped(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{Ejection: Ejection{ConsecutiveFailures: 1}}, "a", "b", "c", "d", "e")
+	indexed(rs, 1<<16)
+	tb := newTable(t, Config{Models: []Model{{Name: "m", Replicas: rs}}, Picker: &Prefix{}, Now: clk.Now})
+	rs[0].down.Store(true)
+	rs[1].Begin()
+	rs[1].Report(errServer, 0) // ejected
+	rs[2].SetUtilization(0.99)
+	p := promptOf(3, 1024, 1100)
+	rs[3].Prefix.RecordPrompt(p)
+
+	plan, err := tb.Plan("m", "", len(p.Tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Decision
+	plan.SetPrompt(p, &d)
+	a, err := plan.Next()
+	if err != nil || a.Replica != rs[3] {
+		t.Fatalf("picked %v (%v), want d", a.Replica, err)
+	}
+	want := []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}}
+	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("skipped %v, want %v", got, want)
+	}
+	plan.Report(errOverloaded, 0)
+	if a, err = plan.Next(); err != nil || a.Replica != rs[4] {
+		t.Fatalf("retry picked %v (%v), want e", a.Replica, err)
+	}
+	plan.Report(nil, 0)
+	want = []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}, {"d", SkipTried}}
+	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("retry skipped %v, want %v", got, want)
+	}
+}
