@@ -55,16 +55,16 @@ func TestPrefixPickerScoring(t *testing.T) {
 		{"the replica holding the prompt", []int{0, n, 0}, []int{0, 0, 0}, 1, "cache", 0},
 		{"the longest cached prefix", []int{1000, 3000, 2000}, []int{0, 0, 0}, 1, "cache", 0},
 		{"nothing cached: least loaded", []int{0, 0, 0}, []int{3, 1, 2}, 1, "load", 0},
-		// Cached 4000 with 3 in flight costs 0+1536; uncached idle costs 4000.
+		// Cached 4000 with 3 in flight costs 0+384; uncached idle costs 4000.
 		{"cache outweighs some load", []int{0, n, 0}, []int{0, 3, 0}, 1, "cache", 0},
-		// 2 in flight on the cached one, 0 elsewhere: 1024 against 4000.
+		// 2 in flight on the cached one, 0 elsewhere: 256 against 4000.
 		{"ties and near ties", []int{n, n, 0}, []int{2, 1, 0}, 1, "cache", 0},
 		// With load cheap against prefill, the cached replica stays cheapest at 9 in flight
 		// against 0 (900 against 2100 and 4000); above 2×0+4 in flight, the guard spreads the
 		// request to the cheapest other one.
 		{"hot prefix spreads", []int{0, n, 2000}, []int{0, 9, 1}, 2, "spread", 100},
 		{"below the guard it stays", []int{0, n, 2000}, []int{1, 5, 1}, 1, "cache", 100},
-		// Short prompt, loaded cached replica: load wins on cost alone.
+		// Short prompt, loaded cached replica: load wins on cost alone (40+384 against 200).
 		{"load outweighs a small saving", []int{0, 160, 0}, []int{1, 3, 0}, 2, "load", 0},
 	}
 	for _, tt := range tests {
