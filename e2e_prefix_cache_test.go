@@ -7,15 +7,12 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/binary"
@@ -512,52 +509,5 @@ models:
 	}
 	if share < 0.7 {
 		t.Errorf("%.3f of prompt tokens from cache", share)
-	}
-}
-
-// TestPrefixPickerDefault leaves routing.picker unset: a model whose pool has more than one
-// replica with a prefix cache is placed by the prefix picker (its access log records say
-// "pick"); a single replica, or replicas kept out of the index, keep p2c; an explicit picker
-// wins everywhere.
-func TestPrefixPickerDefault(t *testing.T) {
-	const engines = `
-engines:
-  a: {kind: sim}
-  b: {kind: sim}
-  c: {kind: sim}
-  x: {kind: sim, prefix_cache: {capacity_tokens: -1}}
-  y: {kind: sim, prefix_cache: {capacity_tokens: -1}}
-models:
-  pool: {engines: [a, b]}
-  solo: {engines: [c]}
-  unindexed: {engines: [x, y]}
-`
-	picks := func(routing string) map[string]any {
-		var access syncBuffer
-		_, base := serveGateway(t, parseConfig(t, routing+engines), layer0.WithAccessLog(&access))
-		for _, m := range []string{"pool", "solo", "unindexed"} {
-			served(t, base, prompt{Model: m, System: strings.Repeat("Shared system prompt. ", 40), Messages: []cacheTurn{{"user", "hi"}}})
-		}
-		got := map[string]any{}
-		deadline := time.Now().Add(5 * time.Second)
-		for len(got) < 3 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			for _, line := range strings.Split(strings.TrimSpace(access.String()), "\n") {
-				var r map[string]any
-				if json.Unmarshal([]byte(line), &r) == nil {
-					got[r["model"].(string)] = r["pick"]
-				}
-			}
-		}
-		return got
-	}
-	if got, want := picks(""), map[string]any{"pool": "load", "solo": nil, "unindexed": nil}; !reflect.DeepEqual(got, want) {
-		t.Errorf("picker unset: pick fields %v, want %v", got, want)
-	}
-	if got, want := picks("routing: {picker: p2c}\n"), map[string]any{"pool": nil, "solo": nil, "unindexed": nil}; !reflect.DeepEqual(got, want) {
-		t.Errorf("picker p2c: pick fields %v, want %v", got, want)
-	}
-	if got, want := picks("routing: {picker: prefix}\n"), map[string]any{"pool": "load", "solo": "load", "unindexed": nil}; !reflect.DeepEqual(got, want) {
-		t.Errorf("picker prefix: pick fields %v, want %v", got, want)
 	}
 }
