@@ -180,11 +180,13 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			Window: cfg.Routing.RetryBudget.Window},
 		Now: o.now,
 	}
-	switch pc := cfg.Routing.Prefix; cfg.Routing.Picker {
+	pc := cfg.Routing.Prefix
+	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}
+	switch cfg.Routing.Picker {
 	case config.PickerRoundRobin:
 		rc.Picker = &route.RoundRobin{}
 	case config.PickerPrefix:
-		rc.Picker = &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}
+		rc.Picker = prefixPicker
 	}
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}
@@ -210,6 +212,11 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 				info.FirstByte = r.cfg.Timeouts.FirstByte
 			}
 			engines[r.route] = info
+		}
+		if cfg.Routing.Picker == "" && len(indexed[id]) > 1 {
+			// Unset picker: a pool of replicas with prefix caches is placed by prefix; any
+			// other pool by p2c (the table's default).
+			m.Picker = prefixPicker
 		}
 		rc.Models = append(rc.Models, m)
 		models = append(models, pm)

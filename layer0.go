@@ -177,7 +177,8 @@ const (
 )
 
 // PickerRoundRobin is the Routing.Picker that takes a model's replicas in turn (the default,
-// "", picks the least loaded of two drawn at random).
+// "", places by prefix cache a model with more than one replica of an engine with a prefix
+// cache, and picks the least loaded of two drawn at random for the others).
 const PickerRoundRobin = config.PickerRoundRobin
 
 // DefaultConfig returns the embedded default: the sim engine serving the model "sim".

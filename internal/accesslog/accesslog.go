@@ -135,8 +135,9 @@ func (l *Logger) run() {
 // Append appends e's record to dst as one line of JSON: the fields time (the request's end),
 // level, msg, request_id, method, path, format, status, stream, model, engine, then the
 // optional key, served_model, attempts, fallbacks, rate_limited, simulated, cache, directives,
-// offload, context_before, context_after, turns_dropped, pick and pick_cached_tokens (the prefix
-// picker's reason and the prompt tokens it expected the chosen replica to hold), error_type and
+// offload, context_before, context_after, turns_dropped, pick, pick_cached_tokens and pick_skipped
+// (the prefix picker's reason, the prompt tokens it expected the chosen replica to hold, and the
+// model's replicas it did not weigh, each "name:reason", space-separated), error_type and
 // error, then input_tokens, output_tokens, cache_read_input_tokens, duration_ms, overhead_ms
 // and ttft_ms (when a token came). Times are milliseconds with microsecond precision. It
 // allocates nothing beyond growing dst (and what the error's Error method and the list of
@@ -197,6 +198,21 @@ func Append(dst []byte, e *Entry) []byte {
 	if d := &r.Pick; d.Picker != "" && d.Chosen < d.N {
 		dst = appendStr(dst, "pick", d.Reason)
 		dst = appendInt(dst, "pick_cached_tokens", d.Candidates[d.Chosen].Cached)
+		for i := range d.NSkipped {
+			// "pick_skipped":"b:ejected c:tried" — the replicas left out, and why.
+			if i == 0 {
+				dst = append(dst, `,"pick_skipped":"`...)
+			} else {
+				dst = append(dst, ' ')
+			}
+			s := &d.Skipped[i]
+			dst = appendEscaped(dst, s.Replica)
+			dst = append(dst, ':')
+			dst = append(dst, s.Reason...)
+			if i == d.NSkipped-1 {
+				dst = append(dst, '"')
+			}
+		}
 	}
 	if r.ErrorType != "" {
 		dst = appendStr(dst, "error_type", r.ErrorType)
@@ -221,6 +237,15 @@ func appendStr(dst []byte, key, v string) []byte {
 	dst = append(dst, key...)
 	dst = append(dst, '"', ':')
 	return jsontext.AppendString(dst, v)
+}
+
+// appendEscaped appends v escaped as inside a JSON string, without its quotes.
+func appendEscaped(dst []byte, v string) []byte {
+	n := len(dst)
+	dst = jsontext.AppendString(dst, v)
+	// Drop the quotes AppendString put around v.
+	copy(dst[n:], dst[n+1:len(dst)-1])
+	return dst[:len(dst)-2]
 }
 
 func appendInt(dst []byte, key string, v int) []byte {

@@ -83,7 +83,8 @@ const (
 type Routing struct {
 	// Picker chooses among a model's replicas: "p2c" (least outstanding requests of two drawn
 	// at random), "round_robin", or "prefix" (where the prompt is cached, against load; see
-	// Prefix). Default "p2c".
+	// Prefix). Default "": "prefix" for a model with more than one replica of an engine with a
+	// prefix cache (Engine.PrefixCache), "p2c" for the others.
 	Picker string `yaml:"picker"`
 	// FallbackUtilizationThreshold is the utilisation, 0 to 1, above which a replica is skipped
 	// while another replica or fallback model can serve. 1 or more never skips. Default 0.85.
@@ -192,9 +193,6 @@ func (c *Config) setPolicyDefaults() {
 		l.MaxMessages = DefaultMaxMessages
 	}
 	r := &c.Routing
-	if r.Picker == "" {
-		r.Picker = PickerP2C
-	}
 	if r.FallbackUtilizationThreshold == 0 {
 		r.FallbackUtilizationThreshold = DefaultFallbackUtilizationThreshold
 	}
@@ -348,7 +346,7 @@ func (c *Config) validatePolicy(errs *Errors) {
 
 	r := &c.Routing
 	switch r.Picker {
-	case PickerP2C, PickerRoundRobin, PickerPrefix:
+	case "", PickerP2C, PickerRoundRobin, PickerPrefix:
 	default:
 		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin or prefix)", r.Picker)
 	}

@@ -18,7 +18,6 @@ func TestPolicyDefaults(t *testing.T) {
 		t.Errorf("limits (-want +got):\n%s", diff)
 	}
 	r := Routing{
-		Picker:                       "p2c",
 		FallbackUtilizationThreshold: 0.85,
 		UtilizationInterval:          time.Second,
 		RetryBudget:                  RetryBudget{Ratio: 0.2, MinRetries: 10, Window: 10 * time.Second},

@@ -61,7 +61,7 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 // expects it holds) plus the work queued ahead (load_tokens per request in flight).
 type PrefixRouting struct {
 	// LoadTokens is the prefill work one request in flight is worth, in prompt tokens: the
-	// higher, the more load outweighs a cached prefix. Default 512.
+	// higher, the more load outweighs a cached prefix. Default 128.
 	LoadTokens float64 `yaml:"load_tokens"`
 	// Imbalance and Slack make the hot-prefix guard: when the replica with the prompt cached
 	// has more than imbalance × the least loaded replica's requests in flight, plus slack, the

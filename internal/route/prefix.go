@@ -1,7 +1,9 @@
 package route
 
 import (
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/layer0ai/layer0/internal/prefix"
 )
@@ -35,6 +37,17 @@ type Decision struct {
 	N int
 	// Candidates are the inputs per candidate replica.
 	Candidates [MaxDecisionReplicas]Candidate
+	// NSkipped is how many of Skipped are filled (at most MaxDecisionReplicas).
+	NSkipped int
+	// Skipped are the model's replicas that were not candidates, and why.
+	Skipped [MaxDecisionReplicas]Skip
+}
+
+// Skip is a replica of the model a pick did not weigh.
+type Skip struct {
+	Replica string
+	// Reason is one of SkipDown, SkipEjected, SkipBreaker, SkipUtilization, SkipTried.
+	Reason string
 }
 
 // Candidate is what the picker knew of one replica.
@@ -62,7 +75,10 @@ type Candidate struct {
 // Prefix must not be copied after first use.
 type Prefix struct {
 	// LoadTokens is the prefill work one request in flight is worth, in prompt tokens.
-	// Default 512.
+	// Default 128: on a pool of four replicas with caches short of the working set, 512 let
+	// every imbalance of two requests in flight send a 1,000-token prefix to a cold replica,
+	// and the copies it warmed evicted other groups' prefixes (71% of prompt tokens from cache
+	// against 91% at 128; TestPrefixRoutingBenchmark).
 	LoadTokens float64
 	// Imbalance and Slack make the spread guard: spread when outstanding(cheapest) >
 	// Imbalance × outstanding(least loaded) + Slack. Defaults 2 and 4.
@@ -88,12 +104,43 @@ func (p *Prefix) Pick(cands []*Replica) int {
 // picker's Pick and d is left as it was.
 func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decision = p, d }
 
-// pick chooses among cands with the table's picker, weighing the prompt when it can.
-func (pl *Plan) pick(cands []*Replica) int {
-	if pp, ok := pl.t.picker.(PromptPicker); ok && pl.prompt != nil && pl.decision != nil {
-		return pp.PickPrompt(cands, pl.prompt, pl.decision)
+// pick chooses among cands, the candidates of m, with m's picker, weighing the prompt when it
+// can; then the replicas of m left out of cands, and why, go on the decision.
+func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
+	pp, ok := m.picker.(PromptPicker)
+	if !ok || pl.prompt == nil || pl.decision == nil {
+		return m.picker.Pick(cands)
 	}
-	return pl.t.picker.Pick(cands)
+	i := pp.PickPrompt(cands, pl.prompt, pl.decision)
+	if len(cands) < len(m.replicas) {
+		pl.skipped(m, cands, now)
+	}
+	return i
+}
+
+// skipped records on the decision the replicas of m that are not in cands, and why.
+func (pl *Plan) skipped(m *model, cands []*Replica, now time.Time) {
+	d := pl.decision
+	d.NSkipped = 0
+next:
+	for _, r := range m.replicas {
+		if d.NSkipped == MaxDecisionReplicas {
+			return
+		}
+		for _, c := range cands {
+			if c == r {
+				continue next
+			}
+		}
+		why := SkipTried
+		if !slices.Contains(pl.tried, r) {
+			if why = r.unavailableReason(now); why == "" {
+				why = SkipUtilization
+			}
+		}
+		d.Skipped[d.NSkipped] = Skip{Replica: r.Name, Reason: why}
+		d.NSkipped++
+	}
 }
 
 // cold returns the least loaded candidate, equals taken in turn.
@@ -125,7 +172,7 @@ func (p *Prefix) cold(cands []*Replica) int {
 func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) int {
 	loadTokens, imbalance, slack := p.LoadTokens, p.Imbalance, p.Slack
 	if loadTokens <= 0 {
-		loadTokens = 512
+		loadTokens = 128
 	}
 	if imbalance <= 0 {
 		imbalance = 2

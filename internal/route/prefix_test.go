@@ -55,16 +55,16 @@ func TestPrefixPickerScoring(t *testing.T) {
 		{"the replica holding the prompt", []int{0, n, 0}, []int{0, 0, 0}, 1, "cache", 0},
 		{"the longest cached prefix", []int{1000, 3000, 2000}, []int{0, 0, 0}, 1, "cache", 0},
 		{"nothing cached: least loaded", []int{0, 0, 0}, []int{3, 1, 2}, 1, "load", 0},
-		// Cached 4000 with 3 in flight costs 0+1536; uncached idle costs 4000.
+		// Cached 4000 with 3 in flight costs 0+384; uncached idle costs 4000.
 		{"cache outweighs some load", []int{0, n, 0}, []int{0, 3, 0}, 1, "cache", 0},
-		// 2 in flight on the cached one, 0 elsewhere: 1024 against 4000.
+		// 2 in flight on the cached one, 0 elsewhere: 256 against 4000.
 		{"ties and near ties", []int{n, n, 0}, []int{2, 1, 0}, 1, "cache", 0},
 		// With load cheap against prefill, the cached replica stays cheapest at 9 in flight
 		// against 0 (900 against 2100 and 4000); above 2×0+4 in flight, the guard spreads the
 		// request to the cheapest other one.
 		{"hot prefix spreads", []int{0, n, 2000}, []int{0, 9, 1}, 2, "spread", 100},
 		{"below the guard it stays", []int{0, n, 2000}, []int{1, 5, 1}, 1, "cache", 100},
-		// Short prompt, loaded cached replica: load wins on cost alone.
+		// Short prompt, loaded cached replica: load wins on cost alone (40+384 against 200).
 		{"load outweighs a small saving", []int{0, 160, 0}, []int{1, 3, 0}, 2, "load", 0},
 	}
 	for _, tt := range tests {
@@ -201,5 +201,71 @@ func BenchmarkPrefixPick(b *testing.B) {
 		if pp.PickPrompt(rs, p, &d) != 7 {
 			b.Fatal("wrong pick")
 		}
+	}
+}
+
+// TestPickerPerModel gives one model the prefix picker and leaves the other the table's: only
+// the first decides on the prompt.
+func TestPickerPerModel(t *testing.T) {
+	clk := newClock()
+	pool := replicas(clk, Policy{}, "a", "b")
+	indexed(pool, 1<<16)
+	solo := replicas(clk, Policy{}, "s")
+	tb := newTable(t, Config{Models: []Model{{Name: "pool", Replicas: pool, Picker: &Prefix{}}, {Name: "solo", Replicas: solo}},
+		Now: clk.Now})
+	p := promptOf(1, 512, 600)
+	for _, tc := range []struct{ model, picker string }{{"pool", "prefix"}, {"solo", ""}} {
+		plan, err := tb.Plan(tc.model, "", len(p.Tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decision
+		plan.SetPrompt(p, &d)
+		if _, err := plan.Next(); err != nil {
+			t.Fatal(err)
+		}
+		plan.Report(nil, 0)
+		if d.Picker != tc.picker {
+			t.Errorf("%s: decided by %q, want %q", tc.model, d.Picker, tc.picker)
+		}
+	}
+}
+
+// TestPrefixDecisionSkipped checks that the decision lists the model's replicas the picker did
+// not weigh, and why: down, ejected, above the utilisation threshold, tried already.
+func TestPrefixDecisionSkipped(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{Ejection: Ejection{ConsecutiveFailures: 1}}, "a", "b", "c", "d", "e")
+	indexed(rs, 1<<16)
+	tb := newTable(t, Config{Models: []Model{{Name: "m", Replicas: rs}}, Picker: &Prefix{}, Now: clk.Now})
+	rs[0].down.Store(true)
+	rs[1].Begin()
+	rs[1].Report(errServer, 0) // ejected
+	rs[2].SetUtilization(0.99)
+	p := promptOf(3, 1024, 1100)
+	rs[3].Prefix.RecordPrompt(p)
+
+	plan, err := tb.Plan("m", "", len(p.Tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Decision
+	plan.SetPrompt(p, &d)
+	a, err := plan.Next()
+	if err != nil || a.Replica != rs[3] {
+		t.Fatalf("picked %v (%v), want d", a.Replica, err)
+	}
+	want := []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}}
+	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("skipped %v, want %v", got, want)
+	}
+	plan.Report(errOverloaded, 0)
+	if a, err = plan.Next(); err != nil || a.Replica != rs[4] {
+		t.Fatalf("retry picked %v (%v), want e", a.Replica, err)
+	}
+	plan.Report(nil, 0)
+	want = []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}, {"d", SkipTried}}
+	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("retry skipped %v, want %v", got, want)
 	}
 }

@@ -254,6 +254,36 @@ func (r *Replica) refreshLocked(now time.Time) {
 	r.clear.Store(r.ejectedUntil.IsZero() && r.state == Closed)
 }
 
+// Reasons a replica of the model was not among a pick's candidates (Skip.Reason).
+const (
+	SkipDown        = "down"        // the health checks mark it down
+	SkipEjected     = "ejected"     // passive outlier ejection
+	SkipBreaker     = "breaker"     // its breaker is open, or half-open with every probe slot taken
+	SkipUtilization = "utilization" // above the utilisation threshold while another can serve
+	SkipTried       = "tried"       // an earlier attempt of the request failed there
+)
+
+// unavailableReason says why r cannot take a request now (SkipDown, SkipEjected or
+// SkipBreaker), or "" when it can.
+func (r *Replica) unavailableReason(now time.Time) string {
+	if r.down.Load() {
+		return SkipDown
+	}
+	if r.clear.Load() {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refreshLocked(now)
+	switch {
+	case !r.ejectedUntil.IsZero():
+		return SkipEjected
+	case !r.admitsLocked():
+		return SkipBreaker
+	}
+	return ""
+}
+
 func (r *Replica) admitsLocked() bool {
 	if !r.ejectedUntil.IsZero() {
 		return false

@@ -43,6 +43,9 @@ type Model struct {
 	// Fallbacks are models tried in order when this one cannot serve. The chain is transitive
 	// (a fallback's fallbacks follow it) and each model appears in it once.
 	Fallbacks []string
+	// Picker chooses among this model's available replicas. Default: the table's
+	// (Config.Picker).
+	Picker Picker
 }
 
 // Target is one arm of a Split.
@@ -78,7 +81,8 @@ type Config struct {
 	Splits []Split
 	// Aliases map another name to a model or a split.
 	Aliases map[string]string
-	// Picker chooses among a model's available replicas. Default P2C{}.
+	// Picker chooses among the available replicas of a model that has no Picker of its own.
+	// Default P2C{}.
 	Picker Picker
 	// UtilizationThreshold is the utilisation (0 to 1) above which a replica is skipped while
 	// another replica — in the model's pool or down its fallback chain — can serve. Default 0.85;
@@ -120,6 +124,7 @@ type model struct {
 	fallbacks []string
 	chain     []*model // this model, then its fallbacks, transitively, each once
 	budget    *Budget
+	picker    Picker
 }
 
 type split struct {
@@ -173,7 +178,10 @@ func New(c Config) (*Table, error) {
 	for _, mc := range c.Models {
 		m := &model{name: mc.Name, upstream: mc.Upstream, window: mc.ContextWindow,
 			replicas: append([]*Replica(nil), mc.Replicas...), fallbacks: mc.Fallbacks,
-			budget: NewBudget(c.Budget, t.now)}
+			budget: NewBudget(c.Budget, t.now), picker: mc.Picker}
+		if m.picker == nil {
+			m.picker = t.picker
+		}
 		if m.upstream == "" {
 			m.upstream = m.name
 		}
@@ -511,7 +519,7 @@ func (p *Plan) walk(now time.Time, from, retryAt int, why string) (Attempt, bool
 						break
 					}
 				}
-				r := cands[p.pick(cands)]
+				r := cands[p.pick(m, cands, now)]
 				p.tried = append(p.tried, r)
 				if !r.Begin() {
 					continue // a half-open breaker's probe slots filled meanwhile
