@@ -30,6 +30,7 @@ import (
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
+	"github.com/layer0ai/layer0/internal/trace"
 )
 
 // Re-exported canonical types, so an application can build requests and consume events.
@@ -319,7 +320,8 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 		}
 	}
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
-		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != ""})
+		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
+		Traces: trace.New(cfg.Debug.Requests)})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
@@ -391,7 +393,8 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 }
 
 // AdminHandler serves the operator's endpoints (/metrics, /metrics/engines/NAME, /healthz,
-// /readyz), for server.admin_addr. With an admin address configured, the gateway's own handler
+// /readyz, and the decision traces at /debug/requests when debug.requests is set), for
+// server.admin_addr. With an admin address configured, the gateway's own handler
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/trace"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// EngineLoad, when set, returns the load of an embedded engine by name, served in the vLLM
 	// format at GET /metrics/engines/NAME (so another layer0, or a test, can scrape it).
 	EngineLoad func(name string) (metrics.Load, bool)
+	// Traces, when set, keeps every request's decision trace, served at /debug/requests on the
+	// admin handler (and on the Server itself, to keys with debug, when not AdminOnly).
+	Traces *trace.Ring
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -108,6 +112,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
 	load     func(string) (metrics.Load, bool)
+	traces   *trace.Ring // nil keeps no traces
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
 	bufs      sync.Pool
@@ -118,7 +123,8 @@ type Server struct {
 
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
-	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly}
+	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
+		traces: o.Traces}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -230,6 +236,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		}
 		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
 		rec.Key = key.Name
+		if key.Debug && s.traces != nil && r.Header.Get("X-Layer0-Debug") == "1" {
+			// The trace is kept once the request ends: the client fetches it by this id.
+			h["X-Layer0-Trace-Id"] = h["Request-Id"]
+		}
 	}
 
 	switch path := r.URL.Path; {
@@ -255,6 +265,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.negotiate()
 	case !s.adminOnly && isAdminPath(path):
 		x.admin()
+	case !s.adminOnly && isDebugPath(path):
+		x.debugOnMain()
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}
@@ -731,6 +743,9 @@ func (x *exchange) finish() {
 	if x.s.access != nil {
 		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
 		x.s.access.Write(&e)
+	}
+	if x.s.traces != nil && isAPI(x.r.URL.Path) {
+		x.s.traces.Add(rec, x.r.Method, x.r.URL.Path, total)
 	}
 	if x.held != 0 {
 		x.s.inFlight.Add(-x.held)
