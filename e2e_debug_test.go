@@ -13,6 +13,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	oai "github.com/openai/openai-go/v3"
+	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/trace"
@@ -205,6 +207,75 @@ func TestDecisionTraceOnMainListener(t *testing.T) {
 	for _, r := range list.Requests {
 		if strings.HasPrefix(r.Path, "/debug/") {
 			t.Errorf("the trace endpoints are traced: %+v", r)
+		}
+	}
+}
+
+// A stream asked for with X-Layer0-Debug by a key with debug ends with its trace as an SSE
+// comment line, which both official SDKs skip: their streams end cleanly with the whole answer.
+func TestDecisionTraceInlineInStreams(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, debugConfig(t, "")))
+	ctx := context.Background()
+
+	ac := anthropicClient(base, option.WithAPIKey(debugKey), option.WithHeader("X-Layer0-Debug", "1"))
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "chat", MaxTokens: 20, Messages: userText("hello")})
+	var msg anthropic.Message
+	for as.Next() {
+		if err := msg.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil || len(msg.Content) == 0 || msg.Content[0].Text == "" || msg.StopReason == "" {
+		t.Fatalf("anthropic SDK: err %v, message %+v", err, msg)
+	}
+
+	oc := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey(debugKey), oaiopt.WithMaxRetries(0),
+		oaiopt.WithHeader("X-Layer0-Debug", "1"))
+	os := oc.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{Model: "chat",
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hello")}})
+	var acc oai.ChatCompletionAccumulator
+	for os.Next() {
+		acc.AddChunk(os.Current())
+	}
+	if err := os.Err(); err != nil || len(acc.Choices) == 0 || acc.Choices[0].Message.Content == "" {
+		t.Fatalf("openai SDK: err %v, completion %+v", err, acc.ChatCompletion)
+	}
+
+	// On the wire the trace is the stream's last line, after the format's own end.
+	for _, tc := range []struct{ path, body, end string }{
+		{"/v1/messages", `{"model":"chat","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: message_stop"},
+		{"/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]"},
+	} {
+		for _, key := range []string{debugKey, plainKey} {
+			req, _ := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Layer0-Debug", "1")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			last := lines[len(lines)-1]
+			tr, ok := strings.CutPrefix(last, ": layer0-trace ")
+			if key == plainKey {
+				if ok || strings.Contains(string(raw), "layer0-trace") {
+					t.Errorf("%s: a key without debug got the trace", tc.path)
+				}
+				continue
+			}
+			if !ok || !strings.Contains(string(raw), tc.end) || strings.Index(string(raw), tc.end) > strings.Index(string(raw), last) {
+				t.Fatalf("%s: the stream does not end with the trace after %q:\n%s", tc.path, tc.end, raw)
+			}
+			var got trace.Trace
+			if err := json.Unmarshal([]byte(tr), &got); err != nil {
+				t.Fatalf("%s: trace: %v", tc.path, err)
+			}
+			if got.ID != resp.Header.Get("Request-Id") || got.Served != "backup" || len(got.Attempts) != 2 || got.Status != 200 {
+				t.Errorf("%s: inline trace %+v", tc.path, got)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +185,8 @@ type exchange struct {
 	// protocol's mode.
 	includeUsage bool
 	mode         binary.Mode
+	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
+	debug bool
 }
 
 // errorWriter ends a stream that failed after it began with the format's error event.
@@ -236,9 +239,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		}
 		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
 		rec.Key = key.Name
-		if key.Debug && s.traces != nil && r.Header.Get("X-Layer0-Debug") == "1" {
-			// The trace is kept once the request ends: the client fetches it by this id.
-			h["X-Layer0-Trace-Id"] = h["Request-Id"]
+		if key.Debug && r.Header.Get("X-Layer0-Debug") == "1" {
+			x.debug = true // a stream ends with the trace (finish)
+			if s.traces != nil {
+				// The trace is kept once the request ends: the client fetches it by this id.
+				h["X-Layer0-Trace-Id"] = h["Request-Id"]
+			}
 		}
 	}
 
@@ -726,6 +732,9 @@ func (x *exchange) health() {
 // finish completes the record, hands it to the access log and returns the exchange to the
 // pool: x must not be used after it.
 func (x *exchange) finish() {
+	if x.debug && x.sw != nil {
+		x.inlineTrace()
+	}
 	if x.sw != nil {
 		_ = x.sw.drain() // the client went away when it fails; the record says what was sent
 		if x.r.ProtoMajor == 1 {
@@ -763,6 +772,31 @@ func (x *exchange) finish() {
 	if done != nil {
 		done()
 	}
+}
+
+// inlineTrace ends an SSE stream with the request's trace as a comment line,
+// ": layer0-trace {JSON}", which SSE clients skip (the official SDKs among them): after the
+// stream's last event, so a client reading the raw stream finds it last. Other streams (the
+// binary protocol's frames) and a client that left get nothing.
+func (x *exchange) inlineTrace() {
+	rec := &x.call.Record
+	if rec.ErrorType == "canceled" || !strings.HasPrefix(x.sw.contentType, "text/event-stream") {
+		return
+	}
+	status := rec.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	r := *rec
+	r.Status = status
+	b, err := json.Marshal(trace.FromRecord(&r, x.r.Method, x.r.URL.Path, time.Since(rec.Start)))
+	if err != nil {
+		return
+	}
+	buf := *x.sw.buf
+	buf = append(buf, ": layer0-trace "...)
+	buf = append(buf, b...) // JSON has no raw newline: one comment line
+	*x.sw.buf = append(buf, "\n\n"...)
 }
 
 // output appends a response body into a pooled buffer returned at finish.

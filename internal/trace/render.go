@@ -97,6 +97,11 @@ type Times struct {
 	OverheadMs float64 `json:"overhead_ms"`
 }
 
+// FromRecord is the trace of rec, a request to path with method that took total.
+func FromRecord(rec *pipeline.Record, method, path string, total time.Duration) *Trace {
+	return build(&entry{rec: *rec, method: method, path: path, duration: total})
+}
+
 // build turns a kept entry into its trace.
 func build(e *entry) *Trace {
 	rec := &e.rec
