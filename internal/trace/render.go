@@ -189,7 +189,7 @@ func (t *Trace) Lines() []string {
 				cached = c.Cached
 			}
 		}
-		add("route", "picked %s (%s: cache %d/%d tokens)", r.Chosen, r.Reason, cached, r.PromptTokens)
+		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
 	}
 	for i, a := range t.Attempts {
 		what := "served"

@@ -98,7 +98,7 @@ func TestTraceLines(t *testing.T) {
 	for _, want := range []string{
 		"[DEBUG] directives: applied truncate",
 		"[DEBUG] context: cut 900 → 500 input tokens (2 turns dropped)",
-		"[DEBUG] route: picked sim-2 (cache: cache 512/533 tokens)",
+		"[DEBUG] route: picked sim-2 (cache 512/533 tokens; reason: cache)",
 		"[DEBUG] attempt 1: chat on p1, 1.000ms, failed: overloaded",
 		"[DEBUG] attempt 2: backup on b1 (fallback: overloaded), 2.000ms, served",
 		"[DEBUG] times: total 4.000ms, engine 3.000ms, ttft 2.000ms, overhead 1.000ms",
