@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -277,5 +278,38 @@ func TestDecisionTraceInlineInStreams(t *testing.T) {
 				t.Errorf("%s: inline trace %+v", tc.path, got)
 			}
 		}
+	}
+}
+
+// The ring is sized at start: a reload that changes debug.requests says so, and traces go on.
+func TestDecisionTraceRingSurvivesReload(t *testing.T) {
+	var logs syncBuffer
+	g, base := serveGateway(t, parseConfig(t, debugConfig(t, "")),
+		layer0.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	cfg := parseConfig(t, strings.Replace(debugConfig(t, ""), "requests: 8", "requests: 100", 1))
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "debug.requests applies only after a restart") {
+		t.Errorf("no warning about debug.requests: %s", logs.String())
+	}
+	c := anthropicClient(base, option.WithAPIKey(plainKey))
+	for range 10 {
+		if _, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{
+			Model: "backup", MaxTokens: 5, Messages: userText("hi"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list struct{ Requests []trace.Summary }
+	deadline := time.Now().Add(5 * time.Second)
+	for getJSON(t, base+"/debug/requests", debugKey, &list); len(list.Requests) < 8; getJSON(t, base+"/debug/requests", debugKey, &list) {
+		if time.Now().After(deadline) {
+			t.Fatalf("listed %d", len(list.Requests))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(list.Requests) != 8 {
+		t.Errorf("listed %d requests, want the 8 the ring was sized for at start", len(list.Requests))
 	}
 }

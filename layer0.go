@@ -270,6 +270,7 @@ type Gateway struct {
 	// listener counts the refusals of the listeners Listen opens.
 	listener *metrics.Listener
 	access   *accesslog.Logger // nil without WithAccessLog
+	traces   *trace.Ring       // nil with debug.requests 0; sized at New only
 	ctx      context.Context   // the background loop's; canceled by Close
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the loop has ended
@@ -319,9 +320,10 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}
+	g.traces = trace.New(cfg.Debug.Requests)
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
-		Traces: trace.New(cfg.Debug.Requests)})
+		Traces: g.traces})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
@@ -357,6 +359,10 @@ func (g *Gateway) Reload(cfg *Config) error {
 	}
 	g.gen.Store(gen)
 	old.retire() // its engines not carried over close once its requests end
+	if cfg.Debug.Requests != g.traces.Len() {
+		g.logger.Warn("config reloaded, but debug.requests applies only after a restart",
+			"kept", g.traces.Len(), "configured", cfg.Debug.Requests)
+	}
 	return nil
 }
 
