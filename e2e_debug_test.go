@@ -27,9 +27,10 @@ const (
 )
 
 // debugConfig has a primary that answers 529 and falls back, traces of the last 8 requests, a
-// key allowed to ask for its trace and one that is not, and admin (when not empty).
-func debugConfig(t *testing.T, admin string) string {
-	return fmt.Sprintf(`
+// key allowed to ask for its trace and one that is not, admin (when not empty) under server,
+// and extra at the top level.
+func debugConfig(t *testing.T, admin string, extra ...string) string {
+	return strings.Join(extra, "\n") + fmt.Sprintf(`
 server:
   addr: 127.0.0.1:0
 %s
@@ -82,7 +83,8 @@ func getJSON(t *testing.T, url, key string, v any) int {
 // primary, the fallback and the replica that served, each attempt with its time. The debug
 // header gets the trace id only for a key with debug.
 func TestDecisionTraceOnAdminListener(t *testing.T) {
-	g, base := serveGateway(t, parseConfig(t, debugConfig(t, "  admin_addr: 127.0.0.1:0")))
+	g, base := serveGateway(t, parseConfig(t, debugConfig(t, "  admin_addr: 127.0.0.1:0",
+		"routing: {ejection: {consecutive_failures: 1, base_time: 7s}}")))
 	admin := serveAdmin(t, g)
 
 	var traceID string
@@ -121,8 +123,8 @@ func TestDecisionTraceOnAdminListener(t *testing.T) {
 		t.Fatalf("attempts: %+v", tr.Attempts)
 	}
 	first, second := tr.Attempts[0], tr.Attempts[1]
-	if first.Replica != "primary" || !strings.Contains(first.Error, "primary overloaded") || first.Ms <= 0 {
-		t.Errorf("first attempt: %+v, want primary failing with its 529", first)
+	if first.Replica != "primary" || !strings.Contains(first.Error, "primary overloaded") || first.Ms <= 0 || first.EjectedMs != 7000 {
+		t.Errorf("first attempt: %+v, want primary failing with its 529, ejected for 7s", first)
 	}
 	if second.Replica != "backup" || second.Model != "backup" || second.Fallback == "" || second.Error != "" {
 		t.Errorf("second attempt: %+v, want the fallback to backup, served", second)
@@ -131,7 +133,7 @@ func TestDecisionTraceOnAdminListener(t *testing.T) {
 		t.Errorf("times and usage: %+v %+v", tr.Times, tr.Usage)
 	}
 	lines := strings.Join(tr.Lines(), "\n")
-	for _, want := range []string{"[DEBUG] auth: key dbg", "[DEBUG] attempt 1: chat on primary", "primary overloaded",
+	for _, want := range []string{"[DEBUG] auth: key dbg", "[DEBUG] attempt 1: chat on primary", "status 529; primary ejected for 7s",
 		"[DEBUG] attempt 2: backup on backup (fallback: ", "[DEBUG] served: backup by backup"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("lines lack %q:\n%s", want, lines)

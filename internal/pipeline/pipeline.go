@@ -291,7 +291,8 @@ type Try struct {
 	Retry    bool   // another replica of the same model after a failure
 	Fallback string // why the request moved to Model down its fallback chain ("" for none)
 	Took     time.Duration
-	Err      error // nil when the attempt served
+	Err      error         // nil when the attempt served
+	Verdict  route.Verdict // what the failure did to the replica: ejected, breaker opened
 }
 
 // Simulator is implemented by engines that simulate a model, or that can tell an answer came
@@ -445,9 +446,10 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		t0 := time.Now()
 		err = p.attempt(ctx, c, &a, t0)
 		took := time.Since(t0)
-		plan.Report(err, took)
+		verdict := plan.Report(err, took)
 		if n := rec.Attempts - 1; n < MaxTries {
-			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback, Took: took, Err: err}
+			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback, Took: took,
+				Err: err, Verdict: verdict}
 		}
 		if err == nil {
 			s.noteSimulated()      // an engine behind a URL knows once it has answered

@@ -78,6 +78,10 @@ type Attempt struct {
 	Fallback string  `json:"fallback,omitempty"`
 	Ms       float64 `json:"ms"`
 	Error    string  `json:"error,omitempty"`
+	// EjectedMs, when positive, is how long this failure ejected the replica for.
+	EjectedMs float64 `json:"ejected_ms,omitempty"`
+	// BreakerOpened is set when this failure opened the replica's breaker.
+	BreakerOpened bool `json:"breaker_opened,omitempty"`
 }
 
 // Usage is the tokens the request consumed.
@@ -136,7 +140,8 @@ func build(e *entry) *Trace {
 	}
 	for i := 0; i < min(rec.Attempts, pipeline.MaxTries); i++ {
 		tr := &rec.Tries[i]
-		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, Ms: ms(tr.Took)}
+		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, Ms: ms(tr.Took),
+			EjectedMs: ms(tr.Verdict.Ejected), BreakerOpened: tr.Verdict.BreakerOpened}
 		if tr.Err != nil {
 			a.Error = tr.Err.Error()
 		}
@@ -202,6 +207,12 @@ func (t *Trace) Lines() []string {
 			how = " (fallback: " + a.Fallback + ")"
 		case a.Retry:
 			how = " (retry)"
+		}
+		if a.EjectedMs > 0 {
+			what += "; " + a.Replica + " ejected for " + time.Duration(a.EjectedMs*float64(time.Millisecond)).String()
+		}
+		if a.BreakerOpened {
+			what += "; " + a.Replica + "'s breaker opened"
 		}
 		add("attempt "+strconv.Itoa(i+1), "%s on %s%s, %.3fms, %s", a.Model, a.Replica, how, a.Ms, what)
 	}
