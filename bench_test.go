@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,3 +95,32 @@ func BenchmarkDo(b *testing.B) {
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// BenchmarkServeHTTPDebugTrace is BenchmarkServeHTTPNonStreaming with the decision traces off
+// (debug.requests: 0, the default) and on (the last 1000 requests kept): the difference is what
+// keeping a trace costs a request.
+func BenchmarkServeHTTPDebugTrace(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		b.Run("requests="+strconv.Itoa(n), func(b *testing.B) {
+			cfg := layer0.DefaultConfig()
+			cfg.Debug.Requests = n
+			g, err := layer0.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Body = readCloser{bytes.NewReader(benchBody)}
+				r.ContentLength = int64(len(benchBody))
+				clear(w.h)
+				g.ServeHTTP(w, r)
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+		})
+	}
+}

@@ -434,7 +434,7 @@ func unionReplicas(indexed map[string][]*prefix.Replica, targets []config.SplitT
 func keySpecs(ks []config.Key) []auth.Spec {
 	specs := make([]auth.Spec, len(ks))
 	for i, k := range ks {
-		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits)}
+		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits), Debug: k.Debug}
 	}
 	return specs
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/tokenizer"
+	"github.com/layer0ai/layer0/internal/trace"
 )
 
 // Re-exported canonical types, so an application can build requests and consume events.
@@ -270,6 +271,7 @@ type Gateway struct {
 	// listener counts the refusals of the listeners Listen opens.
 	listener *metrics.Listener
 	access   *accesslog.Logger // nil without WithAccessLog
+	traces   *trace.Ring       // nil with debug.requests 0; sized at New only
 	ctx      context.Context   // the background loop's; canceled by Close
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the loop has ended
@@ -319,8 +321,10 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}
+	g.traces = trace.New(cfg.Debug.Requests)
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
-		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != ""})
+		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
+		Traces: g.traces})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
@@ -356,6 +360,10 @@ func (g *Gateway) Reload(cfg *Config) error {
 	}
 	g.gen.Store(gen)
 	old.retire() // its engines not carried over close once its requests end
+	if cfg.Debug.Requests != g.traces.Len() {
+		g.logger.Warn("config reloaded, but debug.requests applies only after a restart",
+			"kept", g.traces.Len(), "configured", cfg.Debug.Requests)
+	}
 	return nil
 }
 
@@ -392,7 +400,8 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 }
 
 // AdminHandler serves the operator's endpoints (/metrics, /metrics/engines/NAME, /healthz,
-// /readyz), for server.admin_addr. With an admin address configured, the gateway's own handler
+// /readyz, and the decision traces at /debug/requests when debug.requests is set), for
+// server.admin_addr. With an admin address configured, the gateway's own handler
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 

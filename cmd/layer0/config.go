@@ -15,9 +15,11 @@ import (
 // fails when there is any. Beyond the file itself it runs the checks `serve` makes at start —
 // it builds the gateway (engines, credentials from the environment, keys against the listen
 // address) and loads the TLS files — so a file it accepts is one `serve` starts with.
+const configUsage = "usage: layer0 config check FILE"
+
 func runConfig(args []string, stdout io.Writer) error {
 	if len(args) != 2 || args[0] != "check" {
-		return errors.New("usage: layer0 config check FILE")
+		return errors.New(configUsage)
 	}
 	c, err := config.Load(args[1])
 	if err != nil {

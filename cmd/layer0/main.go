@@ -3,9 +3,12 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 const usage = `layer0 — an LLM gateway in one process
@@ -14,9 +17,12 @@ Usage:
   layer0 serve [--addr HOST:PORT] [--config FILE]   serve the APIs (default: the embedded sim engine)
   layer0 config check FILE                          validate a configuration file
   layer0 keys new                                   print a fresh API key and the hash to configure
+  layer0 debug REQUEST_ID [--url ADMIN_URL] [--json] print what layer0 decided for a request
   layer0 bench [flags] --url URL                    load-test layer0 or any compatible server (bench -h)
   layer0 bench upstream [--addr HOST:PORT]          a minimal fast upstream to benchmark against
   layer0 help                                       this text
+
+Every command prints its usage with --help (or -h) and exits 0.
 `
 
 func main() {
@@ -29,26 +35,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	// Asked for help, a command prints its usage on stdout and the exit code is 0; its flag
+	// set prints the same on stderr for a mistake.
+	help := wantsHelp(args[1:])
+	flagOut := stderr
+	if help {
+		flagOut = stdout
+	}
 	var err error
 	switch args[0] {
 	case "serve":
-		err = runServe(args[1:], stdout, stderr)
+		err = runServe(args[1:], stdout, flagOut)
 	case "config":
+		if help {
+			fmt.Fprintln(stdout, configUsage)
+			return 0
+		}
 		err = runConfig(args[1:], stdout)
 	case "keys":
+		if help {
+			fmt.Fprintln(stdout, keysUsage)
+			return 0
+		}
 		err = runKeys(args[1:], stdout)
 	case "bench":
-		err = runBench(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+		err = runBench(args[1:], stdout, flagOut)
+	case "debug":
+		err = runDebug(args[1:], stdout, flagOut)
+	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "layer0: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // the flag set printed the usage
+	case err != nil && strings.HasPrefix(err.Error(), "usage: "):
+		fmt.Fprintln(stderr, err)
+		return 2
+	case err != nil:
 		fmt.Fprintln(stderr, "layer0:", err)
 		return 1
 	}
 	return 0
+}
+
+// wantsHelp reports whether args ask for help: -h, -help or --help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }

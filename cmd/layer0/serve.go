@@ -25,6 +25,10 @@ import (
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: layer0 serve [--addr HOST:PORT] [--config FILE]\n\nServes the APIs; SIGHUP (or a change of FILE) reloads the configuration.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	addr := fs.String("addr", "", "listen address HOST:PORT (default 127.0.0.1:8080, or server.addr from the config)")
 	path := fs.String("config", "", "configuration file (default: the embedded sim engine)")
 	if err := fs.Parse(args); err != nil {

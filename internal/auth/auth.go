@@ -40,6 +40,8 @@ type Spec struct {
 	Models []string
 	// Limits are the key's own rate limits. Default none.
 	Limits limit.Limits
+	// Debug lets the key ask for decision traces.
+	Debug bool
 }
 
 // Key is an authenticated caller.
@@ -52,6 +54,8 @@ type Key struct {
 	Models []string
 	// Limits are the key's rate limits, for the limit.Limiter built beside the key set.
 	Limits limit.Limits
+	// Debug lets the key ask for decision traces (X-Layer0-Debug: 1).
+	Debug bool
 }
 
 // Keys is an immutable set of API keys, safe for concurrent use. A nil or empty set has no keys:
@@ -92,7 +96,7 @@ func New(specs []Spec) (*Keys, error) {
 		if err != nil || s.Name == "" {
 			continue
 		}
-		key := &Key{Name: s.Name, Hash: h, Models: append([]string(nil), s.Models...), Limits: s.Limits}
+		key := &Key{Name: s.Name, Hash: h, Models: append([]string(nil), s.Models...), Limits: s.Limits, Debug: s.Debug}
 		if _, dup := k.byHash[h]; !dup {
 			k.byHash[h] = key
 			k.list = append(k.list, key)

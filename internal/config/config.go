@@ -31,6 +31,8 @@ type Config struct {
 	Models map[string]Model `yaml:"models"`
 	// Log configures the process log and the access log.
 	Log Log `yaml:"log"`
+	// Debug configures the decision traces kept for operators (docs/operations.md).
+	Debug Debug `yaml:"debug"`
 	// Keys are the API keys clients present, declared by their SHA-256 hashes. Default none:
 	// layer0 then serves without auth, and only on a loopback address.
 	Keys []Key `yaml:"keys"`
@@ -261,6 +263,17 @@ type Log struct {
 	// Access enables the JSON access log, one record per request, on stderr. Default true.
 	Access *bool `yaml:"access"`
 }
+
+// Debug configures the decision traces: what each stage decided for the last requests.
+type Debug struct {
+	// Requests is how many of the last requests keep their trace, looked up on the admin
+	// listener at /debug/requests. 0 keeps none. Read at start; a reload does not resize it.
+	// Default 0, at most MaxDebugRequests.
+	Requests int `yaml:"requests"`
+}
+
+// MaxDebugRequests bounds debug.requests (a trace is about 1 KiB).
+const MaxDebugRequests = 1 << 20
 
 // Defaults of the listener's protections (docs/operations.md lists them all).
 const (
@@ -665,6 +678,9 @@ func (c *Config) Validate(kinds ...string) error {
 		} else if m.Cache.Enabled && m.Cache.MaxBytes < minCacheBytes {
 			errs.add(p+".cache.max_bytes", "must be at least %d (one answer), got %d", minCacheBytes, m.Cache.MaxBytes)
 		}
+	}
+	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
+		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

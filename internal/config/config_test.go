@@ -106,7 +106,9 @@ models:
   m: {engines: [a, missing]}
   n: {engines: []}
 log: {level: loud}
+debug: {requests: -1}
 `, []string{
+			"debug.requests: -1: want 0 (none) to 1048576",
 			"engines.a.url: required for kind openai",
 			`engines.b.kind: unknown kind "warp"`,
 			`engines.c.sim.mode: unknown mode "shout"`,

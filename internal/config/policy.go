@@ -20,6 +20,10 @@ type Key struct {
 	Models []string `yaml:"models"`
 	// Limits are the key's own rate limits. Default none.
 	Limits Rates `yaml:"limits"`
+	// Debug lets the key ask for its request's decision trace with the X-Layer0-Debug: 1
+	// header (answered with X-Layer0-Trace-Id), and read traces on the main listener when no
+	// admin address is set. Default false.
+	Debug bool `yaml:"debug"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on

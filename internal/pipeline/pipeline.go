@@ -276,6 +276,23 @@ type Record struct {
 	// Pick is what a prefix-aware picker weighed and chose for the last attempt; its Picker is
 	// "" when none decided.
 	Pick route.Decision
+	// Tries are the first MaxTries attempts in order (Attempts counts them all): for the
+	// decision trace, which must not allocate on the request path.
+	Tries [MaxTries]Try
+}
+
+// MaxTries is how many attempts a Record keeps the detail of.
+const MaxTries = 4
+
+// Try is one engine attempt as the Record keeps it.
+type Try struct {
+	Model    string // the model the attempt served (the primary, or a fallback)
+	Replica  string
+	Retry    bool   // another replica of the same model after a failure
+	Fallback string // why the request moved to Model down its fallback chain ("" for none)
+	Took     time.Duration
+	Err      error         // nil when the attempt served
+	Verdict  route.Verdict // what the failure did to the replica: ejected, breaker opened
 }
 
 // Simulator is implemented by engines that simulate a model, or that can tell an answer came
@@ -428,7 +445,12 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		s.noteSimulated()
 		t0 := time.Now()
 		err = p.attempt(ctx, c, &a, t0)
-		plan.Report(err, time.Since(t0))
+		took := time.Since(t0)
+		verdict := plan.Report(err, took)
+		if n := rec.Attempts - 1; n < MaxTries {
+			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback, Took: took,
+				Err: err, Verdict: verdict}
+		}
 		if err == nil {
 			s.noteSimulated()      // an engine behind a URL knows once it has answered
 			p.record(c, a.Replica) // the replica now holds the prompt's blocks

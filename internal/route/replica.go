@@ -324,15 +324,15 @@ func (r *Replica) Begin() bool {
 // Report ends an attempt started by Begin: err is its outcome (nil for success), latency its
 // duration. Replica faults (see Fault) feed outlier ejection and the breaker; errors that are not
 // the replica's fault (the client's request, a cancellation, an upstream rate limit) count
-// neither way.
-func (r *Replica) Report(err error, latency time.Duration) {
+// neither way. It returns what the report did to the replica's health.
+func (r *Replica) Report(err error, latency time.Duration) (h Verdict) {
 	r.outstanding.Add(-1)
 	fault := false
 	if err != nil {
 		reason, _ := Classify(err)
 		if !Fault(reason) {
 			r.neutral()
-			return
+			return h
 		}
 		fault = true
 	}
@@ -359,16 +359,18 @@ func (r *Replica) Report(err error, latency time.Duration) {
 			}
 		}
 		r.refreshLocked(now)
-		return
+		return h
 	}
 	r.consecutive++
 	switch r.state {
 	case HalfOpen:
 		r.openLocked(now)
+		h.BreakerOpened = true
 	case Closed:
 		total, failed := r.windowLocked(now)
 		if total >= r.p.Breaker.MinRequests && float64(failed) >= r.p.Breaker.FailureRatio*float64(total) {
 			r.openLocked(now)
+			h.BreakerOpened = true
 		}
 	}
 	if e := r.p.Ejection; e.ConsecutiveFailures > 0 && r.consecutive >= e.ConsecutiveFailures && r.ejectedUntil.IsZero() {
@@ -383,8 +385,18 @@ func (r *Replica) Report(err error, latency time.Duration) {
 		r.ejectedUntil = now.Add(d)
 		r.ejections++
 		r.consecutive = 0
+		h.Ejected = d
 	}
 	r.refreshLocked(now)
+	return h
+}
+
+// Verdict is what one attempt's report did to its replica, for the request's record.
+type Verdict struct {
+	// Ejected, when positive, is how long the replica was ejected for.
+	Ejected time.Duration
+	// BreakerOpened is set when the failure opened the replica's breaker.
+	BreakerOpened bool
 }
 
 // neutral ends an attempt that says nothing about the replica's health; it still frees a

@@ -596,12 +596,13 @@ func (p *Plan) unavailable(now time.Time) *apierr.Error {
 
 // Report records the outcome of the attempt Next returned: err (nil for success) and how long
 // it took. It feeds the replica's ejection and breaker and frees its outstanding count. Call it
-// exactly once per attempt, whether or not another attempt follows.
-func (p *Plan) Report(err error, latency time.Duration) {
+// exactly once per attempt, whether or not another attempt follows. It returns what the report
+// did to the replica's health.
+func (p *Plan) Report(err error, latency time.Duration) Verdict {
 	if !p.inFlight {
-		return
+		return Verdict{}
 	}
 	p.inFlight = false
 	p.lastErr = err
-	p.last.Report(err, latency)
+	return p.last.Report(err, latency)
 }

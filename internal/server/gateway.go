@@ -3,10 +3,13 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/metrics"
+	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/trace"
 )
 
 // The gateway's own endpoints beside the client APIs: the legacy negotiate redirect, the
@@ -106,6 +109,8 @@ func (x *exchange) admin() {
 		x.onlyMethod(http.MethodGet, func() { x.engineMetrics(strings.TrimPrefix(path, enginePrefix)) })
 	case path == "/healthz" || path == "/readyz":
 		x.onlyMethod(http.MethodGet, x.health)
+	case isDebugPath(path):
+		x.onlyMethod(http.MethodGet, x.debugRequests)
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
 	}
@@ -128,4 +133,73 @@ func (x *exchange) engineMetrics(name string) {
 		return
 	}
 	x.writeFull(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", metrics.AppendVLLM(nil, name, l))
+}
+
+// debugPrefix + ID serves one request's decision trace; debugPrefix without the slash lists them.
+const debugPrefix = "/debug/requests/"
+
+// isDebugPath reports whether path is one of the decision trace endpoints.
+func isDebugPath(path string) bool {
+	return path == debugPrefix[:len(debugPrefix)-1] || strings.HasPrefix(path, debugPrefix)
+}
+
+// debugOnMain serves the decision traces on the main listener, which has them only when no
+// admin address is set, and only to a key with debug (or to everyone when the gateway serves
+// without keys, which it does only on loopback).
+func (x *exchange) debugOnMain() {
+	key, err := x.p.Admit(x.r.Header)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.call.Record.Key = key.Name
+	if !key.Debug && key != pipeline.Anonymous() {
+		x.fail(&apierr.Error{Kind: apierr.Permission, Code: "DEBUG_NOT_ALLOWED",
+			Message: "this API key may not read decision traces (keys[].debug)"})
+		return
+	}
+	x.onlyMethod(http.MethodGet, x.debugRequests)
+}
+
+// debugRequests serves GET /debug/requests/{id}, one request's trace, and
+// GET /debug/requests?model=&status=&limit=, the requests kept, newest first.
+func (x *exchange) debugRequests() {
+	if x.s.traces == nil {
+		x.fail(apierr.New(apierr.NotFound, "decision traces are off: set debug.requests to keep them"))
+		return
+	}
+	var v any
+	if id, ok := strings.CutPrefix(x.r.URL.Path, debugPrefix); ok {
+		t, found := x.s.traces.Get(id)
+		if !found {
+			x.fail(apierr.New(apierr.NotFound, "no trace of request %q: unknown, or older than the last %d requests",
+				sanitize(id), x.s.traces.Len()))
+			return
+		}
+		v = t
+	} else {
+		q := x.r.URL.Query()
+		f := trace.Filter{Model: q.Get("model"), Status: q.Get("status")}
+		if f.Status != "" && !trace.ValidStatus(f.Status) {
+			x.fail(apierr.Invalid("status", "want a status (529) or a class (5xx)"))
+			return
+		}
+		if l := q.Get("limit"); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil || n < 1 {
+				x.fail(apierr.Invalid("limit", "want a positive number"))
+				return
+			}
+			f.Limit = n
+		}
+		v = struct {
+			Requests []trace.Summary `json:"requests"`
+		}{x.s.traces.List(f)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.writeFull(http.StatusOK, "application/json", b)
 }

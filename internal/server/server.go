@@ -7,6 +7,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/trace"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
@@ -45,6 +47,9 @@ type Options struct {
 	// EngineLoad, when set, returns the load of an embedded engine by name, served in the vLLM
 	// format at GET /metrics/engines/NAME (so another layer0, or a test, can scrape it).
 	EngineLoad func(name string) (metrics.Load, bool)
+	// Traces, when set, keeps every request's decision trace, served at /debug/requests on the
+	// admin handler (and on the Server itself, to keys with debug, when not AdminOnly).
+	Traces *trace.Ring
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -108,6 +113,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
 	load     func(string) (metrics.Load, bool)
+	traces   *trace.Ring // nil keeps no traces
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
 	bufs      sync.Pool
@@ -118,7 +124,8 @@ type Server struct {
 
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
-	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly}
+	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
+		traces: o.Traces}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -178,6 +185,8 @@ type exchange struct {
 	// protocol's mode.
 	includeUsage bool
 	mode         binary.Mode
+	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
+	debug bool
 }
 
 // errorWriter ends a stream that failed after it began with the format's error event.
@@ -230,6 +239,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		}
 		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
 		rec.Key = key.Name
+		if key.Debug && r.Header.Get("X-Layer0-Debug") == "1" {
+			x.debug = true // a stream ends with the trace (finish)
+			if s.traces != nil {
+				// The trace is kept once the request ends: the client fetches it by this id.
+				h["X-Layer0-Trace-Id"] = h["Request-Id"]
+			}
+		}
 	}
 
 	switch path := r.URL.Path; {
@@ -255,6 +271,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.negotiate()
 	case !s.adminOnly && isAdminPath(path):
 		x.admin()
+	case !s.adminOnly && isDebugPath(path):
+		x.debugOnMain()
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}
@@ -714,6 +732,9 @@ func (x *exchange) health() {
 // finish completes the record, hands it to the access log and returns the exchange to the
 // pool: x must not be used after it.
 func (x *exchange) finish() {
+	if x.debug && x.sw != nil {
+		x.inlineTrace()
+	}
 	if x.sw != nil {
 		_ = x.sw.drain() // the client went away when it fails; the record says what was sent
 		if x.r.ProtoMajor == 1 {
@@ -732,6 +753,9 @@ func (x *exchange) finish() {
 		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
 		x.s.access.Write(&e)
 	}
+	if x.s.traces != nil && isAPI(x.r.URL.Path) {
+		x.s.traces.Add(rec, x.r.Method, x.r.URL.Path, total)
+	}
 	if x.held != 0 {
 		x.s.inFlight.Add(-x.held)
 	}
@@ -748,6 +772,31 @@ func (x *exchange) finish() {
 	if done != nil {
 		done()
 	}
+}
+
+// inlineTrace ends an SSE stream with the request's trace as a comment line,
+// ": layer0-trace {JSON}", which SSE clients skip (the official SDKs among them): after the
+// stream's last event, so a client reading the raw stream finds it last. Other streams (the
+// binary protocol's frames) and a client that left get nothing.
+func (x *exchange) inlineTrace() {
+	rec := &x.call.Record
+	if rec.ErrorType == "canceled" || !strings.HasPrefix(x.sw.contentType, "text/event-stream") {
+		return
+	}
+	status := rec.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	r := *rec
+	r.Status = status
+	b, err := json.Marshal(trace.FromRecord(&r, x.r.Method, x.r.URL.Path, time.Since(rec.Start)))
+	if err != nil {
+		return
+	}
+	buf := *x.sw.buf
+	buf = append(buf, ": layer0-trace "...)
+	buf = append(buf, b...) // JSON has no raw newline: one comment line
+	*x.sw.buf = append(buf, "\n\n"...)
 }
 
 // output appends a response body into a pooled buffer returned at finish.

@@ -1,0 +1,252 @@
+package trace
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/pipeline"
+)
+
+// Trace is one request's decisions, as GET /debug/requests/{id} serves it and `layer0 debug`
+// reads it.
+type Trace struct {
+	ID        string    `json:"id"`
+	Time      time.Time `json:"time"`
+	Method    string    `json:"method"`
+	Path      string    `json:"path"`
+	Format    string    `json:"format,omitempty"`
+	Stream    bool      `json:"stream"`
+	Status    int       `json:"status"`
+	ErrorType string    `json:"error_type,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	// Auth and limits.
+	Key         string `json:"key"`
+	RateLimited bool   `json:"rate_limited,omitempty"`
+	// The name asked for, and what served it.
+	Model     string `json:"model,omitempty"`
+	Served    string `json:"served,omitempty"`
+	Engine    string `json:"engine,omitempty"`
+	Simulated bool   `json:"simulated,omitempty"`
+	Passed    bool   `json:"pass_through,omitempty"`
+	// The stages' decisions.
+	Directives []string  `json:"directives,omitempty"`
+	Offload    string    `json:"offload,omitempty"`
+	Cache      string    `json:"cache,omitempty"`
+	Context    *Context  `json:"context,omitempty"`
+	Route      *Route    `json:"route,omitempty"`
+	Attempts   []Attempt `json:"attempts,omitempty"`
+	// AttemptsTotal counts every attempt; Attempts details the first few.
+	AttemptsTotal int      `json:"attempts_total"`
+	Fallbacks     []string `json:"fallbacks,omitempty"`
+	Usage         Usage    `json:"usage"`
+	Deltas        int      `json:"deltas"`
+	Times         Times    `json:"times"`
+}
+
+// Context is what context planning cut.
+type Context struct {
+	Before       int `json:"tokens_before"`
+	After        int `json:"tokens_after"`
+	TurnsDropped int `json:"turns_dropped"`
+}
+
+// Route is what the prefix-aware picker weighed and chose for the last attempt.
+type Route struct {
+	Picker       string      `json:"picker"`
+	Reason       string      `json:"reason"`
+	PromptTokens int         `json:"prompt_tokens"`
+	Chosen       string      `json:"chosen"`
+	Candidates   []Candidate `json:"candidates"`
+}
+
+// Candidate is one replica the picker weighed.
+type Candidate struct {
+	Replica     string  `json:"replica"`
+	Cached      int     `json:"cached_tokens"`
+	Outstanding int64   `json:"outstanding"`
+	Utilization float64 `json:"utilization"`
+	Cost        float64 `json:"cost"`
+}
+
+// Attempt is one engine attempt.
+type Attempt struct {
+	Model    string  `json:"model"`
+	Replica  string  `json:"replica"`
+	Retry    bool    `json:"retry,omitempty"`
+	Fallback string  `json:"fallback,omitempty"`
+	Ms       float64 `json:"ms"`
+	Error    string  `json:"error,omitempty"`
+	// EjectedMs, when positive, is how long this failure ejected the replica for.
+	EjectedMs float64 `json:"ejected_ms,omitempty"`
+	// BreakerOpened is set when this failure opened the replica's breaker.
+	BreakerOpened bool `json:"breaker_opened,omitempty"`
+}
+
+// Usage is the tokens the request consumed.
+type Usage struct {
+	Input         int `json:"input_tokens"`
+	Output        int `json:"output_tokens"`
+	CacheRead     int `json:"cache_read_input_tokens,omitempty"`
+	CacheCreation int `json:"cache_creation_input_tokens,omitempty"`
+}
+
+// Times are the request's times in milliseconds: total in layer0, spent waiting on engines,
+// to the first content delta, and layer0's own (total minus engine).
+type Times struct {
+	TotalMs    float64 `json:"total_ms"`
+	EngineMs   float64 `json:"engine_ms"`
+	TTFTMs     float64 `json:"ttft_ms,omitempty"`
+	OverheadMs float64 `json:"overhead_ms"`
+}
+
+// FromRecord is the trace of rec, a request to path with method that took total.
+func FromRecord(rec *pipeline.Record, method, path string, total time.Duration) *Trace {
+	return build(&entry{rec: *rec, method: method, path: path, duration: total})
+}
+
+// build turns a kept entry into its trace.
+func build(e *entry) *Trace {
+	rec := &e.rec
+	t := &Trace{ID: rec.RequestID, Time: rec.Start, Method: e.method, Path: e.path, Stream: rec.Stream,
+		Status: rec.Status, ErrorType: rec.ErrorType, Key: rec.Key, RateLimited: rec.RateLimited,
+		Model: rec.Model, Served: rec.Served, Engine: rec.Engine, Simulated: rec.Simulated, Passed: rec.Passed,
+		Offload: rec.Offload, Cache: rec.Cache, AttemptsTotal: rec.Attempts, Fallbacks: rec.Fallbacks,
+		Deltas: rec.Deltas,
+		Usage: Usage{Input: rec.Usage.InputTokens, Output: rec.Usage.OutputTokens,
+			CacheRead: rec.Usage.CacheReadInputTokens, CacheCreation: rec.Usage.CacheCreationInputTokens}}
+	t.Format = rec.Format.String()
+	if rec.Cause != nil {
+		t.Error = rec.Cause.Error()
+	}
+	if d := rec.Directives.String(); d != "" {
+		t.Directives = strings.Split(d, ",")
+	}
+	if c := &rec.Context; c.Truncated {
+		t.Context = &Context{Before: c.Before, After: c.After, TurnsDropped: c.TurnsDropped}
+	}
+	if p := &rec.Pick; p.Picker != "" {
+		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens}
+		for i := 0; i < p.N; i++ {
+			c := &p.Candidates[i]
+			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
+				Outstanding: c.Outstanding, Utilization: c.Utilization, Cost: c.Cost})
+		}
+		if p.Chosen >= 0 && p.Chosen < p.N {
+			r.Chosen = p.Candidates[p.Chosen].Replica
+		}
+		t.Route = r
+	}
+	for i := 0; i < min(rec.Attempts, pipeline.MaxTries); i++ {
+		tr := &rec.Tries[i]
+		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, Ms: ms(tr.Took),
+			EjectedMs: ms(tr.Verdict.Ejected), BreakerOpened: tr.Verdict.BreakerOpened}
+		if tr.Err != nil {
+			a.Error = tr.Err.Error()
+		}
+		t.Attempts = append(t.Attempts, a)
+	}
+	t.Times = Times{TotalMs: ms(e.duration), EngineMs: ms(rec.EngineTime), TTFTMs: ms(rec.TTFT),
+		OverheadMs: ms(max(e.duration-rec.EngineTime, 0))}
+	return t
+}
+
+// Lines renders t for a person, one line per decision, in the order the stages ran.
+func (t *Trace) Lines() []string {
+	var out []string
+	add := func(stage, format string, args ...any) {
+		out = append(out, "[DEBUG] "+stage+": "+fmt.Sprintf(format, args...))
+	}
+	add("request", "%s %s %s (%s%s) at %s", t.ID, t.Method, t.Path, t.Format, streamed(t.Stream),
+		t.Time.UTC().Format(time.RFC3339Nano))
+	key := t.Key
+	if key == "" {
+		key = "anonymous"
+	}
+	add("auth", "key %s", key)
+	if t.RateLimited {
+		add("limits", "refused by layer0's rate limits")
+	}
+	if t.Model != "" {
+		add("model", "asked for %s", t.Model)
+	}
+	if len(t.Directives) > 0 {
+		add("directives", "applied %s", strings.Join(t.Directives, ", "))
+	}
+	if t.Offload != "" {
+		add("offload", "sent to %s", t.Offload)
+	}
+	if t.Cache != "" {
+		add("cache", "%s", t.Cache)
+	}
+	if c := t.Context; c != nil {
+		add("context", "cut %d → %d input tokens (%d turns dropped)", c.Before, c.After, c.TurnsDropped)
+	}
+	if r := t.Route; r != nil {
+		for _, c := range r.Candidates {
+			add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
+				c.Replica, c.Cached, r.PromptTokens, c.Outstanding, c.Utilization, c.Cost)
+		}
+		cached := 0
+		for _, c := range r.Candidates {
+			if c.Replica == r.Chosen {
+				cached = c.Cached
+			}
+		}
+		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
+	}
+	for i, a := range t.Attempts {
+		what := "served"
+		if a.Error != "" {
+			what = "failed: " + a.Error
+		}
+		how := ""
+		switch {
+		case a.Fallback != "":
+			how = " (fallback: " + a.Fallback + ")"
+		case a.Retry:
+			how = " (retry)"
+		}
+		if a.EjectedMs > 0 {
+			what += "; " + a.Replica + " ejected for " + time.Duration(a.EjectedMs*float64(time.Millisecond)).String()
+		}
+		if a.BreakerOpened {
+			what += "; " + a.Replica + "'s breaker opened"
+		}
+		add("attempt "+strconv.Itoa(i+1), "%s on %s%s, %.3fms, %s", a.Model, a.Replica, how, a.Ms, what)
+	}
+	if n := t.AttemptsTotal - len(t.Attempts); n > 0 {
+		add("attempts", "%d more not detailed (%d in all)", n, t.AttemptsTotal)
+	}
+	if t.Served != "" {
+		via := ""
+		if t.Passed {
+			via = ", pass-through"
+		}
+		if t.Simulated {
+			via += ", simulated"
+		}
+		add("served", "%s by %s%s", t.Served, t.Engine, via)
+	}
+	add("usage", "%d input tokens, %d output tokens (cache read %d, created %d), %d deltas",
+		t.Usage.Input, t.Usage.Output, t.Usage.CacheRead, t.Usage.CacheCreation, t.Deltas)
+	result := strconv.Itoa(t.Status)
+	if t.ErrorType != "" {
+		result += " " + t.ErrorType
+	}
+	if t.Error != "" {
+		result += ": " + t.Error
+	}
+	add("status", "%s", result)
+	tm := t.Times
+	add("times", "total %.3fms, engine %.3fms, ttft %.3fms, overhead %.3fms", tm.TotalMs, tm.EngineMs, tm.TTFTMs, tm.OverheadMs)
+	return out
+}
+
+func streamed(s bool) string {
+	if s {
+		return ", stream"
+	}
+	return ""
+}

@@ -1,0 +1,137 @@
+package trace
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/pipeline"
+)
+
+func record(i, status int, model string) *pipeline.Record {
+	return &pipeline.Record{RequestID: "req_" + strconv.Itoa(i), Start: time.Unix(int64(i), 0), Model: model,
+		Served: model, Status: status}
+}
+
+// The ring keeps the last n requests, newest first, and forgets older ones.
+func TestRingKeepsTheLastRequests(t *testing.T) {
+	r := New(3)
+	for i := 1; i <= 5; i++ {
+		r.Add(record(i, 200, "m"), "POST", "/v1/messages", time.Duration(i)*time.Millisecond)
+	}
+	if _, ok := r.Get("req_2"); ok {
+		t.Error("req_2 is older than the last 3 but still kept")
+	}
+	tr, ok := r.Get("req_4")
+	if !ok || tr.Times.TotalMs != 4 || tr.Method != "POST" {
+		t.Fatalf("req_4: %+v %v", tr, ok)
+	}
+	var ids []string
+	for _, s := range r.List(Filter{}) {
+		ids = append(ids, s.ID)
+	}
+	if got := strings.Join(ids, ","); got != "req_5,req_4,req_3" {
+		t.Errorf("list: %s, want req_5,req_4,req_3", got)
+	}
+}
+
+func TestRingFilters(t *testing.T) {
+	r := New(10)
+	r.Add(record(1, 200, "a"), "POST", "/v1/messages", 0)
+	r.Add(record(2, 529, "b"), "POST", "/v1/messages", 0)
+	r.Add(record(3, 503, "a"), "POST", "/v1/messages", 0)
+	r.Add(record(4, 200, "a"), "POST", "/v1/messages", 0)
+	for _, tc := range []struct {
+		f    Filter
+		want string
+	}{
+		{Filter{Model: "a"}, "req_4,req_3,req_1"},
+		{Filter{Status: "5xx"}, "req_3,req_2"},
+		{Filter{Status: "529"}, "req_2"},
+		{Filter{Model: "a", Status: "200", Limit: 1}, "req_4"},
+		{Filter{Model: "c"}, ""},
+	} {
+		var ids []string
+		for _, s := range r.List(tc.f) {
+			ids = append(ids, s.ID)
+		}
+		if got := strings.Join(ids, ","); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.f, got, tc.want)
+		}
+	}
+	for s, want := range map[string]bool{"5xx": true, "404": true, "6xx": false, "99": false, "x": false, "": false} {
+		if ValidStatus(s) != want {
+			t.Errorf("ValidStatus(%q) = %v", s, !want)
+		}
+	}
+}
+
+// A nil ring keeps nothing and lists nothing.
+func TestNilRing(t *testing.T) {
+	var r *Ring
+	if New(0) != nil {
+		t.Fatal("New(0) keeps traces")
+	}
+	r.Add(record(1, 200, "m"), "GET", "/", 0)
+	if _, ok := r.Get("req_1"); ok || len(r.List(Filter{})) != 0 || r.Len() != 0 {
+		t.Error("a nil ring returned a trace")
+	}
+}
+
+// The trace renders every decision the record holds, one line each.
+func TestTraceLines(t *testing.T) {
+	rec := record(1, 200, "chat")
+	rec.Key, rec.Served, rec.Engine, rec.Attempts = "k", "backup", "b1", 2
+	rec.Directives = pipeline.DirTruncate
+	rec.Context = pipeline.ContextRecord{Truncated: true, Before: 900, After: 500, TurnsDropped: 2}
+	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.PromptTokens, rec.Pick.N, rec.Pick.Chosen = "prefix", "cache", 533, 2, 1
+	rec.Pick.Candidates[0].Replica, rec.Pick.Candidates[1].Replica, rec.Pick.Candidates[1].Cached = "sim-1", "sim-2", 512
+	rec.Tries[0] = pipeline.Try{Model: "chat", Replica: "p1", Took: time.Millisecond, Err: errors.New("overloaded")}
+	rec.Tries[1] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "overloaded", Took: 2 * time.Millisecond}
+	rec.EngineTime, rec.TTFT = 3*time.Millisecond, 2*time.Millisecond
+	r := New(1)
+	r.Add(rec, "POST", "/v1/messages", 4*time.Millisecond)
+	tr, _ := r.Get("req_1")
+	got := strings.Join(tr.Lines(), "\n")
+	for _, want := range []string{
+		"[DEBUG] directives: applied truncate",
+		"[DEBUG] context: cut 900 → 500 input tokens (2 turns dropped)",
+		"[DEBUG] route: picked sim-2 (cache 512/533 tokens; reason: cache)",
+		"[DEBUG] attempt 1: chat on p1, 1.000ms, failed: overloaded",
+		"[DEBUG] attempt 2: backup on b1 (fallback: overloaded), 2.000ms, served",
+		"[DEBUG] times: total 4.000ms, engine 3.000ms, ttft 2.000ms, overhead 1.000ms",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// Adding to the ring copies the record and allocates nothing.
+func TestAddDoesNotAllocate(t *testing.T) {
+	r := New(16)
+	rec := record(1, 200, "m")
+	if n := testing.AllocsPerRun(100, func() { r.Add(rec, "POST", "/v1/messages", time.Millisecond) }); n != 0 {
+		t.Errorf("Add: %v allocations, want 0", n)
+	}
+	var off *Ring
+	if n := testing.AllocsPerRun(100, func() { off.Add(rec, "POST", "/v1/messages", time.Millisecond) }); n != 0 {
+		t.Errorf("Add on a nil ring: %v allocations, want 0", n)
+	}
+}
+
+func BenchmarkAdd(b *testing.B) {
+	rec := record(1, 200, "m")
+	rec.Pick.N = 8
+	for _, n := range []int{0, 1000} {
+		r := New(n)
+		b.Run("requests="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Add(rec, "POST", "/v1/messages", time.Millisecond)
+			}
+		})
+	}
+}
