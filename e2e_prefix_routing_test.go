@@ -192,7 +192,7 @@ func TestPrefixRoutingBenchmark(t *testing.T) {
 			t.Logf("%s, %s: decisions %v", load.name, pl.name, res.picks)
 		}
 		prefix, pinned, p2c, rr := byName["prefix"], byName["pinned by group"], byName["p2c"], byName["round_robin"]
-		if load.hot > 0 {
+		if load.hot > 0 && placementTimed {
 			// The hot group (half the requests) must not pile onto one replica as pinning
 			// does, and its spreading must keep the tail below round-robin's.
 			busiest := 0
@@ -205,10 +205,13 @@ func TestPrefixRoutingBenchmark(t *testing.T) {
 			}
 			continue
 		}
-		if prefix.cacheShare < pinned.cacheShare-0.1 {
+		if load.hot > 0 {
+			continue
+		}
+		if prefix.cacheShare < pinned.cacheShare-0.1 && placementTimed {
 			t.Errorf("uniform: prefix picker served %.3f from cache, pinning %.3f", prefix.cacheShare, pinned.cacheShare)
 		}
-		if prefix.cacheShare < p2c.cacheShare+0.2 || prefix.p50 >= p2c.p50 {
+		if prefix.cacheShare < p2c.cacheShare+0.2 || placementTimed && prefix.p50 >= p2c.p50 {
 			t.Errorf("uniform: prefix picker %.3f from cache, TTFT p50 %v; p2c %.3f, %v",
 				prefix.cacheShare, prefix.p50, p2c.cacheShare, p2c.p50)
 		}
