@@ -105,6 +105,34 @@ func (c *Cache) Insert(keys []uint64) {
 	}
 	keys = keys[:min(len(keys), c.capacity)]
 	c.mu.Lock()
+	c.insertLocked(keys)
+	c.mu.Unlock()
+}
+
+// MatchInsert is Match then Insert as one step, as an engine's cache serves a prompt: it
+// returns how many of the leading keys were cached, counting from the first (a chain broken by
+// an eviction ends the match), then makes every key cached, the first most recent. The embedded
+// simulator's KV cache is one.
+func (c *Cache) MatchInsert(keys []uint64) int {
+	if c == nil || len(keys) == 0 {
+		return 0
+	}
+	keys = keys[:min(len(keys), c.capacity)]
+	c.mu.Lock()
+	hit := 0
+	for _, k := range keys {
+		if _, ok := c.index[k]; !ok {
+			break
+		}
+		hit++
+	}
+	c.insertLocked(keys)
+	c.mu.Unlock()
+	return hit
+}
+
+// insertLocked is Insert's work, with c.mu held and keys within the capacity.
+func (c *Cache) insertLocked(keys []uint64) {
 	// Keys already cached move to the front first, so the evictions below never take one of
 	// them: the prompt has at most capacity keys, so some other key is always behind them.
 	for _, k := range keys {
@@ -132,7 +160,6 @@ func (c *Cache) Insert(keys []uint64) {
 		}
 		c.moveFrontLocked(s)
 	}
-	c.mu.Unlock()
 }
 
 // Reset forgets every key (the engine restarted or cleared its cache).
@@ -182,14 +209,16 @@ func (c *Cache) pushFrontLocked(s int32) {
 	}
 }
 
-// Hashing: FNV-1a over the token ids, finished with splitmix64's mixer — the embedded
-// simulator's block keys.
+// Hashing: FNV-1a over the token ids, finished with splitmix64's mixer; the embedded simulator
+// keys its blocks with the same functions.
 const (
 	fnvOffset = 0xcbf29ce484222325
 	fnvPrime  = 0x100000001b3
 )
 
-func mix(h uint64) uint64 {
+// Mix is splitmix64's finalizer: it spreads every bit of h over the result. HashTokens ends
+// with it; the simulator's word picker uses it as its generator's output function.
+func Mix(h uint64) uint64 {
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 27
@@ -206,11 +235,17 @@ func AppendKeys(dst []uint64, toks []uint32, block int) []uint64 {
 	}
 	h := uint64(fnvOffset)
 	for i := 0; i+block <= len(toks); i += block {
-		for _, t := range toks[i : i+block] {
-			h = (h ^ uint64(t)) * fnvPrime
-		}
-		h = mix(h)
+		h = HashTokens(h, toks[i:i+block])
 		dst = append(dst, h)
 	}
 	return dst
+}
+
+// HashTokens hashes toks onto h: FNV-1a over the token ids, finished with splitmix64's mixer.
+// A block's key is its tokens hashed onto the key of the block before it.
+func HashTokens(h uint64, toks []uint32) uint64 {
+	for _, t := range toks {
+		h = (h ^ uint64(t)) * fnvPrime
+	}
+	return Mix(h)
 }

@@ -246,7 +246,7 @@ func heapAfterFill(tokens, block int) uint64 {
 	for i := 0; c.Len() < c.Capacity(); i++ {
 		ks = ks[:0]
 		for j := range 64 {
-			ks = append(ks, mix(uint64(i*64+j)))
+			ks = append(ks, Mix(uint64(i*64+j)))
 		}
 		c.Insert(ks)
 	}

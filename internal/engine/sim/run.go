@@ -26,7 +26,6 @@ type run struct {
 
 	prompt []uint32 // the prompt's token ids
 	hashes []uint64 // its block keys
-	slots  []int32  // KV cache scratch
 	out    []uint32 // the answer's token ids, every block's
 	text   []byte   // the text answer's bytes, for stop sequence search
 	json   []byte   // tool input scratch

@@ -32,6 +32,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 )
 
@@ -49,7 +50,7 @@ type Engine struct {
 	tok   *tokenizer.Codec
 	lex   *lexicon
 	slots admission
-	cache *kvCache
+	cache *prefix.Cache // the prefix KV cache, in blocks; nil when disabled
 
 	kvBlocks   int64        // KV capacity in blocks, shared by the running sequences
 	heldBlocks atomic.Int64 // blocks held by running sequences
@@ -79,7 +80,7 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 		tok:      tok,
 		lex:      lex,
 		slots:    admission{limit: cfg.MaxConcurrency, maxWait: cfg.MaxQueue},
-		cache:    newKVCache(cfg.KVCacheTokens / cfg.BlockTokens),
+		cache:    prefix.NewCache(cfg.KVCacheTokens / cfg.BlockTokens),
 		kvBlocks: int64(cfg.KVCacheTokens / cfg.BlockTokens),
 	}
 	e.runs.New = func() any { return new(run) }
@@ -124,7 +125,7 @@ type Stats struct {
 
 // Stats returns the engine's current load.
 func (e *Engine) Stats() Stats {
-	s := Stats{CachedBlocks: e.cache.len(), PrefixQueryTokens: e.queried.Load(), PrefixHitTokens: e.hits.Load()}
+	s := Stats{CachedBlocks: e.cache.Len(), PrefixQueryTokens: e.queried.Load(), PrefixHitTokens: e.hits.Load()}
 	s.Running, s.Waiting = e.slots.stats()
 	if e.kvBlocks > 0 {
 		s.KVCacheUsage = min(1, float64(e.heldBlocks.Load())/float64(e.kvBlocks))
@@ -201,12 +202,12 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 // prompt tokens were found. At least one token is always computed, as in vLLM.
 func (e *Engine) prefill(r *run) int {
 	n := len(r.prompt)
-	r.seed = hashTokens(0x9e3779b97f4a7c15, r.prompt)
+	r.seed = prefix.HashTokens(0x9e3779b97f4a7c15, r.prompt)
 	if e.cache == nil || n == 0 {
 		return 0
 	}
-	r.hashes = blockHashes(r.hashes[:0], r.prompt, e.cfg.BlockTokens)
-	cached := e.cache.match(r.hashes, &r.slots) * e.cfg.BlockTokens
+	r.hashes = prefix.AppendKeys(r.hashes[:0], r.prompt, e.cfg.BlockTokens)
+	cached := e.cache.MatchInsert(r.hashes) * e.cfg.BlockTokens
 	cached = min(cached, n-1)
 	e.queried.Add(int64(n))
 	e.hits.Add(int64(cached))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 )
 
@@ -69,7 +70,7 @@ type rng uint64
 
 func (r *rng) next() uint64 {
 	*r += 0x9e3779b97f4a7c15
-	return mix(uint64(*r))
+	return prefix.Mix(uint64(*r))
 }
 
 // intn returns a number in [0, n).
