@@ -38,12 +38,18 @@ func BenchmarkServeHTTPNonStreaming(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchServe(b, g, benchBody)
+}
+
+// benchServe serves body to g as a POST /v1/messages, b.N times, each answer a 200.
+func benchServe(b *testing.B, g *layer0.Gateway, body []byte) {
+	b.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
-		r.Body = readCloser{bytes.NewReader(benchBody)}
-		r.ContentLength = int64(len(benchBody))
+		r.Body = readCloser{bytes.NewReader(body)}
+		r.ContentLength = int64(len(body))
 		clear(w.h)
 		g.ServeHTTP(w, r)
 		if w.status != http.StatusOK {
@@ -58,19 +64,7 @@ func BenchmarkServeHTTPStreaming(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := bytes.Replace(benchBody, []byte(`"max_tokens":20`), []byte(`"max_tokens":20,"stream":true`), 1)
-	r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		r.Body = readCloser{bytes.NewReader(body)}
-		r.ContentLength = int64(len(body))
-		clear(w.h)
-		g.ServeHTTP(w, r)
-		if w.status != http.StatusOK {
-			b.Fatalf("status %d", w.status)
-		}
-	}
+	benchServe(b, g, bytes.Replace(benchBody, []byte(`"max_tokens":20`), []byte(`"max_tokens":20,"stream":true`), 1))
 }
 
 // BenchmarkDo is the zero-hop library path: a canonical request, the pipeline, the sim.
@@ -109,18 +103,7 @@ func BenchmarkServeHTTPDebugTrace(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close()
-			r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
-			w := &discardWriter{h: http.Header{}}
-			b.ReportAllocs()
-			for b.Loop() {
-				r.Body = readCloser{bytes.NewReader(benchBody)}
-				r.ContentLength = int64(len(benchBody))
-				clear(w.h)
-				g.ServeHTTP(w, r)
-				if w.status != http.StatusOK {
-					b.Fatalf("status %d", w.status)
-				}
-			}
+			benchServe(b, g, benchBody)
 		})
 	}
 }
