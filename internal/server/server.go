@@ -689,9 +689,10 @@ func (sw *streamWriter) Flush() error {
 	if errors.Is(err, http.ErrNotSupported) {
 		return nil
 	}
-	if err == nil {
-		// The wait for the stream's next event is not a write: under HTTP/2 a deadline left
-		// armed would reset the stream when it passed, written to or not.
+	if err == nil && sw.x.r.ProtoMajor >= 2 {
+		// The wait for the stream's next event is not a write: under HTTP/2 (and 3) a deadline
+		// left armed would reset the stream when it passed, written to or not. Under HTTP/1.1
+		// a deadline only bounds writes, and the next one arms its own.
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
 	return err
