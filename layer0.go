@@ -435,7 +435,9 @@ func (g *Gateway) Close() error {
 // *Error. req is checked first by the rules every HTTP front applies (Request.Validate): an
 // invalid or nil request, or a nil sink, is a 400 invalid_request_error naming the field, and
 // nothing reaches the sink. The application is the caller: in-process calls are not
-// authenticated, and the global limits and those of the key name "" apply.
+// authenticated, and the global limits and those of the key name "" apply. They are not written
+// to the metrics, the access log or the decision traces, which describe the HTTP side: an
+// application measures its own calls.
 func (g *Gateway) Do(ctx context.Context, req *Request, sink Sink) error {
 	if err := req.Validate(); err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -130,25 +129,6 @@ func New(c Config) (*Pipeline, error) {
 	}
 	sort.Slice(p.models, func(i, j int) bool { return p.models[i].ID < p.models[j].ID })
 	return p, nil
-}
-
-// NormalizeModel folds a model name for loose matching: '-' and '.' removed, ASCII lowercased,
-// so "claude35sonnet20240620" matches "claude-3-5-sonnet-20240620" (the binary protocol's
-// clients strip dashes).
-func NormalizeModel(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '-' || c == '.':
-			continue
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }
 
 // Models returns every name clients may ask for, in id order. The slice must not be modified.

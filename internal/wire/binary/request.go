@@ -70,7 +70,7 @@ const (
 // Validate is the backstop, its message prefixed "binary: ".
 //
 // The model name is kept as sent: the pipeline matches names ignoring '-', '.' and case
-// (pipeline.NormalizeModel), so version 1's "claude35sonnet20240620" finds
+// (route.Table.Resolve), so version 1's "claude35sonnet20240620" finds
 // "claude-3-5-sonnet-20240620". The request's strings share one copy of the body; DecodeRequest
 // does not keep body.
 func DecodeRequest(body []byte, h http.Header) (*llm.Request, Mode, error) {
