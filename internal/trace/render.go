@@ -72,12 +72,14 @@ type Candidate struct {
 
 // Attempt is one engine attempt.
 type Attempt struct {
-	Model    string  `json:"model"`
-	Replica  string  `json:"replica"`
-	Retry    bool    `json:"retry,omitempty"`
-	Fallback string  `json:"fallback,omitempty"`
-	Ms       float64 `json:"ms"`
-	Error    string  `json:"error,omitempty"`
+	Model    string `json:"model"`
+	Replica  string `json:"replica"`
+	Retry    bool   `json:"retry,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// AtMs is when the attempt began, in milliseconds from the request's start.
+	AtMs  float64 `json:"at_ms"`
+	Ms    float64 `json:"ms"`
+	Error string  `json:"error,omitempty"`
 	// EjectedMs, when positive, is how long this failure ejected the replica for.
 	EjectedMs float64 `json:"ejected_ms,omitempty"`
 	// BreakerOpened is set when this failure opened the replica's breaker.
@@ -140,7 +142,7 @@ func build(e *entry) *Trace {
 	}
 	for i := 0; i < min(rec.Attempts, pipeline.MaxTries); i++ {
 		tr := &rec.Tries[i]
-		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, Ms: ms(tr.Took),
+		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, AtMs: ms(tr.At), Ms: ms(tr.Took),
 			EjectedMs: ms(tr.Verdict.Ejected), BreakerOpened: tr.Verdict.BreakerOpened}
 		if tr.Err != nil {
 			a.Error = tr.Err.Error()
@@ -196,7 +198,12 @@ func (t *Trace) Lines() []string {
 		}
 		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
 	}
+	from := t.Model // the model the request leaves when it falls back
 	for i, a := range t.Attempts {
+		if a.Fallback != "" {
+			add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, a.Fallback, a.AtMs)
+		}
+		from = a.Model
 		what := "served"
 		if a.Error != "" {
 			what = "failed: " + a.Error
@@ -208,13 +215,15 @@ func (t *Trace) Lines() []string {
 		case a.Retry:
 			how = " (retry)"
 		}
+		add("attempt "+strconv.Itoa(i+1), "%s on %s%s at +%.3fms, %.3fms, %s", a.Model, a.Replica, how, a.AtMs, a.Ms, what)
+		end := a.AtMs + a.Ms
 		if a.EjectedMs > 0 {
-			what += "; " + a.Replica + " ejected for " + time.Duration(a.EjectedMs*float64(time.Millisecond)).String()
+			add("ejection", "%s ejected for %s at +%.3fms", a.Replica,
+				time.Duration(a.EjectedMs*float64(time.Millisecond)), end)
 		}
 		if a.BreakerOpened {
-			what += "; " + a.Replica + "'s breaker opened"
+			add("breaker", "%s's breaker opened at +%.3fms", a.Replica, end)
 		}
-		add("attempt "+strconv.Itoa(i+1), "%s on %s%s, %.3fms, %s", a.Model, a.Replica, how, a.Ms, what)
 	}
 	if n := t.AttemptsTotal - len(t.Attempts); n > 0 {
 		add("attempts", "%d more not detailed (%d in all)", n, t.AttemptsTotal)
@@ -227,7 +236,11 @@ func (t *Trace) Lines() []string {
 		if t.Simulated {
 			via += ", simulated"
 		}
-		add("served", "%s by %s%s", t.Served, t.Engine, via)
+		first := ""
+		if t.Times.TTFTMs > 0 {
+			first = fmt.Sprintf("; first token at +%.3fms", t.Times.TTFTMs)
+		}
+		add("served", "%s by %s%s%s, done at +%.3fms", t.Served, t.Engine, via, first, t.Times.TotalMs)
 	}
 	add("usage", "%d input tokens, %d output tokens (cache read %d, created %d), %d deltas",
 		t.Usage.Input, t.Usage.Output, t.Usage.CacheRead, t.Usage.CacheCreation, t.Deltas)

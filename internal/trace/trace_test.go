@@ -89,7 +89,8 @@ func TestTraceLines(t *testing.T) {
 	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.PromptTokens, rec.Pick.N, rec.Pick.Chosen = "prefix", "cache", 533, 2, 1
 	rec.Pick.Candidates[0].Replica, rec.Pick.Candidates[1].Replica, rec.Pick.Candidates[1].Cached = "sim-1", "sim-2", 512
 	rec.Tries[0] = pipeline.Try{Model: "chat", Replica: "p1", Took: time.Millisecond, Err: errors.New("overloaded")}
-	rec.Tries[1] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "overloaded", Took: 2 * time.Millisecond}
+	rec.Tries[0].Verdict.Ejected = 30 * time.Second
+	rec.Tries[1] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "overloaded", At: 1500 * time.Microsecond, Took: 2 * time.Millisecond}
 	rec.EngineTime, rec.TTFT = 3*time.Millisecond, 2*time.Millisecond
 	r := New(1)
 	r.Add(rec, "POST", "/v1/messages", 4*time.Millisecond)
@@ -99,8 +100,11 @@ func TestTraceLines(t *testing.T) {
 		"[DEBUG] directives: applied truncate",
 		"[DEBUG] context: cut 900 → 500 input tokens (2 turns dropped)",
 		"[DEBUG] route: picked sim-2 (cache 512/533 tokens; reason: cache)",
-		"[DEBUG] attempt 1: chat on p1, 1.000ms, failed: overloaded",
-		"[DEBUG] attempt 2: backup on b1 (fallback: overloaded), 2.000ms, served",
+		"[DEBUG] attempt 1: chat on p1 at +0.000ms, 1.000ms, failed: overloaded\n" +
+			"[DEBUG] ejection: p1 ejected for 30s at +1.000ms\n" +
+			"[DEBUG] fallback: chat → backup (reason: overloaded) at +1.500ms\n" +
+			"[DEBUG] attempt 2: backup on b1 (fallback: overloaded) at +1.500ms, 2.000ms, served\n" +
+			"[DEBUG] served: backup by b1; first token at +2.000ms, done at +4.000ms",
 		"[DEBUG] times: total 4.000ms, engine 3.000ms, ttft 2.000ms, overhead 1.000ms",
 	} {
 		if !strings.Contains(got, want) {
