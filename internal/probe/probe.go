@@ -292,7 +292,11 @@ func readSettings(conn net.Conn, over string, timeout time.Duration) *HTTP2 {
 	for range 8 { // the server's SETTINGS comes first; allow a few frames before it
 		f, err := fr.ReadFrame()
 		if err != nil {
-			r.Error = fmt.Errorf("no HTTP/2 SETTINGS from the server: %w", err).Error()
+			if strings.Contains(err.Error(), "looked like an HTTP/1.1 header") {
+				r.Error = "not spoken: the server answered the HTTP/2 preface in HTTP/1.1"
+			} else {
+				r.Error = fmt.Errorf("no HTTP/2 SETTINGS from the server: %w", err).Error()
+			}
 			return r
 		}
 		sf, ok := f.(*http2.SettingsFrame)

@@ -52,6 +52,9 @@ func (r *Report) Lines() []string {
 				t.Issuer, t.NotAfter, left, verified)
 		}
 	}
+	if t := r.TLS; t != nil && t.Error == "" && r.HTTP2 == nil {
+		add("http2", "not negotiated: the server chose %q", t.ALPN)
+	}
 	if h := r.HTTP2; h != nil {
 		if h.Error != "" {
 			add("http2", "%s: %s", h.Over, h.Error)
