@@ -84,6 +84,9 @@ type verboseReport struct {
 
 // debugVerbose sends c and prints the answer, the trace and the client's times.
 func debugVerbose(hc *http.Client, c probe.Call, asJSON bool, stdout io.Writer) error {
+	if !asJSON {
+		c.OnText = func(s string) { fmt.Fprint(stdout, s) } //nolint:errcheck // a failed write shows in the final ones
+	}
 	x, err := probe.Stream(context.Background(), hc, c)
 	if err != nil {
 		return err
@@ -106,8 +109,8 @@ func debugVerbose(hc *http.Client, c probe.Call, asJSON bool, stdout io.Writer) 
 			return err
 		}
 	} else {
-		if x.Text != "" {
-			if _, err := fmt.Fprintf(stdout, "%s\n\n", x.Text); err != nil {
+		if x.Text != "" { // printed as it arrived
+			if _, err := fmt.Fprint(stdout, "\n\n"); err != nil {
 				return err
 			}
 		}

@@ -228,9 +228,9 @@ func TestProbeTLSVerification(t *testing.T) {
 	}
 }
 
-// A server that is not layer0 and speaks only OpenAI's Chat Completions over HTTP/1.1: no h2c,
-// Anthropic and binary absent (404), OpenAI detected and timed, its model taken from /v1/models.
-func TestProbeOpenAIOnlyServer(t *testing.T) {
+// openAIOnly is a server that is not layer0 and speaks only OpenAI's Chat Completions (streamed,
+// with usage), lists one model, and answers 404 to everything else.
+func openAIOnly() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -263,13 +263,13 @@ func TestProbeOpenAIOnlyServer(t *testing.T) {
 		}
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	return mux
+}
 
-	r := run(t, probe.Options{URL: srv.URL, Key: key})
-	if r.HTTP2 == nil || !strings.Contains(r.HTTP2.Error, "answered the HTTP/2 preface in HTTP/1.1") || len(r.HTTP2.Settings) != 0 {
-		t.Errorf("HTTP/2 on an HTTP/1.1-only server: %+v, want no SETTINGS", r.HTTP2)
-	}
+// checkOpenAIOnly asserts what a probe of openAIOnly finds: Anthropic and binary absent (404),
+// OpenAI detected and timed, its model taken from /v1/models.
+func checkOpenAIOnly(t *testing.T, r *probe.Report) {
+	t.Helper()
 	if r.Model != "tiny-chat" {
 		t.Errorf("model: %q, want tiny-chat from /v1/models", r.Model)
 	}
@@ -296,6 +296,36 @@ func TestProbeOpenAIOnlyServer(t *testing.T) {
 			t.Errorf("lines lack %q:\n%s", want, lines)
 		}
 	}
+}
+
+// A plain HTTP/1.1 server that is not layer0: no h2c, only the API it speaks.
+func TestProbeOpenAIOnlyServer(t *testing.T) {
+	srv := httptest.NewServer(openAIOnly())
+	defer srv.Close()
+	r := run(t, probe.Options{URL: srv.URL, Key: key})
+	if r.HTTP2 == nil || !strings.Contains(r.HTTP2.Error, "answered the HTTP/2 preface in HTTP/1.1") || len(r.HTTP2.Settings) != 0 {
+		t.Errorf("HTTP/2 on an HTTP/1.1-only server: %+v, want no SETTINGS", r.HTTP2)
+	}
+	checkOpenAIOnly(t, r)
+}
+
+// The same server over TLS offering only HTTP/1.1: ALPN http/1.1, no HTTP/2, no HTTP/3.
+func TestProbeOpenAIOnlyServerTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(openAIOnly())
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	r := run(t, probe.Options{URL: srv.URL, Key: key, RootCAs: roots})
+	if r.TLS == nil || r.TLS.Error != "" || r.TLS.ALPN != "http/1.1" || !r.TLS.Verified || r.HTTP2 != nil {
+		t.Fatalf("TLS: %+v, HTTP/2 %+v; want http/1.1 negotiated and no HTTP/2", r.TLS, r.HTTP2)
+	}
+	if r.HTTP3 == nil || r.HTTP3.Advertised {
+		t.Errorf("HTTP/3: %+v, want not advertised", r.HTTP3)
+	}
+	if lines := strings.Join(r.Lines(), "\n"); !strings.Contains(lines, `http2     not negotiated: the server chose "http/1.1"`) {
+		t.Errorf("lines lack the HTTP/2 verdict:\n%s", lines)
+	}
+	checkOpenAIOnly(t, r)
 }
 
 // Nothing listening: the connect fails and the report says where.

@@ -41,6 +41,8 @@ type Call struct {
 	MaxTokens int
 	// Header is added to the request (X-Layer0-Debug, for one).
 	Header http.Header
+	// OnText, when set, receives each piece of the answer's text as it arrives.
+	OnText func(string)
 }
 
 // Exchange is what one Call saw. Times are from the moment the request was sent.
@@ -129,6 +131,18 @@ func (x *Exchange) keep(resp *http.Response) {
 	}
 }
 
+// delta notes one piece of the answer: the first token's time, the count, the text.
+func (x *Exchange) delta(start time.Time, s string, text *strings.Builder, onText func(string)) {
+	if x.Deltas == 0 {
+		x.FirstTokenMs = ms(time.Since(start))
+	}
+	x.Deltas++
+	text.WriteString(s)
+	if onText != nil {
+		onText(s)
+	}
+}
+
 // streamSSE runs an Anthropic or OpenAI streaming request.
 func streamSSE(ctx context.Context, hc *http.Client, c *Call, x *Exchange, start time.Time) error {
 	msgs := []map[string]string{{"role": "user", "content": c.Prompt}}
@@ -187,11 +201,7 @@ func streamSSE(ctx context.Context, hc *http.Client, c *Call, x *Exchange, start
 			delta, streamErr = openAIEvent(data, x, streamErr)
 		}
 		if delta != "" {
-			if x.Deltas == 0 {
-				x.FirstTokenMs = ms(time.Since(start))
-			}
-			x.Deltas++
-			text.WriteString(delta)
+			x.delta(start, delta, &text, c.OnText)
 		}
 	})
 	x.EndMs, x.Text = ms(time.Since(start)), text.String()
@@ -333,11 +343,7 @@ func streamBinary(ctx context.Context, hc *http.Client, c *Call, x *Exchange, st
 		}
 		switch ev.Kind {
 		case llm.EventTextDelta:
-			if x.Deltas == 0 {
-				x.FirstTokenMs = ms(time.Since(start))
-			}
-			x.Deltas++
-			text.WriteString(ev.Text)
+			x.delta(start, ev.Text, &text, c.OnText)
 		case llm.EventStop:
 			x.Tokens = ev.Usage.OutputTokens
 		}
