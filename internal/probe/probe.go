@@ -157,20 +157,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{URL: o.URL}
 	tc := &tls.Config{ServerName: host, RootCAs: o.RootCAs, InsecureSkipVerify: o.Insecure} //nolint:gosec // --insecure is the operator's choice
 
-	// DNS, then TCP to the first address.
+	// DNS, then TCP to the first address that answers.
 	r.DNS = resolve(ctx, host, o.Timeout)
 	if r.DNS.Error != "" {
 		return r, nil
 	}
-	addr := net.JoinHostPort(r.DNS.Addrs[0], port)
-	r.TCP = &TCP{Addr: addr}
-	t0 := time.Now()
-	conn, err := (&net.Dialer{Timeout: o.Timeout}).DialContext(ctx, "tcp", addr)
-	r.TCP.Ms = ms(time.Since(t0))
-	if err != nil {
-		r.TCP.Error = err.Error()
+	var conn net.Conn
+	if conn, r.TCP = connect(ctx, r.DNS.Addrs, port, o.Timeout); conn == nil {
 		return r, nil
 	}
+	ip, _, _ := net.SplitHostPort(r.TCP.Addr)
 
 	// TLS, and HTTP/2's SETTINGS on the same connection.
 	if secure {
@@ -210,7 +206,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	if secure {
-		r.HTTP3 = dialHTTP3(ctx, altSvc, r.DNS.Addrs[0], tc, o.Timeout)
+		r.HTTP3 = dialHTTP3(ctx, altSvc, ip, tc, o.Timeout)
 	}
 	return r, nil
 }
@@ -238,6 +234,25 @@ func resolve(ctx context.Context, host string, timeout time.Duration) *DNS {
 		d.Addrs = append(d.Addrs, ip.String())
 	}
 	return d
+}
+
+// connect dials the addresses in turn, as a client would, and reports the first connect that
+// succeeded (or every failure).
+func connect(ctx context.Context, addrs []string, port string, timeout time.Duration) (net.Conn, *TCP) {
+	var errs []string
+	t := &TCP{}
+	for _, a := range addrs {
+		t.Addr = net.JoinHostPort(a, port)
+		t0 := time.Now()
+		conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", t.Addr)
+		t.Ms = ms(time.Since(t0))
+		if err == nil {
+			return conn, t
+		}
+		errs = append(errs, err.Error())
+	}
+	t.Error = strings.Join(errs, "; ")
+	return nil, t
 }
 
 // handshake runs a TLS handshake on conn offering ALPNOffered, and reports it.
@@ -336,7 +351,7 @@ func httpClient(tc *tls.Config, h2, h2c bool, timeout time.Duration) *http.Clien
 	default:
 		p.SetHTTP1(true)
 	}
-	return &http.Client{Timeout: 4 * timeout, Transport: &http.Transport{
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		TLSClientConfig:     tc.Clone(),
 		Protocols:           &p,
 		ForceAttemptHTTP2:   h2,

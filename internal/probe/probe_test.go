@@ -169,6 +169,15 @@ func TestProbeCleartext(t *testing.T) {
 	if f := r.Failure(); f != "" {
 		t.Errorf("Failure: %q", f)
 	}
+
+	// By name: localhost is resolved (from the hosts file, no network), and the address that
+	// answers is the one connected to.
+	port := base[strings.LastIndex(base, ":")+1:]
+	r = run(t, probe.Options{URL: "http://localhost:" + port, Key: key, Model: "sim"})
+	if r.DNS == nil || r.DNS.Literal || r.DNS.Error != "" || len(r.DNS.Addrs) == 0 || r.TCP.Addr != "127.0.0.1:"+port {
+		t.Errorf("by name: DNS %+v, TCP %+v", r.DNS, r.TCP)
+	}
+	checkAPI(t, r, probe.OpenAI, "HTTP/2.0")
 }
 
 // TLS with HTTP/3: the handshake and certificate, ALPN anthropic-v3 negotiated (layer0 prefers
