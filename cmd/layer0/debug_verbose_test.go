@@ -70,7 +70,7 @@ func TestDebugVerboseExample(t *testing.T) {
 	}
 
 	// --json: the same request for scripts; the primary is ejected now, so the first attempt
-	// is the fallback, for that reason.
+	// is the fallback, and says the primary's replica was out, ejected.
 	stdout.Reset()
 	code = run([]string{"debug", "--verbose", "--json", "--url", srv.URL, "--key", "l0-demo-alpha", "--model", "chat",
 		"--max-tokens", "4", "hello"}, &stdout, &stderr)
@@ -78,7 +78,8 @@ func TestDebugVerboseExample(t *testing.T) {
 	if code != 0 || json.Unmarshal(stdout.Bytes(), &rep) != nil || rep.Trace == nil || rep.Client == nil {
 		t.Fatalf("--json: exit %d: %s %s", code, stdout.String(), stderr.String())
 	}
-	if a := rep.Trace.Attempts; len(a) != 1 || a[0].Replica != "fallback" || a[0].Fallback != "unavailable" {
+	if a := rep.Trace.Attempts; len(a) != 1 || a[0].Replica != "fallback" || a[0].Fallback != "unavailable" ||
+		a[0].Left == nil || a[0].Left.Replica != "overloaded" || a[0].Left.Reason != "ejected" {
 		t.Errorf("attempts with the primary ejected: %+v", a)
 	}
 	if rep.Client.Status != 200 || rep.Client.Text == "" || rep.Client.Headers["X-Request-Id"] != rep.Trace.ID {

@@ -290,6 +290,7 @@ type Try struct {
 	Replica  string
 	Retry    bool          // another replica of the same model after a failure
 	Fallback string        // why the request moved to Model down its fallback chain ("" for none)
+	Left     route.Skip    // for a first attempt off the primary: a replica of the model left, and why
 	At       time.Duration // when the attempt began, from the Record's Start
 	Took     time.Duration
 	Err      error         // nil when the attempt served
@@ -454,7 +455,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 				at = t0.Sub(rec.Start)
 			}
 			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback,
-				At: at, Took: took, Err: err, Verdict: verdict}
+				Left: a.Left, At: at, Took: took, Err: err, Verdict: verdict}
 		}
 		if err == nil {
 			s.noteSimulated()      // an engine behind a URL knows once it has answered

@@ -59,6 +59,14 @@ type Route struct {
 	PromptTokens int         `json:"prompt_tokens"`
 	Chosen       string      `json:"chosen"`
 	Candidates   []Candidate `json:"candidates"`
+	Skipped      []Skipped   `json:"skipped,omitempty"`
+}
+
+// Skipped is a replica that was not weighed, and why: down, ejected, breaker, utilization, or
+// tried (an earlier attempt failed there).
+type Skipped struct {
+	Replica string `json:"replica"`
+	Reason  string `json:"reason"`
 }
 
 // Candidate is one replica the picker weighed.
@@ -76,6 +84,9 @@ type Attempt struct {
 	Replica  string `json:"replica"`
 	Retry    bool   `json:"retry,omitempty"`
 	Fallback string `json:"fallback,omitempty"`
+	// Left is, for a first attempt that did not land on the primary model, a replica of the
+	// model left and why it could not take the request.
+	Left *Skipped `json:"left,omitempty"`
 	// AtMs is when the attempt began, in milliseconds from the request's start.
 	AtMs  float64 `json:"at_ms"`
 	Ms    float64 `json:"ms"`
@@ -135,6 +146,9 @@ func build(e *entry) *Trace {
 			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
 				Outstanding: c.Outstanding, Utilization: c.Utilization, Cost: c.Cost})
 		}
+		for i := 0; i < p.NSkipped; i++ {
+			r.Skipped = append(r.Skipped, Skipped{Replica: p.Skipped[i].Replica, Reason: p.Skipped[i].Reason})
+		}
 		if p.Chosen >= 0 && p.Chosen < p.N {
 			r.Chosen = p.Candidates[p.Chosen].Replica
 		}
@@ -146,6 +160,9 @@ func build(e *entry) *Trace {
 			EjectedMs: ms(tr.Verdict.Ejected), BreakerOpened: tr.Verdict.BreakerOpened}
 		if tr.Err != nil {
 			a.Error = tr.Err.Error()
+		}
+		if tr.Left.Replica != "" {
+			a.Left = &Skipped{Replica: tr.Left.Replica, Reason: tr.Left.Reason}
 		}
 		t.Attempts = append(t.Attempts, a)
 	}
@@ -190,6 +207,9 @@ func (t *Trace) Lines() []string {
 			add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
 				c.Replica, c.Cached, r.PromptTokens, c.Outstanding, c.Utilization, c.Cost)
 		}
+		for _, s := range r.Skipped {
+			add("route", "skipped %s (%s)", s.Replica, s.Reason)
+		}
 		cached := 0
 		for _, c := range r.Candidates {
 			if c.Replica == r.Chosen {
@@ -201,7 +221,11 @@ func (t *Trace) Lines() []string {
 	from := t.Model // the model the request leaves when it falls back
 	for i, a := range t.Attempts {
 		if a.Fallback != "" {
-			add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, a.Fallback, a.AtMs)
+			why := a.Fallback
+			if a.Left != nil {
+				why += ": " + a.Left.Replica + " " + a.Left.Reason
+			}
+			add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, why, a.AtMs)
 		}
 		from = a.Model
 		what := "served"
