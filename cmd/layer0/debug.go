@@ -36,6 +36,9 @@ debug: true in the gateway's configuration.
 Flags:
 `
 
+// apiKeyEnv is the environment variable the operator commands take the API key from.
+const apiKeyEnv = "LAYER0_API_KEY"
+
 // runDebug implements `layer0 debug REQUEST_ID` and `layer0 debug --verbose PROMPT`.
 func runDebug(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("debug", flag.ContinueOnError)
@@ -45,7 +48,7 @@ func runDebug(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway (for REQUEST_ID: of its admin listener, or of the main one with --key)")
-	key := fs.String("key", os.Getenv("LAYER0_API_KEY"), "API key with debug: true (default $LAYER0_API_KEY)")
+	key := fs.String("key", "", "API key with debug: true (default $LAYER0_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the trace as JSON")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the answer")
 	verbose := fs.Bool("verbose", false, "send PROMPT and print the answer and its trace")
@@ -57,6 +60,9 @@ func runDebug(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return errors.New(strings.SplitN(debugUsage, "\n", 2)[0])
+	}
+	if *key == "" {
+		*key = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
 	}
 	base2 := strings.TrimRight(*base, "/")
 	hc := &http.Client{Timeout: *timeout}

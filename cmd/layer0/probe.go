@@ -39,7 +39,7 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	var o probe.Options
-	fs.StringVar(&o.Key, "key", os.Getenv("LAYER0_API_KEY"), "API key for the requests (default $LAYER0_API_KEY)")
+	fs.StringVar(&o.Key, "key", "", "API key for the requests (default $LAYER0_API_KEY)")
 	fs.StringVar(&o.Model, "model", "", "model to ask for (default: the first of GET /v1/models)")
 	fs.StringVar(&o.Prompt, "prompt", "", "the requests' user message (default \"Say hello.\")")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 16, "max_tokens of each request")
@@ -55,6 +55,9 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return errors.New(strings.SplitN(probeUsage, "\n", 2)[0])
 	}
 	o.URL = urls[0]
+	if o.Key == "" {
+		o.Key = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
+	}
 	if *ca != "" {
 		pem, err := os.ReadFile(*ca)
 		if err != nil {

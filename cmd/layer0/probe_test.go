@@ -71,3 +71,15 @@ func TestProbeCommandTLS(t *testing.T) {
 		t.Errorf("--ca of a missing file: exit %d", code)
 	}
 }
+
+// The key taken from the environment is never printed, not even as a flag's default in --help.
+func TestHelpDoesNotPrintTheKey(t *testing.T) {
+	t.Setenv(apiKeyEnv, "l0-secret-from-env")
+	for _, cmd := range []string{"probe", "debug"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{cmd, "--help"}, &stdout, &stderr); code != 0 ||
+			strings.Contains(stdout.String()+stderr.String(), "l0-secret-from-env") || !strings.Contains(stdout.String(), "$LAYER0_API_KEY") {
+			t.Errorf("%s --help: exit %d, the key printed or its variable not named:\n%s", cmd, code, stdout.String())
+		}
+	}
+}
