@@ -337,6 +337,58 @@ func TestProbeOpenAIOnlyServerTLS(t *testing.T) {
 	checkOpenAIOnly(t, r)
 }
 
+// A server that is not layer0 and speaks only the Anthropic Messages API: a binary request is
+// refused with a JSON 400 (it cannot read the body), which means the binary protocol is absent.
+func TestProbeAnthropicOnlyServer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" || r.Header.Get("X-Api-Key") != key {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"type":"error","error":{"type":"invalid_request_error","message":"expected JSON"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Request-Id", "req_elsewhere")
+		for _, ev := range []string{
+			`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}`,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" there"}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`,
+			`{"type":"message_stop"}`,
+		} {
+			var head struct{ Type string }
+			_ = json.Unmarshal([]byte(ev), &head)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", head.Type, ev)
+			w.(http.Flusher).Flush()
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	r := run(t, probe.Options{URL: srv.URL, Key: key, Model: "m"})
+	for _, x := range r.APIs {
+		switch x.API {
+		case probe.Anthropic:
+			if !x.Present || x.Error != "" || x.Text != "Hi there" || x.Tokens != 2 || x.Deltas != 2 || x.Bytes <= 0 {
+				t.Errorf("anthropic: %+v", x)
+			}
+		case probe.Binary:
+			if x.Present || x.Status != http.StatusBadRequest || !strings.Contains(x.Error, "expected JSON") {
+				t.Errorf("binary on a server without it: %+v, want absent after its 400", x)
+			}
+		case probe.OpenAI:
+			if x.Present || x.Status != http.StatusNotFound {
+				t.Errorf("openai on a server without it: %+v", x)
+			}
+		}
+	}
+	if f := r.Failure(); f != "" {
+		t.Errorf("Failure: %q", f)
+	}
+}
+
 // Nothing listening: the connect fails and the report says where.
 func TestProbeRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())

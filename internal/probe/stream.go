@@ -50,7 +50,7 @@ type Exchange struct {
 	API  string `json:"api"`
 	Path string `json:"path"`
 	// Present is false when the server does not serve this API: a 404 or 405, or (for the
-	// binary protocol) an answer that is not a binary stream.
+	// binary protocol) a 400 or 415, or an answer that is not a binary stream.
 	Present bool   `json:"present"`
 	Status  int    `json:"status,omitempty"`
 	Proto   string `json:"proto,omitempty"`
@@ -325,8 +325,15 @@ func streamBinary(ctx context.Context, hc *http.Client, c *Call, x *Exchange, st
 		x.EndMs = ms(time.Since(start))
 		var e *client.Error
 		if errors.As(err, &e) {
+			// A server that does not speak the protocol refuses the body it cannot read (400,
+			// 415) or the path (404, 405); a well-formed binary request gets neither from one
+			// that does.
 			x.Status = e.Status()
-			x.Present = x.Status != http.StatusNotFound && x.Status != http.StatusMethodNotAllowed
+			switch x.Status {
+			case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
+			default:
+				x.Present = true
+			}
 			return fmt.Errorf("%d: %s", x.Status, e.Message)
 		}
 		if strings.Contains(err.Error(), "not the binary protocol") {
