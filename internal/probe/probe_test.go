@@ -387,6 +387,9 @@ func TestProbeAnthropicOnlyServer(t *testing.T) {
 	if f := r.Failure(); f != "" {
 		t.Errorf("Failure: %q", f)
 	}
+	if lines := strings.Join(r.Lines(), "\n"); !strings.Contains(lines, "Request-Id: req_elsewhere, X-Processing-Time: -") {
+		t.Errorf("lines lack the Anthropic API's request id:\n%s", lines)
+	}
 }
 
 // Nothing listening: the connect fails and the report says where.

@@ -95,7 +95,11 @@ func (r *Report) Lines() []string {
 		}
 		if x.Present {
 			var hs []string
-			for _, h := range []string{"X-Request-Id", "X-Processing-Time", "Server"} {
+			id := "X-Request-Id"
+			if x.Headers[id] == "" && x.Headers["Request-Id"] != "" {
+				id = "Request-Id" // the Anthropic API's name for it
+			}
+			for _, h := range []string{id, "X-Processing-Time", "Server"} {
 				v := x.Headers[h]
 				if v == "" {
 					v = "-"

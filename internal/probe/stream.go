@@ -66,8 +66,9 @@ type Exchange struct {
 	Tokens        int     `json:"tokens,omitempty"`
 	Deltas        int     `json:"deltas,omitempty"`
 	BytesPerToken float64 `json:"bytes_per_token,omitempty"`
-	// Headers are the response headers that matter: X-Request-ID, X-Processing-Time,
-	// X-Response-Time, Server, Alt-Svc, X-Layer0-Trace-Id, Content-Type.
+	// Headers are the response headers that matter: X-Request-ID (or the Anthropic API's
+	// Request-Id), X-Processing-Time, X-Response-Time, Server, Alt-Svc, X-Layer0-Trace-Id,
+	// Content-Type.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Text is the answer.
 	Text string `json:"text,omitempty"`
@@ -77,7 +78,7 @@ type Exchange struct {
 }
 
 // reportedHeaders are the response headers an Exchange keeps.
-var reportedHeaders = []string{"X-Request-Id", "X-Processing-Time", "X-Response-Time", "Server", "Alt-Svc",
+var reportedHeaders = []string{"X-Request-Id", "Request-Id", "X-Processing-Time", "X-Response-Time", "Server", "Alt-Svc",
 	"X-Layer0-Trace-Id", "Content-Type"}
 
 // Stream sends c over hc and reads the answer to its end. A transport failure or a non-200
