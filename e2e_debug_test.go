@@ -133,7 +133,7 @@ func TestDecisionTraceOnAdminListener(t *testing.T) {
 		t.Errorf("times and usage: %+v %+v", tr.Times, tr.Usage)
 	}
 	lines := strings.Join(tr.Lines(), "\n")
-	for _, want := range []string{"[DEBUG] auth: key dbg", "[DEBUG] attempt 1: chat on primary", "status 529; primary ejected for 7s",
+	for _, want := range []string{"[DEBUG] auth: key dbg", "[DEBUG] attempt 1: chat on primary at +", "status 529\n[DEBUG] ejection: primary ejected for 7s at +",
 		"[DEBUG] attempt 2: backup on backup (fallback: ", "[DEBUG] served: backup by backup"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("lines lack %q:\n%s", want, lines)

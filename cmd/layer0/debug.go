@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -8,24 +9,37 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/probe"
 	"github.com/layer0ai/layer0/internal/trace"
 )
 
 const debugUsage = `usage: layer0 debug REQUEST_ID [--url ADMIN_URL] [--key KEY] [--json]
+       layer0 debug --verbose [--url URL] [--key KEY] [--model M] [--json] 'PROMPT'
 
 Prints what layer0 decided for one request — key, limits, directives, cache, context cut,
-replica pick, every attempt and fallback, usage and times — one line per decision, read from
-GET /debug/requests/REQUEST_ID on the admin listener (server.admin_addr). The gateway keeps the
-traces of its last debug.requests requests. Without an admin address the main listener serves
-them to keys with debug: true: pass one with --key.
+replica pick, every attempt with its start and duration, ejections, fallbacks, the replica
+that served, usage and times — one line per decision.
+
+With REQUEST_ID it reads GET /debug/requests/REQUEST_ID on the admin listener
+(server.admin_addr). The gateway keeps the traces of its last debug.requests requests. Without
+an admin address the main listener serves them to keys with debug: true: pass one with --key.
+
+With --verbose it sends PROMPT to the gateway at URL (Anthropic Messages, streamed) with
+X-Layer0-Debug: 1, prints the answer as it arrives, then the request's trace, which the stream
+ends with, and the client's own times. The key (--key, default $LAYER0_API_KEY) needs
+debug: true in the gateway's configuration.
 
 Flags:
 `
 
-// runDebug implements `layer0 debug REQUEST_ID`.
+// apiKeyEnv is the environment variable the operator commands take the API key from.
+const apiKeyEnv = "LAYER0_API_KEY"
+
+// runDebug implements `layer0 debug REQUEST_ID` and `layer0 debug --verbose PROMPT`.
 func runDebug(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("debug", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,75 +47,172 @@ func runDebug(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), debugUsage)
 		fs.PrintDefaults()
 	}
-	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the admin listener (or of the main one, with --key)")
-	key := fs.String("key", "", "API key with debug: true, for a main listener serving the traces")
+	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway (for REQUEST_ID: of its admin listener, or of the main one with --key)")
+	key := fs.String("key", "", "API key with debug: true (default $LAYER0_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the trace as JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
-	// Flags may come before or after the request id.
-	var ids []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		ids = append(ids, fs.Arg(0))
-		args = fs.Args()[1:]
+	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the answer")
+	verbose := fs.Bool("verbose", false, "send PROMPT and print the answer and its trace")
+	model := fs.String("model", "sim", "--verbose: the model to ask for")
+	maxTokens := fs.Int("max-tokens", 64, "--verbose: max_tokens of the request")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(ids) != 1 {
+	if len(pos) != 1 {
 		return errors.New(strings.SplitN(debugUsage, "\n", 2)[0])
 	}
-	u := strings.TrimRight(*base, "/") + "/debug/requests/" + url.PathEscape(ids[0])
+	if *key == "" {
+		*key = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
+	}
+	base2 := strings.TrimRight(*base, "/")
+	hc := &http.Client{Timeout: *timeout}
+	if *verbose {
+		return debugVerbose(hc, probe.Call{API: probe.Anthropic, Base: base2, Key: *key, Model: *model,
+			Prompt: pos[0], MaxTokens: *maxTokens, Header: http.Header{"X-Layer0-Debug": {"1"}}}, *asJSON, stdout)
+	}
+	t, err := fetchTrace(hc, base2, pos[0], *key)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, t)
+	}
+	return printLines(stdout, t.Lines())
+}
+
+// verboseReport is what `debug --verbose --json` prints.
+type verboseReport struct {
+	// Client is the request as the client saw it: status, headers, times, the answer.
+	Client *probe.Exchange `json:"client"`
+	// Trace is the gateway's decision trace.
+	Trace *trace.Trace `json:"trace,omitempty"`
+}
+
+// debugVerbose sends c and prints the answer, the trace and the client's times.
+func debugVerbose(hc *http.Client, c probe.Call, asJSON bool, stdout io.Writer) error {
+	if !asJSON {
+		c.OnText = func(s string) { fmt.Fprint(stdout, s) } //nolint:errcheck // a failed write shows in the final ones
+	}
+	x, err := probe.Stream(context.Background(), hc, c)
+	if err != nil {
+		return err
+	}
+	var t *trace.Trace
+	switch id := x.Headers["X-Layer0-Trace-Id"]; {
+	case x.Trace != nil:
+		t = new(trace.Trace)
+		if err := json.Unmarshal(x.Trace, t); err != nil {
+			return fmt.Errorf("debug: the stream's trace: %w", err)
+		}
+	case id != "":
+		// No stream (the request failed before it started): the gateway keeps the trace by id.
+		if t, err = fetchTraceSoon(hc, c.Base, id, c.Key); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := printJSON(stdout, verboseReport{Client: x, Trace: t}); err != nil {
+			return err
+		}
+	} else {
+		if x.Text != "" { // printed as it arrived
+			if _, err := fmt.Fprint(stdout, "\n\n"); err != nil {
+				return err
+			}
+		}
+		var lines []string
+		if t != nil {
+			lines = t.Lines()
+		}
+		lines = append(lines, fmt.Sprintf("[DEBUG] client: %s %s, first byte %.3fms, first token %.3fms, end %.3fms, %d bytes, request id %s",
+			x.Proto, statusText(x.Status), x.TTFBMs, x.FirstTokenMs, x.EndMs, x.Bytes, orDash(x.Headers["X-Request-Id"])))
+		if err := printLines(stdout, lines); err != nil {
+			return err
+		}
+	}
+	switch {
+	case x.Error != "":
+		return fmt.Errorf("debug: %s", x.Error)
+	case t == nil:
+		return errors.New("debug: the gateway sent no trace: the key needs debug: true in its configuration")
+	}
+	return nil
+}
+
+// fetchTraceSoon fetches a trace that the gateway keeps as the request's handler returns, a
+// moment after the client has its answer: it asks again for up to a second.
+func fetchTraceSoon(hc *http.Client, base, id, key string) (*trace.Trace, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		t, err := fetchTrace(hc, base, id, key)
+		if err == nil || time.Now().After(deadline) || !errors.Is(err, errNoTrace) {
+			return t, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// errNoTrace is the gateway's 404 for a trace it does not hold (yet, or any more).
+var errNoTrace = errors.New("no such trace")
+
+// fetchTrace reads GET base/debug/requests/id.
+func fetchTrace(hc *http.Client, base, id, key string) (*trace.Trace, error) {
+	u := base + "/debug/requests/" + url.PathEscape(id)
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("debug: --url: %w", err)
+		return nil, fmt.Errorf("debug: --url: %w", err)
 	}
-	if *key != "" {
-		req.Header.Set("X-Api-Key", *key)
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
 	}
-	resp, err := (&http.Client{Timeout: *timeout}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("debug: %w", err)
+		return nil, fmt.Errorf("debug: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("debug: reading the answer: %w", err)
+		return nil, fmt.Errorf("debug: reading the answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("debug: %s: %s", resp.Status, errorMessage(body))
+		err := fmt.Errorf("debug: %s: %s", resp.Status, probe.ErrorMessage(body))
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w (%w)", err, errNoTrace)
+		}
+		return nil, err
 	}
 	var t trace.Trace
 	if err := json.Unmarshal(body, &t); err != nil {
-		return fmt.Errorf("debug: %s did not answer a trace: %w", u, err)
+		return nil, fmt.Errorf("debug: %s did not answer a trace: %w", u, err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(&t)
-	}
-	for _, line := range t.Lines() {
-		if _, err := fmt.Fprintln(stdout, line); err != nil {
+	return &t, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printLines(w io.Writer, lines []string) error {
+	for _, line := range lines {
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// errorMessage is the message of an error body in any of the gateway's formats, or the body.
-func errorMessage(body []byte) string {
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+func statusText(code int) string {
+	if code == 0 {
+		return "no answer"
 	}
-	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	return fmt.Sprintf("%d", code)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
 	return s
 }

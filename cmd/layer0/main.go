@@ -18,6 +18,9 @@ Usage:
   layer0 config check FILE                          validate a configuration file
   layer0 keys new                                   print a fresh API key and the hash to configure
   layer0 debug REQUEST_ID [--url ADMIN_URL] [--json] print what layer0 decided for a request
+  layer0 debug --verbose [--model M] 'PROMPT'       send PROMPT, print the answer and every decision, timed
+  layer0 probe URL [--insecure] [--json]            inspect an endpoint: DNS, TCP, TLS/ALPN, HTTP/2
+                                                    SETTINGS, HTTP/3, one timed request per API
   layer0 bench [flags] --url URL                    load-test layer0 or any compatible server (bench -h)
   layer0 bench upstream [--addr HOST:PORT]          a minimal fast upstream to benchmark against
   layer0 help                                       this text
@@ -62,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBench(args[1:], stdout, flagOut)
 	case "debug":
 		err = runDebug(args[1:], stdout, flagOut)
+	case "probe":
+		err = runProbe(args[1:], stdout, flagOut)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -33,6 +33,10 @@ func TestHelpExitsZero(t *testing.T) {
 		{[]string{"bench", "upstream", "-h"}, "-tokens"},
 		{[]string{"debug", "--help"}, "usage: layer0 debug REQUEST_ID"},
 		{[]string{"debug", "req_1", "-h"}, "-json"},
+		{[]string{"debug", "--verbose", "--help"}, "layer0 debug --verbose"},
+		{[]string{"probe", "--help"}, "usage: layer0 probe URL"},
+		{[]string{"probe", "https://example.test", "-h"}, "-insecure"},
+		{[]string{"help"}, "layer0 probe URL"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
@@ -45,7 +49,7 @@ func TestHelpExitsZero(t *testing.T) {
 
 // A usage mistake prints the usage line once, without the command's prefix, and exits 2.
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"keys"}, {"config"}, {"debug"}, {"debug", "a", "b"}, {"nope"}} {
+	for _, args := range [][]string{{"keys"}, {"config"}, {"debug"}, {"debug", "a", "b"}, {"debug", "--verbose"}, {"probe"}, {"probe", "a", "b"}, {"nope"}} {
 		var stdout, stderr bytes.Buffer
 		code := run(args, &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), "usage") || strings.Contains(stderr.String(), "layer0: usage") {

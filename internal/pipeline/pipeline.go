@@ -268,8 +268,10 @@ const MaxTries = 4
 type Try struct {
 	Model    string // the model the attempt served (the primary, or a fallback)
 	Replica  string
-	Retry    bool   // another replica of the same model after a failure
-	Fallback string // why the request moved to Model down its fallback chain ("" for none)
+	Retry    bool          // another replica of the same model after a failure
+	Fallback string        // why the request moved to Model down its fallback chain ("" for none)
+	Left     route.Skip    // for a first attempt off the primary: a replica of the model left, and why
+	At       time.Duration // when the attempt began, from the Record's Start
 	Took     time.Duration
 	Err      error         // nil when the attempt served
 	Verdict  route.Verdict // what the failure did to the replica: ejected, breaker opened
@@ -428,8 +430,12 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		took := time.Since(t0)
 		verdict := plan.Report(err, took)
 		if n := rec.Attempts - 1; n < MaxTries {
-			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback, Took: took,
-				Err: err, Verdict: verdict}
+			var at time.Duration // 0 for a caller that keeps no Start
+			if !rec.Start.IsZero() {
+				at = t0.Sub(rec.Start)
+			}
+			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback,
+				Left: a.Left, At: at, Took: took, Err: err, Verdict: verdict}
 		}
 		if err == nil {
 			s.noteSimulated()      // an engine behind a URL knows once it has answered

@@ -442,6 +442,10 @@ type Attempt struct {
 	// Fallback, when not empty, is the reason the request moved down its fallback chain to
 	// Model (one of the Reason constants); count it in layer0_fallback_total{reason}.
 	Fallback string
+	// Left, when the request's first attempt did not land on its primary model (Fallback
+	// unavailable or utilization), is a replica of the model it left and why it was out: the
+	// first one down, ejected, breaker-open or above the utilisation threshold.
+	Left Skip
 }
 
 // Name is the canonical spelling of the name the client asked for (a model, split or alias).
@@ -531,6 +535,7 @@ func (p *Plan) walk(now time.Time, from, retryAt int, why string) (Attempt, bool
 						a.Fallback = why
 						if a.Fallback == "" {
 							a.Fallback = p.leaveReason(now, from, strict)
+							a.Left = p.left(now, from)
 						}
 					}
 				}
@@ -551,6 +556,23 @@ func (p *Plan) leaveReason(now time.Time, from int, strict bool) string {
 		return ReasonUtilization
 	}
 	return ReasonUnavailable
+}
+
+// left is the first replica of chain position from that could not take the request, and why;
+// the zero Skip when the model was left for its context window.
+func (p *Plan) left(now time.Time, from int) Skip {
+	if p.skip&(1<<from) != 0 {
+		return Skip{}
+	}
+	for _, r := range p.chain[from].replicas {
+		if why := r.unavailableReason(now); why != "" {
+			return Skip{Replica: r.Name, Reason: why}
+		}
+		if r.Utilization() > p.t.threshold {
+			return Skip{Replica: r.Name, Reason: SkipUtilization}
+		}
+	}
+	return Skip{}
 }
 
 // candidates lists m's replicas not yet tried and able to serve now, and in the strict pass only

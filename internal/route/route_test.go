@@ -596,3 +596,50 @@ func BenchmarkPlan(b *testing.B) {
 		p.Report(nil, time.Millisecond)
 	}
 }
+
+// A request whose primary's only replica is ejected goes to the fallback, and the attempt says
+// which replica of the primary was out and why; an attempt that moved after a failure, or that
+// landed on the primary, names none.
+func TestAttemptLeft(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{Ejection: Ejection{ConsecutiveFailures: 1, BaseTime: 10 * time.Second}}, "p1", "b1")
+	tb := newTable(t, Config{
+		Models: []Model{
+			{Name: "P", Replicas: rs[0:1], Fallbacks: []string{"B"}},
+			{Name: "B", Replicas: rs[1:2]},
+		},
+		Picker: P2C{Rand: first},
+		Now:    clk.Now,
+	})
+	p, err := tb.Plan("P", "k", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Attempt{{Model: "P"}, {Model: "B", Fallback: ReasonOverloaded}} {
+		a, err := p.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Model != want.Model || a.Fallback != want.Fallback || a.Left != (Skip{}) {
+			t.Errorf("attempt %d: %s, fallback %q, left %+v; want %s, %q and none", i+1, a.Model, a.Fallback, a.Left, want.Model, want.Fallback)
+		}
+		if i == 0 {
+			p.Report(errOverloaded, time.Millisecond) // ejects p1
+		} else {
+			p.Report(nil, time.Millisecond)
+		}
+	}
+
+	p, err = tb.Plan("P", "k", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Model != "B" || a.Fallback != ReasonUnavailable || a.Left != (Skip{Replica: "p1", Reason: SkipEjected}) {
+		t.Errorf("with p1 ejected: %s, fallback %q, left %+v; want B, unavailable, p1 ejected", a.Model, a.Fallback, a.Left)
+	}
+	p.Report(nil, time.Millisecond)
+}

@@ -59,6 +59,14 @@ type Route struct {
 	PromptTokens int         `json:"prompt_tokens"`
 	Chosen       string      `json:"chosen"`
 	Candidates   []Candidate `json:"candidates"`
+	Skipped      []Skipped   `json:"skipped,omitempty"`
+}
+
+// Skipped is a replica that was not weighed, and why: down, ejected, breaker, utilization, or
+// tried (an earlier attempt failed there).
+type Skipped struct {
+	Replica string `json:"replica"`
+	Reason  string `json:"reason"`
 }
 
 // Candidate is one replica the picker weighed.
@@ -72,12 +80,17 @@ type Candidate struct {
 
 // Attempt is one engine attempt.
 type Attempt struct {
-	Model    string  `json:"model"`
-	Replica  string  `json:"replica"`
-	Retry    bool    `json:"retry,omitempty"`
-	Fallback string  `json:"fallback,omitempty"`
-	Ms       float64 `json:"ms"`
-	Error    string  `json:"error,omitempty"`
+	Model    string `json:"model"`
+	Replica  string `json:"replica"`
+	Retry    bool   `json:"retry,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Left is, for a first attempt that did not land on the primary model, a replica of the
+	// model left and why it could not take the request.
+	Left *Skipped `json:"left,omitempty"`
+	// AtMs is when the attempt began, in milliseconds from the request's start.
+	AtMs  float64 `json:"at_ms"`
+	Ms    float64 `json:"ms"`
+	Error string  `json:"error,omitempty"`
 	// EjectedMs, when positive, is how long this failure ejected the replica for.
 	EjectedMs float64 `json:"ejected_ms,omitempty"`
 	// BreakerOpened is set when this failure opened the replica's breaker.
@@ -133,6 +146,9 @@ func build(e *entry) *Trace {
 			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
 				Outstanding: c.Outstanding, Utilization: c.Utilization, Cost: c.Cost})
 		}
+		for i := 0; i < p.NSkipped; i++ {
+			r.Skipped = append(r.Skipped, Skipped{Replica: p.Skipped[i].Replica, Reason: p.Skipped[i].Reason})
+		}
 		if p.Chosen >= 0 && p.Chosen < p.N {
 			r.Chosen = p.Candidates[p.Chosen].Replica
 		}
@@ -140,10 +156,13 @@ func build(e *entry) *Trace {
 	}
 	for i := 0; i < min(rec.Attempts, pipeline.MaxTries); i++ {
 		tr := &rec.Tries[i]
-		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, Ms: ms(tr.Took),
+		a := Attempt{Model: tr.Model, Replica: tr.Replica, Retry: tr.Retry, Fallback: tr.Fallback, AtMs: ms(tr.At), Ms: ms(tr.Took),
 			EjectedMs: ms(tr.Verdict.Ejected), BreakerOpened: tr.Verdict.BreakerOpened}
 		if tr.Err != nil {
 			a.Error = tr.Err.Error()
+		}
+		if tr.Left.Replica != "" {
+			a.Left = &Skipped{Replica: tr.Left.Replica, Reason: tr.Left.Reason}
 		}
 		t.Attempts = append(t.Attempts, a)
 	}
@@ -188,6 +207,9 @@ func (t *Trace) Lines() []string {
 			add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
 				c.Replica, c.Cached, r.PromptTokens, c.Outstanding, c.Utilization, c.Cost)
 		}
+		for _, s := range r.Skipped {
+			add("route", "skipped %s (%s)", s.Replica, s.Reason)
+		}
 		cached := 0
 		for _, c := range r.Candidates {
 			if c.Replica == r.Chosen {
@@ -196,7 +218,16 @@ func (t *Trace) Lines() []string {
 		}
 		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
 	}
+	from := t.Model // the model the request leaves when it falls back
 	for i, a := range t.Attempts {
+		if a.Fallback != "" {
+			why := a.Fallback
+			if a.Left != nil {
+				why += ": " + a.Left.Replica + " " + a.Left.Reason
+			}
+			add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, why, a.AtMs)
+		}
+		from = a.Model
 		what := "served"
 		if a.Error != "" {
 			what = "failed: " + a.Error
@@ -208,13 +239,15 @@ func (t *Trace) Lines() []string {
 		case a.Retry:
 			how = " (retry)"
 		}
+		add("attempt "+strconv.Itoa(i+1), "%s on %s%s at +%.3fms, %.3fms, %s", a.Model, a.Replica, how, a.AtMs, a.Ms, what)
+		end := a.AtMs + a.Ms
 		if a.EjectedMs > 0 {
-			what += "; " + a.Replica + " ejected for " + time.Duration(a.EjectedMs*float64(time.Millisecond)).String()
+			add("ejection", "%s ejected for %s at +%.3fms", a.Replica,
+				time.Duration(a.EjectedMs*float64(time.Millisecond)), end)
 		}
 		if a.BreakerOpened {
-			what += "; " + a.Replica + "'s breaker opened"
+			add("breaker", "%s's breaker opened at +%.3fms", a.Replica, end)
 		}
-		add("attempt "+strconv.Itoa(i+1), "%s on %s%s, %.3fms, %s", a.Model, a.Replica, how, a.Ms, what)
 	}
 	if n := t.AttemptsTotal - len(t.Attempts); n > 0 {
 		add("attempts", "%d more not detailed (%d in all)", n, t.AttemptsTotal)
@@ -227,7 +260,11 @@ func (t *Trace) Lines() []string {
 		if t.Simulated {
 			via += ", simulated"
 		}
-		add("served", "%s by %s%s", t.Served, t.Engine, via)
+		first := ""
+		if t.Times.TTFTMs > 0 {
+			first = fmt.Sprintf("; first token at +%.3fms", t.Times.TTFTMs)
+		}
+		add("served", "%s by %s%s%s, done at +%.3fms", t.Served, t.Engine, via, first, t.Times.TotalMs)
 	}
 	add("usage", "%d input tokens, %d output tokens (cache read %d, created %d), %d deltas",
 		t.Usage.Input, t.Usage.Output, t.Usage.CacheRead, t.Usage.CacheCreation, t.Deltas)

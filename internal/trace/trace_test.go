@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
 )
 
 func record(i, status int, model string) *pipeline.Record {
@@ -88,8 +89,10 @@ func TestTraceLines(t *testing.T) {
 	rec.Context = pipeline.ContextRecord{Truncated: true, Before: 900, After: 500, TurnsDropped: 2}
 	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.PromptTokens, rec.Pick.N, rec.Pick.Chosen = "prefix", "cache", 533, 2, 1
 	rec.Pick.Candidates[0].Replica, rec.Pick.Candidates[1].Replica, rec.Pick.Candidates[1].Cached = "sim-1", "sim-2", 512
+	rec.Pick.NSkipped, rec.Pick.Skipped[0] = 1, route.Skip{Replica: "sim-3", Reason: route.SkipEjected}
 	rec.Tries[0] = pipeline.Try{Model: "chat", Replica: "p1", Took: time.Millisecond, Err: errors.New("overloaded")}
-	rec.Tries[1] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "overloaded", Took: 2 * time.Millisecond}
+	rec.Tries[0].Verdict.Ejected = 30 * time.Second
+	rec.Tries[1] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "overloaded", At: 1500 * time.Microsecond, Took: 2 * time.Millisecond}
 	rec.EngineTime, rec.TTFT = 3*time.Millisecond, 2*time.Millisecond
 	r := New(1)
 	r.Add(rec, "POST", "/v1/messages", 4*time.Millisecond)
@@ -98,14 +101,35 @@ func TestTraceLines(t *testing.T) {
 	for _, want := range []string{
 		"[DEBUG] directives: applied truncate",
 		"[DEBUG] context: cut 900 → 500 input tokens (2 turns dropped)",
-		"[DEBUG] route: picked sim-2 (cache 512/533 tokens; reason: cache)",
-		"[DEBUG] attempt 1: chat on p1, 1.000ms, failed: overloaded",
-		"[DEBUG] attempt 2: backup on b1 (fallback: overloaded), 2.000ms, served",
+		"[DEBUG] route: skipped sim-3 (ejected)\n[DEBUG] route: picked sim-2 (cache 512/533 tokens; reason: cache)",
+		"[DEBUG] attempt 1: chat on p1 at +0.000ms, 1.000ms, failed: overloaded\n" +
+			"[DEBUG] ejection: p1 ejected for 30s at +1.000ms\n" +
+			"[DEBUG] fallback: chat → backup (reason: overloaded) at +1.500ms\n" +
+			"[DEBUG] attempt 2: backup on b1 (fallback: overloaded) at +1.500ms, 2.000ms, served\n" +
+			"[DEBUG] served: backup by b1; first token at +2.000ms, done at +4.000ms",
 		"[DEBUG] times: total 4.000ms, engine 3.000ms, ttft 2.000ms, overhead 1.000ms",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lines lack %q:\n%s", want, got)
 		}
+	}
+}
+
+// A request that found its primary's replica out says which and why on its fallback line.
+func TestTraceLinesLeft(t *testing.T) {
+	rec := record(1, 200, "chat")
+	rec.Served, rec.Engine, rec.Attempts = "backup", "b1", 1
+	rec.Tries[0] = pipeline.Try{Model: "backup", Replica: "b1", Fallback: "unavailable", At: time.Millisecond,
+		Left: route.Skip{Replica: "p1", Reason: route.SkipEjected}, Took: time.Millisecond}
+	tr := FromRecord(rec, "POST", "/v1/messages", 3*time.Millisecond)
+	if a := tr.Attempts[0]; a.Left == nil || *a.Left != (Skipped{Replica: "p1", Reason: "ejected"}) {
+		t.Errorf("attempt: %+v", a)
+	}
+	got := strings.Join(tr.Lines(), "\n")
+	want := "[DEBUG] fallback: chat → backup (reason: unavailable: p1 ejected) at +1.000ms\n" +
+		"[DEBUG] attempt 1: backup on b1 (fallback: unavailable) at +1.000ms, 1.000ms, served"
+	if !strings.Contains(got, want) {
+		t.Errorf("lines lack %q:\n%s", want, got)
 	}
 }
 
