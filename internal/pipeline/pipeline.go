@@ -424,6 +424,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		return err
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
+	plan.SetHeader(c.Header)
 
 	// Attempts, until one succeeds or content has reached the client. Only then is a failure
 	// final; before it, the plan decides between another replica, the next fallback model, or

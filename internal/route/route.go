@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strconv"
 	"sync"
@@ -381,7 +382,7 @@ func (t *Table) Plan(name, key string, inputTokens int) (*Plan, error) {
 	if e.split != nil {
 		m = e.split.choose(key, t.rand)
 	}
-	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1}
+	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key}
 	p.tried = p.triedBuf[:0]
 	p.cands = p.candBuf[:0]
 	largest := 0
@@ -426,7 +427,9 @@ type Plan struct {
 	triedBuf [4]*Replica
 	candBuf  [8]*Replica
 	prompt   *prefix.Prompt // the request's prompt, for a PromptPicker
-	decision *Decision      // where the PromptPicker's decision goes
+	decision *Decision      // where the PromptPicker's or SessionPicker's decision goes
+	header   http.Header    // the request's headers, for a SessionPicker
+	key      string         // the API key's name
 }
 
 // Attempt is one try of a request on one replica.
