@@ -444,6 +444,9 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		rec.Served, rec.Engine = a.Model, a.Replica.Name
 		s.sim, _ = a.Replica.Engine.(Simulator)
 		s.noteSimulated()
+		// The replica holds the prompt's blocks from its prefill on: recorded now, the
+		// requests routed while this one runs find them (prefix.go).
+		p.record(c, a.Replica)
 		t0 := time.Now()
 		err = p.attempt(ctx, c, &a, t0)
 		took := time.Since(t0)
@@ -453,8 +456,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 				Err: err, Verdict: verdict}
 		}
 		if err == nil {
-			s.noteSimulated()      // an engine behind a URL knows once it has answered
-			p.record(c, a.Replica) // the replica now holds the prompt's blocks
+			s.noteSimulated() // an engine behind a URL knows once it has answered
 			break
 		}
 		if s.committed {
