@@ -557,9 +557,12 @@ func (p *Plan) leaveReason(now time.Time, from int, strict bool) string {
 }
 
 // candidates lists m's replicas not yet tried and able to serve now, and in the strict pass only
-// those at or below the utilisation threshold. The slice is reused between calls.
+// those at or below the utilisation threshold — or, for a picker that weighs load itself
+// (LoadWeigher), all of them as long as one is at or below it. The slice is reused between calls.
 func (p *Plan) candidates(m *model, now time.Time, strict bool) []*Replica {
 	p.cands = p.cands[:0]
+	_, weighs := m.picker.(LoadWeigher)
+	below := false
 next:
 	for _, r := range m.replicas {
 		for _, t := range p.tried {
@@ -567,10 +570,18 @@ next:
 				continue next
 			}
 		}
-		if !r.available(now) || (strict && r.Utilization() > p.t.threshold) {
+		if !r.available(now) {
 			continue
 		}
+		if over := r.Utilization() > p.t.threshold; strict && over && !weighs {
+			continue
+		} else if !over {
+			below = true
+		}
 		p.cands = append(p.cands, r)
+	}
+	if strict && weighs && !below {
+		p.cands = p.cands[:0] // every replica is busy: a fallback model below the threshold first
 	}
 	return p.cands
 }

@@ -30,6 +30,24 @@ func (g Guard) Over(out, least int64) bool {
 	return float64(out) > imbalance*float64(least)+float64(slack)
 }
 
+// LoadWeigher is a Picker that weighs each replica's load itself (Prefix, Sticky). Among a
+// model's replicas it is given every one that can serve, as long as one of them is at or below
+// the utilisation threshold, rather than only those below: a replica whose last utilisation
+// sample was high stays in the choice with its cache, weighed by its load, instead of being
+// passed over until the next sample. A model whose replicas are all above the threshold is still
+// passed over for a fallback model below it.
+type LoadWeigher interface {
+	Picker
+	// WeighsLoad marks the picker; it does nothing.
+	WeighsLoad()
+}
+
+// WeighsLoad implements LoadWeigher.
+func (*Sticky) WeighsLoad() {}
+
+// WeighsLoad implements LoadWeigher.
+func (*Prefix) WeighsLoad() {}
+
 // SessionPicker is a Picker that keeps the requests of one session on one replica: the plan
 // asks it for the request's session (from its headers and API key name) and calls PickSession
 // with it, d receiving the inputs and the decision for the request's record.

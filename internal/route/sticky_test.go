@@ -190,3 +190,41 @@ func BenchmarkStickyPick(b *testing.B) {
 		s.PickSession(rs, s.Session(h, "k"), &d)
 	}
 }
+
+// TestLoadWeigherUtilization: a picker that weighs load itself keeps a replica above the
+// utilisation threshold in the choice while another of the model is below it, and a model
+// whose replicas are all above it still yields to a fallback model below it.
+func TestLoadWeigherUtilization(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{}, "p0", "p1", "f0")
+	tb := newTable(t, Config{Models: []Model{
+		{Name: "primary", Replicas: rs[:2], Fallbacks: []string{"fallback"}},
+		{Name: "fallback", Replicas: rs[2:]},
+	}, Picker: &Sticky{FallbackKey: true}, Now: clk.Now})
+	// A key whose home is p0, the replica made hot below.
+	key := ""
+	var d Decision
+	for i := 0; key == ""; i++ {
+		if k := "key-" + strconv.Itoa(i); (&Sticky{}).PickSession(rs[:2], k, &d) == 0 {
+			key = k
+		}
+	}
+	attempt := func() step {
+		t.Helper()
+		p, _ := tb.Plan("primary", key, 1)
+		p.SetPrompt(nil, &d)
+		got, err := run(t, p, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%v %v", got, err)
+		}
+		return got[0]
+	}
+	rs[0].SetUtilization(0.95)
+	if got := attempt(); got != (step{"p0", "primary", false, ""}) {
+		t.Errorf("home above the threshold, p1 below: got %+v, want the home p0", got)
+	}
+	rs[1].SetUtilization(0.9)
+	if got := attempt(); got != (step{"f0", "fallback", false, ReasonUtilization}) {
+		t.Errorf("both above the threshold: got %+v, want the fallback", got)
+	}
+}
