@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,24 +15,6 @@ import (
 	"github.com/layer0ai/layer0/internal/bench"
 )
 
-// sharedPrefixPool is four sims with prefix caches of 4,096 tokens — about three of the
-// workload's eight 1,000-token system prompts each, far from all eight — that take 10 ms plus
-// 50 µs per uncached prompt token to the first token and run four sequences at once. The
-// models pin0…pin3 are one replica each, for placement by group.
-const sharedPrefixPool = `
-engines:
-  a: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  b: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  c: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  d: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-models:
-  pool: {engines: [a, b, c, d]}
-  pin0: {engines: [a]}
-  pin1: {engines: [b]}
-  pin2: {engines: [c]}
-  pin3: {engines: [d]}
-`
-
 // sharedPrefixResult is one placement's outcome on the shared-prefix workload.
 type sharedPrefixResult struct {
 	*bench.SharedPrefixReport
@@ -39,14 +22,19 @@ type sharedPrefixResult struct {
 }
 
 // runSharedPrefix drives the shared-prefix workload of layer0 bench through a fresh gateway on
-// sharedPrefixPool: eight groups of four users sharing 1,000-token system prompts, 480 requests
+// examples/prefix-pool.yaml (four sims whose prefix caches hold about three of the eight
+// system prompts each; models pin0…pin3 are one replica each): eight groups of four users sharing 1,000-token system prompts, 480 requests
 // from 16 concurrent clients, each request a group's system prompt and a question of one of its
 // users. skew is the share of requests from group 0 (0: groups drawn evenly). With pin, group g
 // goes to model pin(g mod 4) — each group on one replica — else to the pool under routing. TTFT
 // is the client's, to the first streamed text; the cache share is the engines' own count.
 func runSharedPrefix(t *testing.T, routing string, pin bool, skew float64) sharedPrefixResult {
+	pool, err := os.ReadFile("examples/prefix-pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var access syncBuffer
-	_, base := serveGateway(t, parseConfig(t, routing+sharedPrefixPool), layer0.WithAccessLog(&access))
+	_, base := serveGateway(t, parseConfig(t, routing+string(pool)), layer0.WithAccessLog(&access))
 	models := []string{"pool"}
 	if pin {
 		models = []string{"pin0", "pin1", "pin2", "pin3"}
