@@ -352,18 +352,24 @@ func (s *split) choose(key string, rnd func(int) int) *model {
 
 // stickyHash is FNV-1a over key, a separator and the split's name: stable across processes and
 // restarts, so every layer0 replica sends a key to the same arm, and independent between splits.
-func stickyHash(key, name string) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * prime
-	}
-	h = (h ^ 0xff) * prime
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint64(name[i])) * prime
+func stickyHash(key, name string) uint64 { return fnvAdd(stickyKey(key), name) }
+
+// FNV-1a's parameters.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// stickyKey is stickyHash's state after key and the separator: a key hashed once serves every
+// name it is paired with.
+func stickyKey(key string) uint64 {
+	return (fnvAdd(fnvOffset, key) ^ 0xff) * fnvPrime
+}
+
+// fnvAdd continues the FNV-1a hash h over s.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
 	}
 	return h
 }

@@ -123,8 +123,9 @@ func (s *Sticky) PickSession(cands []*Replica, session string, d *Decision) int 
 			least = out
 		}
 	}
+	sk := stickyKey(session)
 	for i, r := range cands {
-		w := rendezvous(session, r.Name)
+		w := rendezvous(sk, r.Name)
 		if i < MaxDecisionReplicas {
 			weights[i] = w
 		}
@@ -163,11 +164,12 @@ func fill(d *Decision, cands []*Replica, weights []uint64) int {
 	return n
 }
 
-// rendezvous is the weight of replica for session: the split's stable FNV-1a hash of the pair,
-// finished with SplitMix64's mixer so that every bit of the weight depends on every input byte
-// (FNV-1a alone orders replicas with similar names alike for many sessions).
-func rendezvous(session, replica string) uint64 {
-	z := stickyHash(session, replica)
+// rendezvous is the weight of replica for the session whose stickyKey is sk: the splits' stable
+// FNV-1a hash of the pair, finished with SplitMix64's mixer so that every bit of the weight
+// depends on every input byte (FNV-1a alone orders replicas with similar names alike for many
+// sessions).
+func rendezvous(sk uint64, replica string) uint64 {
+	z := fnvAdd(sk, replica)
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
