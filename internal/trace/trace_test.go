@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
 )
 
 func record(i, status int, model string) *pipeline.Record {
@@ -102,6 +103,28 @@ func TestTraceLines(t *testing.T) {
 		"[DEBUG] attempt 1: chat on p1, 1.000ms, failed: overloaded",
 		"[DEBUG] attempt 2: backup on b1 (fallback: overloaded), 2.000ms, served",
 		"[DEBUG] times: total 4.000ms, engine 3.000ms, ttft 2.000ms, overhead 1.000ms",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// A sticky pick's lines give each candidate's rank for the session, not cached tokens.
+func TestTraceLinesSticky(t *testing.T) {
+	rec := record(1, 200, "chat")
+	rec.Engine, rec.Attempts = "b", 1
+	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.N, rec.Pick.Chosen = "sticky", "spread", 2, 1
+	rec.Pick.Candidates[0] = route.Candidate{Replica: "a", Outstanding: 9}
+	rec.Pick.Candidates[1] = route.Candidate{Replica: "b", Outstanding: 1, Cost: 1}
+	r := New(1)
+	r.Add(rec, "POST", "/v1/messages", time.Millisecond)
+	tr, _ := r.Get("req_1")
+	got := strings.Join(tr.Lines(), "\n")
+	for _, want := range []string{
+		"[DEBUG] route: candidate a: rank 0 for the session, 9 in flight, utilization 0.00",
+		"[DEBUG] route: candidate b: rank 1 for the session, 1 in flight, utilization 0.00",
+		"[DEBUG] route: picked b (sticky; reason: spread)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lines lack %q:\n%s", want, got)
