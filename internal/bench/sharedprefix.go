@@ -283,6 +283,9 @@ func RunSharedPrefix(ctx context.Context, cfg SharedPrefixConfig) (*SharedPrefix
 	if c.Rate > 0 {
 		workers = c.MaxInFlight
 	}
+	if c.Requests > 0 {
+		workers = min(workers, c.Requests)
+	}
 	r.start = time.Now()
 	for range workers {
 		wg.Add(1)
