@@ -67,8 +67,7 @@ type SessionPicker interface {
 // replica in the session's hash order, and they come back when it returns. The same Guard as the
 // prefix picker keeps a hot session (or a key sending many) from piling onto one replica: a
 // replica over the guard is passed over for the next one in the hash order. A request without a
-// session goes to the least loaded of two (P2C). The zero value keys on the API key alone; a
-// Sticky must not be copied after first use.
+// session goes to Fallback. The zero value reads no session: set Header, FallbackKey or both.
 type Sticky struct {
 	// Header is the canonical name (http.CanonicalHeaderKey) of the header naming the session;
 	// "" for none.
@@ -115,12 +114,12 @@ func (s *Sticky) PickSession(cands []*Replica, session string, d *Decision) int 
 		return i
 	}
 	var weights [MaxDecisionReplicas]uint64
-	least := int64(-1)
+	least, leastAt := int64(-1), 0
 	top, best := -1, -1
 	var topW, bestW uint64
-	for _, r := range cands {
+	for i, r := range cands {
 		if out := r.Outstanding(); least < 0 || out < least {
-			least = out
+			least, leastAt = out, i
 		}
 	}
 	sk := stickyKey(session)
@@ -135,6 +134,9 @@ func (s *Sticky) PickSession(cands []*Replica, session string, d *Decision) int 
 		if !s.Guard.Over(r.Outstanding(), least) && (best < 0 || w > bestW) {
 			best, bestW = i, w
 		}
+	}
+	if best < 0 {
+		best = leastAt // the loads moved between the two passes
 	}
 	d.Reason = "session"
 	if best != top {

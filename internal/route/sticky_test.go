@@ -228,3 +228,30 @@ func TestLoadWeigherUtilization(t *testing.T) {
 		t.Errorf("both above the threshold: got %+v, want the fallback", got)
 	}
 }
+
+// TestStickyConcurrentLoads: picks while the loads move under them always return a candidate.
+func TestStickyConcurrentLoads(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{}, "a", "b", "c", "d")
+	s := &Sticky{Header: "X-Session-Id", Guard: Guard{Imbalance: 1, Slack: 1}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20000 {
+			r := rs[i%len(rs)]
+			r.Begin()
+			r.Report(nil, 0)
+		}
+	}()
+	var d Decision
+	for i := 0; ; i++ {
+		if k := s.PickSession(rs, "s"+strconv.Itoa(i%7), &d); k < 0 || k >= len(rs) {
+			t.Fatalf("picked %d of %d", k, len(rs))
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}
