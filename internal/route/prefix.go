@@ -22,12 +22,14 @@ const MaxDecisionReplicas = 8
 
 // Decision is what a PromptPicker weighed and chose, for the request's record.
 type Decision struct {
-	// Picker names the picker ("prefix"); "" when no PromptPicker decided.
+	// Picker names the picker ("prefix" or "sticky"); "" when no PromptPicker or SessionPicker
+	// decided.
 	Picker string
-	// Reason is why the chosen replica won: "cache" (the lowest expected cost, with a cached
-	// share), "load" (the lowest cost with nothing cached anywhere, or a tie broken by load),
-	// or "spread" (the cheapest was too loaded against the least loaded: the hot prefix goes to
-	// a second replica, which then warms).
+	// Reason is why the chosen replica won. For "prefix": "cache" (the lowest expected cost,
+	// with a cached share), "load" (the lowest cost with nothing cached anywhere, or a tie
+	// broken by load), or "spread" (the cheapest was too loaded against the least loaded: the
+	// hot prefix goes to a second replica, which then warms). For "sticky": "session" (the
+	// session's own replica), "spread" (passed over by the guard) or "load" (no session).
 	Reason string
 	// PromptTokens is the prompt's length in tokens.
 	PromptTokens int
