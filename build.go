@@ -181,12 +181,16 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		Now: o.now,
 	}
 	pc := cfg.Routing.Prefix
-	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}
+	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}
 	switch cfg.Routing.Picker {
 	case config.PickerRoundRobin:
 		rc.Picker = &route.RoundRobin{}
 	case config.PickerPrefix:
 		rc.Picker = prefixPicker
+	case config.PickerSticky:
+		sc := cfg.Routing.Sticky
+		rc.Picker = &route.Sticky{Header: http.CanonicalHeaderKey(sc.Header), FallbackKey: sc.Fallback == config.StickyFallbackKey,
+			Guard: route.Guard{Imbalance: sc.Imbalance, Slack: int64(sc.Slack)}}
 	}
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}

@@ -1,162 +1,83 @@
 package layer0_test
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net/http"
+	"os"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/bench"
 )
-
-// sharedPrefixPool is four sims with prefix caches of 4,096 tokens — about three of the
-// workload's eight 1,000-token system prompts each, far from all eight — that take 10 ms plus
-// 50 µs per uncached prompt token to the first token and run four sequences at once. The
-// models pin0…pin3 are one replica each, for placement by group.
-const sharedPrefixPool = `
-engines:
-  a: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  b: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  c: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-  d: {kind: sim, sim: {ttft: 10ms, prefill_per_token: 50us, inter_token_latency: 1ms, max_concurrency: 4, kv_cache_tokens: 4096}}
-models:
-  pool: {engines: [a, b, c, d]}
-  pin0: {engines: [a]}
-  pin1: {engines: [b]}
-  pin2: {engines: [c]}
-  pin3: {engines: [d]}
-`
 
 // sharedPrefixResult is one placement's outcome on the shared-prefix workload.
 type sharedPrefixResult struct {
-	cacheShare         float64 // prompt tokens the engines served from their caches, of all
-	p50, p90, p99      time.Duration
-	perReplica         map[string]int
-	picks              map[string]int // the prefix picker's decisions by reason
-	requests, failures int
+	*bench.SharedPrefixReport
+	picks map[string]int // the affinity picker's decisions by reason, from the access log
 }
 
-// runSharedPrefix drives the shared-prefix workload through a fresh gateway: groups of users
-// sharing a long system prompt, each request a group's system prompt and a question of one of
-// its users, sent by clients concurrent clients. hot is the share of requests that go to group
-// 0 (0: groups drawn uniformly). With pin, group g goes to model pin(g mod 4) — each group on
-// one replica — else to the pool under routing. TTFT and the cache share come from the access
-// log: the gateway's time to the first token and the engines' cache_read_input_tokens.
-func runSharedPrefix(t *testing.T, routing string, pin bool, hot float64) sharedPrefixResult {
-	const (
-		groups, usersPerGroup = 8, 4
-		requests, clients     = 480, 16
-	)
+// runSharedPrefix drives the shared-prefix workload of layer0 bench through a fresh gateway on
+// examples/prefix-pool.yaml (four sims whose prefix caches hold about three of the eight
+// system prompts each; models pin0…pin3 are one replica each): eight groups of four users sharing 1,000-token system prompts, 480 requests
+// from 16 concurrent clients, each request a group's system prompt and a question of one of its
+// users. skew is the share of requests from group 0 (0: groups drawn evenly). With pin, group g
+// goes to model pin(g mod 4) — each group on one replica — else to the pool under routing. TTFT
+// is the client's, to the first streamed text; the cache share is the engines' own count.
+func runSharedPrefix(t *testing.T, routing string, pin bool, skew float64) sharedPrefixResult {
+	pool, err := os.ReadFile("examples/prefix-pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var access syncBuffer
-	_, base := serveGateway(t, parseConfig(t, routing+sharedPrefixPool), layer0.WithAccessLog(&access))
-	rnd := rand.New(rand.NewPCG(1, 2)) // the same requests for every placement
-	type job struct{ group, user, n int }
-	jobs := make([]job, requests)
-	for i := range jobs {
-		g := rnd.IntN(groups)
-		if hot > 0 {
-			if rnd.Float64() < hot {
-				g = 0
-			} else {
-				g = 1 + rnd.IntN(groups-1)
-			}
-		}
-		jobs[i] = job{g, rnd.IntN(usersPerGroup), i}
+	_, base := serveGateway(t, parseConfig(t, routing+string(pool)), layer0.WithAccessLog(&access))
+	models := []string{"pool"}
+	if pin {
+		models = []string{"pin0", "pin1", "pin2", "pin3"}
 	}
-	next := make(chan job)
-	var wg sync.WaitGroup
-	var failures int
-	var mu sync.Mutex
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				model := "pool"
-				if pin {
-					model = "pin" + strconv.Itoa(j.group%4)
-				}
-				system := strings.Repeat("Group "+strconv.Itoa(j.group)+" follows the house style guide, section by section. ", 90)
-				user := "I am user " + strconv.Itoa(j.user) + " of group " + strconv.Itoa(j.group) + ", asking question " + strconv.Itoa(j.n) + "."
-				body, _ := json.Marshal(prompt{Model: model, MaxTokens: 5, System: system, Messages: []cacheTurn{{"user", user}}})
-				resp, err := http.Post(base+"/v1/messages", "application/json", bytes.NewReader(body))
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				if err != nil || resp.StatusCode != http.StatusOK {
-					mu.Lock()
-					failures++
-					mu.Unlock()
-				}
-			}
-		}()
+	rep, err := bench.RunSharedPrefix(context.Background(), bench.SharedPrefixConfig{
+		URL: base, Models: models, Groups: 8, UsersPerGroup: 4, PrefixTokens: 1000, Turns: 1, Skew: skew,
+		Connections: 16, Requests: 480, MaxTokens: 5, Timeout: time.Minute, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-
-	res := sharedPrefixResult{perReplica: map[string]int{}, picks: map[string]int{}, failures: failures}
-	var ttfts []time.Duration
-	var read, total int
+	res := sharedPrefixResult{SharedPrefixReport: rep, picks: map[string]int{}}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		lines := strings.Split(strings.TrimSpace(access.String()), "\n")
-		if len(lines) >= requests || time.Now().After(deadline) {
+		if len(lines) >= int(rep.OK) || time.Now().After(deadline) {
 			for _, line := range lines {
 				var r struct {
-					Engine    string  `json:"engine"`
-					Status    int     `json:"status"`
-					Input     int     `json:"input_tokens"`
-					CacheRead int     `json:"cache_read_input_tokens"`
-					TTFT      float64 `json:"ttft_ms"`
-					Pick      string  `json:"pick"`
-					Skipped   string  `json:"pick_skipped"`
+					Pick    string `json:"pick"`
+					Skipped string `json:"pick_skipped"`
 				}
-				if json.Unmarshal([]byte(line), &r) != nil || r.Status != http.StatusOK {
+				if json.Unmarshal([]byte(line), &r) != nil {
 					continue
 				}
-				res.requests++
-				res.perReplica[r.Engine]++
 				if r.Pick != "" {
 					res.picks[r.Pick]++
 				}
 				if r.Skipped != "" {
 					res.picks["skipped"]++
 				}
-				read += r.CacheRead
-				total += r.Input + r.CacheRead
-				ttfts = append(ttfts, time.Duration(r.TTFT*float64(time.Millisecond)))
 			}
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(ttfts) == 0 {
-		t.Fatalf("%s: no request served", routing)
-	}
-	slices.Sort(ttfts)
-	q := func(p float64) time.Duration { return ttfts[min(len(ttfts)-1, int(p*float64(len(ttfts))))] }
-	res.cacheShare = float64(read) / float64(total)
-	res.p50, res.p90, res.p99 = q(0.50), q(0.90), q(0.99)
 	return res
 }
 
 // TestPrefixRoutingBenchmark measures the placements of the shared-prefix workload on four sims
-// whose caches cannot hold every group's prompt: round-robin, p2c, the prefix picker, and
-// each group pinned to one replica (the ideal for the cache on a uniform load). It prints the
-// table of docs/performance.md; run it with
+// whose caches cannot hold every group's prompt: round-robin, p2c, the prefix picker, sticky
+// sessions, and each group pinned to one replica (the ideal for the cache on a uniform load),
+// and holds the prefix picker to its targets. It prints the table of docs/performance.md; run it
+// with
 //
 //	go test -run TestPrefixRoutingBenchmark -v .
 func TestPrefixRoutingBenchmark(t *testing.T) {
@@ -168,60 +89,82 @@ func TestPrefixRoutingBenchmark(t *testing.T) {
 		res  sharedPrefixResult
 	}
 	var rows []row
+	placements := []struct {
+		name, routing string
+		pin           bool
+	}{
+		{"round_robin", "routing: {picker: round_robin}\n", false},
+		{"p2c", "routing: {picker: p2c}\n", false},
+		{"prefix", "", false}, // the default for this pool
+		{"sticky", "routing: {picker: sticky}\n", false},
+		{"pinned by group", "", true},
+	}
 	for _, load := range []struct {
 		name string
-		hot  float64
+		skew float64
 	}{{"uniform", 0}, {"skewed", 0.5}} {
-		placements := []struct {
-			name, routing string
-			pin           bool
-		}{
-			{"round_robin", "routing: {picker: round_robin}\n", false},
-			{"p2c", "routing: {picker: p2c}\n", false},
-			{"prefix", "", false}, // the default for this pool
-			{"pinned by group", "", true},
+		// measure runs every placement and returns the misses of the timed targets; the
+		// others fail the test at once.
+		measure := func() (map[string]sharedPrefixResult, []string) {
+			byName := map[string]sharedPrefixResult{}
+			for _, pl := range placements {
+				res := runSharedPrefix(t, pl.routing, pl.pin, load.skew)
+				if res.Failed > 0 || res.OK != 480 {
+					t.Errorf("%s, %s: %d failures %v, %d served", load.name, pl.name, res.Failed, res.ErrorSamples, res.OK)
+				}
+				byName[pl.name] = res
+				t.Logf("%s, %s: decisions %v", load.name, pl.name, res.picks)
+			}
+			prefix, pinned, p2c, rr := byName["prefix"], byName["pinned by group"], byName["p2c"], byName["round_robin"]
+			var missed []string
+			if load.skew > 0 {
+				// The hot group (half the requests) must not pile onto one replica as
+				// pinning does, and its spreading must keep the tail below both round-robin's
+				// and pinning's: the load guard earns its keep.
+				busiest := uint64(0)
+				for _, n := range prefix.Replicas {
+					busiest = max(busiest, n)
+				}
+				if busiest > 480*4/10 || prefix.TTFT.P90 >= rr.TTFT.P90 || prefix.TTFT.P90 >= pinned.TTFT.P90 {
+					missed = append(missed, fmt.Sprintf("skewed: prefix picker's busiest replica served %d of 480, TTFT p90 %v (round-robin %v, pinned %v)",
+						busiest, prefix.TTFT.P90, rr.TTFT.P90, pinned.TTFT.P90))
+				}
+				return byName, missed
+			}
+			// The cache share is the engines' own count, timing-independent enough to hold
+			// under the race detector too: at least 95% of pinning's, far above p2c's.
+			if prefix.CacheShare < 0.95*pinned.CacheShare || prefix.CacheShare < p2c.CacheShare+0.2 {
+				t.Errorf("uniform: prefix picker served %.3f from cache; pinning %.3f, p2c %.3f",
+					prefix.CacheShare, pinned.CacheShare, p2c.CacheShare)
+			}
+			if float64(prefix.TTFT.P50) > 1.2*float64(pinned.TTFT.P50) || prefix.TTFT.P50 >= p2c.TTFT.P50 {
+				missed = append(missed, fmt.Sprintf("uniform: prefix picker's TTFT p50 %v; pinning %v, p2c %v",
+					prefix.TTFT.P50, pinned.TTFT.P50, p2c.TTFT.P50))
+			}
+			return byName, missed
 		}
-		byName := map[string]sharedPrefixResult{}
+		byName, missed := measure()
+		if len(missed) > 0 && placementTimed {
+			// The machine is shared: a timed target missed once is measured once more
+			// before it fails the test.
+			t.Logf("measuring again after %v", missed)
+			byName, missed = measure()
+		}
+		if placementTimed {
+			for _, m := range missed {
+				t.Error(m)
+			}
+		}
 		for _, pl := range placements {
-			res := runSharedPrefix(t, pl.routing, pl.pin, load.hot)
-			if res.failures > 0 || res.requests != 480 {
-				t.Errorf("%s, %s: %d failures, %d requests logged", load.name, pl.name, res.failures, res.requests)
-			}
-			byName[pl.name] = res
-			rows = append(rows, row{load.name + ", " + pl.name, res})
-			t.Logf("%s, %s: decisions %v", load.name, pl.name, res.picks)
-		}
-		prefix, pinned, p2c, rr := byName["prefix"], byName["pinned by group"], byName["p2c"], byName["round_robin"]
-		if load.hot > 0 && placementTimed {
-			// The hot group (half the requests) must not pile onto one replica as pinning
-			// does, and its spreading must keep the tail below round-robin's.
-			busiest := 0
-			for _, n := range prefix.perReplica {
-				busiest = max(busiest, n)
-			}
-			if busiest > 480*4/10 || prefix.p90 >= rr.p90 {
-				t.Errorf("skewed: prefix picker's busiest replica served %d of 480, TTFT p90 %v (round-robin %v)",
-					busiest, prefix.p90, rr.p90)
-			}
-			continue
-		}
-		if load.hot > 0 {
-			continue
-		}
-		if prefix.cacheShare < pinned.cacheShare-0.1 && placementTimed {
-			t.Errorf("uniform: prefix picker served %.3f from cache, pinning %.3f", prefix.cacheShare, pinned.cacheShare)
-		}
-		if prefix.cacheShare < p2c.cacheShare+0.2 || placementTimed && prefix.p50 >= p2c.p50 {
-			t.Errorf("uniform: prefix picker %.3f from cache, TTFT p50 %v; p2c %.3f, %v",
-				prefix.cacheShare, prefix.p50, p2c.cacheShare, p2c.p50)
+			rows = append(rows, row{load.name + ", " + pl.name, byName[pl.name]})
 		}
 	}
 	var b strings.Builder
 	b.WriteString("| load, placement | prompt tokens from cache | TTFT p50 | TTFT p90 | TTFT p99 | requests per replica (a b c d) |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %s | %s | %d %d %d %d |\n", r.name, 100*r.res.cacheShare,
-			ms(r.res.p50), ms(r.res.p90), ms(r.res.p99),
-			r.res.perReplica["a"], r.res.perReplica["b"], r.res.perReplica["c"], r.res.perReplica["d"])
+		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %s | %s | %d %d %d %d |\n", r.name, 100*r.res.CacheShare,
+			ms(r.res.TTFT.P50), ms(r.res.TTFT.P90), ms(r.res.TTFT.P99),
+			r.res.Replicas["a"], r.res.Replicas["b"], r.res.Replicas["c"], r.res.Replicas["d"])
 	}
 	t.Log("\n" + b.String())
 }

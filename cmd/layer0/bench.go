@@ -20,6 +20,10 @@ import (
 
 const benchUsage = `Usage:
   layer0 bench [flags]                  load a server at a fixed rate (--rate) or with N connections (--conns)
+  layer0 bench --workload shared-prefix [flags]
+                                        groups of users sharing long system prompts, conversations growing
+                                        turn by turn: TTFT, the share of prompt tokens the engines served
+                                        from cache, and requests per replica
   layer0 bench upstream [--addr ...]    run the fast upstream that benchmarks put behind layer0
 
 Flags:
@@ -50,17 +54,26 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS certificate verification")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second, latency measured from each request's scheduled time; 0 = closed loop")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 10000, "open loop: most requests in flight (worker pool size)")
-	fs.IntVar(&cfg.Connections, "conns", 1, "closed loop: number of connections, each one request at a time")
+	fs.IntVar(&cfg.Connections, "conns", 1, "closed loop: number of connections, each one request at a time (shared-prefix: default 16)")
 	fs.IntVar(&cfg.H2Conns, "h2-conns", 1, "HTTP/2: number of connections the requests share")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to send requests (default 10s when --requests is not set)")
 	fs.IntVar(&cfg.Requests, "requests", 0, "number of requests to send (0: bounded by --duration only)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.DurationVar(&cfg.LateAfter, "late-after", time.Millisecond, "a request sent this far behind its schedule counts as late")
-	fs.StringVar(&cfg.Model, "model", "sim", "model to request")
-	fs.IntVar(&cfg.MaxTokens, "max-tokens", 100, "max_tokens to request")
+	fs.StringVar(&cfg.Model, "model", "sim", "model to request; shared-prefix: a comma-separated list sends group g to the g-th mod their number")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", 100, "max_tokens to request (shared-prefix: default 16)")
 	fs.StringVar(&cfg.Prompt, "prompt", "", "user message (default: a short sentence)")
 	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("LAYER0_API_KEY"), "API key (default $LAYER0_API_KEY)")
 	fs.Var(&headers, "header", "extra request header NAME:VALUE (repeatable)")
+	workload := fs.String("workload", "single", "single (one request body for the whole run) or shared-prefix")
+	var sp bench.SharedPrefixConfig
+	fs.IntVar(&sp.Groups, "groups", 8, "shared-prefix: groups of users, each with its own system prompt")
+	fs.IntVar(&sp.UsersPerGroup, "users", 4, "shared-prefix: users per group")
+	fs.IntVar(&sp.PrefixTokens, "prefix-tokens", 1000, "shared-prefix: length of each group's system prompt in tokens")
+	fs.IntVar(&sp.Turns, "turns", 1, "shared-prefix: requests per conversation, each carrying the ones before")
+	fs.Float64Var(&sp.Skew, "skew", 0, "shared-prefix: share of requests sent by group 0 (0: groups drawn evenly)")
+	fs.StringVar(&sp.SessionHeader, "session-header", "x-session-id", "shared-prefix: header carrying each conversation's id (\"-\": none)")
+	fs.Uint64Var(&sp.Seed, "seed", 1, "shared-prefix: seed of the draw of groups and users")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
 	if err := fs.Parse(args); err != nil {
@@ -95,11 +108,49 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	switch *workload {
+	case "single":
+	case "shared-prefix":
+		return runSharedPrefix(ctx, fs, cfg, sp, *jsonOut, stdout)
+	default:
+		return fmt.Errorf("bench: --workload %q: want single or shared-prefix", *workload)
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(stdout)
+}
+
+// runSharedPrefix runs `layer0 bench --workload shared-prefix`: the flags common to both
+// workloads come from cfg, those left unset take the workload's own defaults.
+func runSharedPrefix(ctx context.Context, fs *flag.FlagSet, cfg bench.Config, sp bench.SharedPrefixConfig, jsonOut bool, stdout io.Writer) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"stream", "binary-version", "binary-text", "http", "nethttp", "insecure", "h2-conns", "prompt", "late-after"} {
+		if set[name] {
+			return fmt.Errorf("bench: --%s does not apply to the shared-prefix workload", name)
+		}
+	}
+	sp.URL, sp.Format, sp.APIKey, sp.Header = cfg.URL, cfg.Format, cfg.APIKey, cfg.Header
+	sp.Rate, sp.MaxInFlight, sp.Duration, sp.Requests, sp.Timeout = cfg.Rate, cfg.MaxInFlight, cfg.Duration, cfg.Requests, cfg.Timeout
+	sp.Models = strings.Split(cfg.Model, ",")
+	if set["conns"] {
+		sp.Connections = cfg.Connections
+	}
+	if set["max-tokens"] {
+		sp.MaxTokens = cfg.MaxTokens
+	}
+	rep, err := bench.RunSharedPrefix(ctx, sp)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

@@ -5,7 +5,8 @@
 // client) and HTTP/2, counts tokens with zero-alloc readers (SSE of its own, binary frames through
 // internal/wire/binary's decoder), and records latency, time to first token and inter-token time
 // into fixed-size log-linear histograms. It also holds the fast upstream that benchmarks put
-// behind layer0 (see Upstream).
+// behind layer0 (see Upstream), and the shared-prefix workload, which measures how a pool of
+// engines with prefix caches is placed on (see RunSharedPrefix).
 package bench
 
 import (

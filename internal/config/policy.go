@@ -81,14 +81,16 @@ const (
 	PickerP2C        = "p2c"
 	PickerRoundRobin = "round_robin"
 	PickerPrefix     = "prefix"
+	PickerSticky     = "sticky"
 )
 
 // Routing configures how a replica is chosen and when a request moves on.
 type Routing struct {
 	// Picker chooses among a model's replicas: "p2c" (least outstanding requests of two drawn
-	// at random), "round_robin", or "prefix" (where the prompt is cached, against load; see
-	// Prefix). Default "": "prefix" for a model with more than one replica of an engine with a
-	// prefix cache (Engine.PrefixCache), "p2c" for the others.
+	// at random), "round_robin", "prefix" (where the prompt is cached, against load; see
+	// Prefix), or "sticky" (one replica per session, by a hash; see Sticky). Default "":
+	// "prefix" for a model with more than one replica of an engine with a prefix cache
+	// (Engine.PrefixCache), "p2c" for the others.
 	Picker string `yaml:"picker"`
 	// FallbackUtilizationThreshold is the utilisation, 0 to 1, above which a replica is skipped
 	// while another replica or fallback model can serve. 1 or more never skips. Default 0.85.
@@ -106,6 +108,8 @@ type Routing struct {
 	Health Health `yaml:"health"`
 	// Prefix tunes the prefix picker.
 	Prefix PrefixRouting `yaml:"prefix"`
+	// Sticky tunes the sticky picker.
+	Sticky StickyRouting `yaml:"sticky"`
 }
 
 // RetryBudget allows, over the last Window, at most MinRetries plus Ratio of the requests as
@@ -201,6 +205,8 @@ func (c *Config) setPolicyDefaults() {
 		r.FallbackUtilizationThreshold = DefaultFallbackUtilizationThreshold
 	}
 	setDuration(&r.UtilizationInterval, time.Second)
+	r.Prefix.setDefaults()
+	r.Sticky.setDefaults()
 	b := &r.RetryBudget
 	if b.Ratio == 0 {
 		b.Ratio = DefaultRetryRatio
@@ -350,11 +356,12 @@ func (c *Config) validatePolicy(errs *Errors) {
 
 	r := &c.Routing
 	switch r.Picker {
-	case "", PickerP2C, PickerRoundRobin, PickerPrefix:
+	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
 	default:
-		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin or prefix)", r.Picker)
+		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin, prefix or sticky)", r.Picker)
 	}
 	r.Prefix.validate(errs)
+	r.Sticky.validate(errs)
 	if r.FallbackUtilizationThreshold < 0 {
 		errs.add("routing.fallback_utilization_threshold", "must be between 0 and 1, got %g", r.FallbackUtilizationThreshold)
 	}

@@ -25,6 +25,8 @@ func TestPolicyDefaults(t *testing.T) {
 		Breaker: Breaker{Window: 10 * time.Second, MinRequests: 20, FailureRatio: 0.5, OpenTime: 30 * time.Second,
 			HalfOpenProbes: 1},
 		Health: Health{Interval: 10 * time.Second, Timeout: 5 * time.Second, UnhealthyThreshold: 2, HealthyThreshold: 1},
+		Prefix: PrefixRouting{Imbalance: 2, Slack: 4},
+		Sticky: StickyRouting{Header: "x-session-id", Fallback: "key", Imbalance: 2, Slack: 4},
 	}
 	if diff := cmp.Diff(r, c.Routing); diff != "" {
 		t.Errorf("routing (-want +got):\n%s", diff)
@@ -63,6 +65,7 @@ routing:
   ejection: {consecutive_failures: -1}
   breaker: {min_requests: 5, failure_ratio: 0.25}
   health: {interval: 2s, unhealthy_threshold: 3}
+  sticky: {header: x-conversation-id, fallback: load, slack: 2}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +94,9 @@ routing:
 	r := c.Routing
 	if r.Picker != PickerRoundRobin || r.FallbackUtilizationThreshold != 0.9 || r.UtilizationInterval != 250*time.Millisecond {
 		t.Errorf("routing: got %+v", r)
+	}
+	if r.Sticky != (StickyRouting{Header: "x-conversation-id", Fallback: StickyFallbackLoad, Imbalance: 2, Slack: 2}) {
+		t.Errorf("sticky: got %+v", r.Sticky)
 	}
 	if r.Ejection.ConsecutiveFailures != -1 || r.Ejection.BaseTime != 30*time.Second {
 		t.Errorf("ejection: got %+v, want disabled with default times", r.Ejection)
@@ -136,6 +142,7 @@ routing:
   ejection: {consecutive_failures: -2, base_time: -1s}
   breaker: {failure_ratio: -1, min_requests: -1, half_open_probes: -1, open_time: -1s}
   health: {interval: -1s, unhealthy_threshold: -1, healthy_threshold: -1}
+  sticky: {header: "x session", fallback: random, imbalance: 0.5, slack: -1}
 `
 	_, err := Parse([]byte(doc))
 	if err == nil {
@@ -178,6 +185,10 @@ routing:
 		"routing.health.interval: must not be negative",
 		"routing.health.unhealthy_threshold: must not be negative",
 		"routing.health.healthy_threshold: must not be negative",
+		`routing.sticky.header: "x session" is not a valid header name`,
+		`routing.sticky.fallback: unknown fallback "random" (want key or load)`,
+		"routing.sticky.imbalance: must be at least 1, got 0.5",
+		"routing.sticky.slack: must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q", want)

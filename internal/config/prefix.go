@@ -1,5 +1,7 @@
 package config
 
+import "golang.org/x/net/http/httpguts"
+
 // DefaultPrefixCapacityTokens is the prefix cache capacity the index assumes of an OpenAI-kind
 // engine that does not state its own: the embedded simulator's default. A vLLM replica's real
 // capacity is its num_gpu_blocks times its block size (vllm:cache_config_info).
@@ -65,19 +67,91 @@ type PrefixRouting struct {
 	LoadTokens float64 `yaml:"load_tokens"`
 	// Imbalance and Slack make the hot-prefix guard: when the replica with the prompt cached
 	// has more than imbalance × the least loaded replica's requests in flight, plus slack, the
-	// request goes to another replica, which then warms. Defaults 2 and 4.
+	// request goes to another replica, which then warms. Defaults DefaultRoutingImbalance (2)
+	// and DefaultRoutingSlack (4).
 	Imbalance float64 `yaml:"imbalance"`
 	Slack     int     `yaml:"slack"`
+}
+
+// The overload guard's defaults, shared by the prefix and sticky pickers.
+const (
+	DefaultRoutingImbalance = 2
+	DefaultRoutingSlack     = 4
+)
+
+func (r *PrefixRouting) setDefaults() {
+	if r.Imbalance == 0 {
+		r.Imbalance = DefaultRoutingImbalance
+	}
+	if r.Slack == 0 {
+		r.Slack = DefaultRoutingSlack
+	}
 }
 
 func (r *PrefixRouting) validate(errs *Errors) {
 	if r.LoadTokens < 0 {
 		errs.add("routing.prefix.load_tokens", "must not be negative")
 	}
-	if r.Imbalance < 0 || r.Imbalance > 0 && r.Imbalance < 1 {
-		errs.add("routing.prefix.imbalance", "must be at least 1, got %g", r.Imbalance)
+	validateGuard("routing.prefix", r.Imbalance, r.Slack, errs)
+}
+
+func validateGuard(p string, imbalance float64, slack int, errs *Errors) {
+	if imbalance < 0 || imbalance > 0 && imbalance < 1 {
+		errs.add(p+".imbalance", "must be at least 1, got %g", imbalance)
 	}
-	if r.Slack < 0 {
-		errs.add("routing.prefix.slack", "must not be negative")
+	if slack < 0 {
+		errs.add(p+".slack", "must not be negative")
 	}
+}
+
+// Sticky fallbacks: what keys a request without the session header.
+const (
+	StickyFallbackKey  = "key"
+	StickyFallbackLoad = "load"
+)
+
+// DefaultStickyHeader is the header the sticky picker reads the session from.
+const DefaultStickyHeader = "x-session-id"
+
+// StickyRouting tunes the sticky picker (routing.picker: sticky), which sends every request of
+// one session to one replica by a rendezvous hash of the session over the healthy replicas.
+type StickyRouting struct {
+	// Header names the session. Default "x-session-id".
+	Header string `yaml:"header"`
+	// Fallback keys a request without the header: "key" (the API key's name is the session)
+	// or "load" (no affinity: the less loaded of two replicas). Default "key".
+	Fallback string `yaml:"fallback"`
+	// Imbalance and Slack make the overload guard, as the prefix picker's: a session's replica
+	// with more than imbalance × the least loaded replica's requests in flight, plus slack, is
+	// passed over for the next in the session's hash order. Defaults DefaultRoutingImbalance
+	// (2) and DefaultRoutingSlack (4).
+	Imbalance float64 `yaml:"imbalance"`
+	Slack     int     `yaml:"slack"`
+}
+
+func (r *StickyRouting) setDefaults() {
+	if r.Header == "" {
+		r.Header = DefaultStickyHeader
+	}
+	if r.Fallback == "" {
+		r.Fallback = StickyFallbackKey
+	}
+	if r.Imbalance == 0 {
+		r.Imbalance = DefaultRoutingImbalance
+	}
+	if r.Slack == 0 {
+		r.Slack = DefaultRoutingSlack
+	}
+}
+
+func (r *StickyRouting) validate(errs *Errors) {
+	if !httpguts.ValidHeaderFieldName(r.Header) {
+		errs.add("routing.sticky.header", "%q is not a valid header name", r.Header)
+	}
+	switch r.Fallback {
+	case StickyFallbackKey, StickyFallbackLoad:
+	default:
+		errs.add("routing.sticky.fallback", "unknown fallback %q (want key or load)", r.Fallback)
+	}
+	validateGuard("routing.sticky", r.Imbalance, r.Slack, errs)
 }

@@ -406,6 +406,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		return err
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
+	plan.SetHeader(c.Header)
 
 	// Attempts, until one succeeds or content has reached the client. Only then is a failure
 	// final; before it, the plan decides between another replica, the next fallback model, or
@@ -425,6 +426,9 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		rec.Served, rec.Engine = a.Model, a.Replica.Name
 		s.sim, _ = a.Replica.Engine.(Simulator)
 		s.noteSimulated()
+		// The replica holds the prompt's blocks from its prefill on: recorded now, the
+		// requests routed while this one runs find them (prefix.go).
+		p.record(c, a.Replica)
 		t0 := time.Now()
 		err = p.attempt(ctx, c, &a, t0)
 		took := time.Since(t0)
@@ -438,8 +442,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 				Left: a.Left, At: at, Took: took, Err: err, Verdict: verdict}
 		}
 		if err == nil {
-			s.noteSimulated()      // an engine behind a URL knows once it has answered
-			p.record(c, a.Replica) // the replica now holds the prompt's blocks
+			s.noteSimulated() // an engine behind a URL knows once it has answered
 			break
 		}
 		if s.committed {

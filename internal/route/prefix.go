@@ -1,6 +1,7 @@
 package route
 
 import (
+	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -21,12 +22,14 @@ const MaxDecisionReplicas = 8
 
 // Decision is what a PromptPicker weighed and chose, for the request's record.
 type Decision struct {
-	// Picker names the picker ("prefix"); "" when no PromptPicker decided.
+	// Picker names the picker ("prefix" or "sticky"); "" when no PromptPicker or SessionPicker
+	// decided.
 	Picker string
-	// Reason is why the chosen replica won: "cache" (the lowest expected cost, with a cached
-	// share), "load" (the lowest cost with nothing cached anywhere, or a tie broken by load),
-	// or "spread" (the cheapest was too loaded against the least loaded: the hot prefix goes to
-	// a second replica, which then warms).
+	// Reason is why the chosen replica won. For "prefix": "cache" (the lowest expected cost,
+	// with a cached share), "load" (the lowest cost with nothing cached anywhere, or a tie
+	// broken by load), or "spread" (the cheapest was too loaded against the least loaded: the
+	// hot prefix goes to a second replica, which then warms). For "sticky": "session" (the
+	// session's own replica), "spread" (passed over by the guard) or "load" (no session).
 	Reason string
 	// PromptTokens is the prompt's length in tokens.
 	PromptTokens int
@@ -80,10 +83,9 @@ type Prefix struct {
 	// and the copies it warmed evicted other groups' prefixes (71% of prompt tokens from cache
 	// against 91% at 128; TestPrefixRoutingBenchmark).
 	LoadTokens float64
-	// Imbalance and Slack make the spread guard: spread when outstanding(cheapest) >
-	// Imbalance × outstanding(least loaded) + Slack. Defaults 2 and 4.
-	Imbalance float64
-	Slack     int64
+	// Guard spreads a hot prefix: when the cheapest candidate is over it against the least
+	// loaded, the request goes to the cheapest of the others.
+	Guard Guard
 	// Fallback picks when there is no prompt. Default P2C{}.
 	Fallback Picker
 
@@ -104,14 +106,28 @@ func (p *Prefix) Pick(cands []*Replica) int {
 // picker's Pick and d is left as it was.
 func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decision = p, d }
 
-// pick chooses among cands, the candidates of m, with m's picker, weighing the prompt when it
-// can; then the replicas of m left out of cands, and why, go on the decision.
+// SetHeader gives the plan the request's headers, where a SessionPicker finds the session. h
+// must stay valid until the plan is done; the decision goes where SetPrompt said.
+func (pl *Plan) SetHeader(h http.Header) { pl.header = h }
+
+// pick chooses among cands, the candidates of m, with m's picker, weighing the prompt or the
+// session when it can; then the replicas of m left out of cands, and why, go on the decision.
 func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
-	pp, ok := m.picker.(PromptPicker)
-	if !ok || pl.prompt == nil || pl.decision == nil {
+	if pl.decision == nil {
 		return m.picker.Pick(cands)
 	}
-	i := pp.PickPrompt(cands, pl.prompt, pl.decision)
+	var i int
+	switch pk := m.picker.(type) {
+	case SessionPicker:
+		i = pk.PickSession(cands, pk.Session(pl.header, pl.key), pl.decision)
+	case PromptPicker:
+		if pl.prompt == nil {
+			return m.picker.Pick(cands)
+		}
+		i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+	default:
+		return m.picker.Pick(cands)
+	}
 	if len(cands) < len(m.replicas) {
 		pl.skipped(m, cands, now)
 	}
@@ -170,15 +186,9 @@ func (p *Prefix) cold(cands []*Replica) int {
 
 // PickPrompt implements PromptPicker.
 func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) int {
-	loadTokens, imbalance, slack := p.LoadTokens, p.Imbalance, p.Slack
+	loadTokens := p.LoadTokens
 	if loadTokens <= 0 {
 		loadTokens = 128
-	}
-	if imbalance <= 0 {
-		imbalance = 2
-	}
-	if slack <= 0 {
-		slack = 4
 	}
 	n := len(pr.Tokens)
 	*d = Decision{Picker: "prefix", PromptTokens: n}
@@ -212,7 +222,7 @@ func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) in
 	} else {
 		d.Reason = "cache"
 	}
-	if len(cands) > 1 && float64(cands[best].Outstanding()) > imbalance*float64(leastOut)+float64(slack) {
+	if len(cands) > 1 && p.Guard.Over(cands[best].Outstanding(), leastOut) {
 		// The spread guard: the cheapest of the others, which then warms.
 		second := -1
 		var secondCost, secondLoad float64

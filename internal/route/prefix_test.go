@@ -232,7 +232,8 @@ func TestPickerPerModel(t *testing.T) {
 }
 
 // TestPrefixDecisionSkipped checks that the decision lists the model's replicas the picker did
-// not weigh, and why: down, ejected, above the utilisation threshold, tried already.
+// not weigh, and why: down, ejected, tried already. A replica above the utilisation threshold
+// is weighed, with its utilisation, while another is below it.
 func TestPrefixDecisionSkipped(t *testing.T) {
 	clk := newClock()
 	rs := replicas(clk, Policy{Ejection: Ejection{ConsecutiveFailures: 1}}, "a", "b", "c", "d", "e")
@@ -255,16 +256,19 @@ func TestPrefixDecisionSkipped(t *testing.T) {
 	if err != nil || a.Replica != rs[3] {
 		t.Fatalf("picked %v (%v), want d", a.Replica, err)
 	}
-	want := []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}}
+	want := []Skip{{"a", SkipDown}, {"b", SkipEjected}}
 	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("skipped %v, want %v", got, want)
+	}
+	if c := d.Candidates[0]; d.N != 3 || c.Replica != "c" || c.Utilization != 0.99 {
+		t.Errorf("candidates %+v, want c (utilization 0.99), d, e", d.Candidates[:d.N])
 	}
 	plan.Report(errOverloaded, 0)
 	if a, err = plan.Next(); err != nil || a.Replica != rs[4] {
 		t.Fatalf("retry picked %v (%v), want e", a.Replica, err)
 	}
 	plan.Report(nil, 0)
-	want = []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"c", SkipUtilization}, {"d", SkipTried}}
+	want = []Skip{{"a", SkipDown}, {"b", SkipEjected}, {"d", SkipTried}}
 	if got := d.Skipped[:d.NSkipped]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("retry skipped %v, want %v", got, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strconv"
 	"sync"
@@ -351,18 +352,24 @@ func (s *split) choose(key string, rnd func(int) int) *model {
 
 // stickyHash is FNV-1a over key, a separator and the split's name: stable across processes and
 // restarts, so every layer0 replica sends a key to the same arm, and independent between splits.
-func stickyHash(key, name string) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * prime
-	}
-	h = (h ^ 0xff) * prime
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint64(name[i])) * prime
+func stickyHash(key, name string) uint64 { return fnvAdd(stickyKey(key), name) }
+
+// FNV-1a's parameters.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// stickyKey is stickyHash's state after key and the separator: a key hashed once serves every
+// name it is paired with.
+func stickyKey(key string) uint64 {
+	return (fnvAdd(fnvOffset, key) ^ 0xff) * fnvPrime
+}
+
+// fnvAdd continues the FNV-1a hash h over s.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
 	}
 	return h
 }
@@ -381,7 +388,7 @@ func (t *Table) Plan(name, key string, inputTokens int) (*Plan, error) {
 	if e.split != nil {
 		m = e.split.choose(key, t.rand)
 	}
-	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1}
+	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key}
 	p.tried = p.triedBuf[:0]
 	p.cands = p.candBuf[:0]
 	largest := 0
@@ -426,7 +433,9 @@ type Plan struct {
 	triedBuf [4]*Replica
 	candBuf  [8]*Replica
 	prompt   *prefix.Prompt // the request's prompt, for a PromptPicker
-	decision *Decision      // where the PromptPicker's decision goes
+	decision *Decision      // where the PromptPicker's or SessionPicker's decision goes
+	header   http.Header    // the request's headers, for a SessionPicker
+	key      string         // the API key's name
 }
 
 // Attempt is one try of a request on one replica.
@@ -576,9 +585,12 @@ func (p *Plan) left(now time.Time, from int) Skip {
 }
 
 // candidates lists m's replicas not yet tried and able to serve now, and in the strict pass only
-// those at or below the utilisation threshold. The slice is reused between calls.
+// those at or below the utilisation threshold — or, for a picker that weighs load itself
+// (LoadWeigher), all of them as long as one is at or below it. The slice is reused between calls.
 func (p *Plan) candidates(m *model, now time.Time, strict bool) []*Replica {
 	p.cands = p.cands[:0]
+	_, weighs := m.picker.(LoadWeigher)
+	below := false
 next:
 	for _, r := range m.replicas {
 		for _, t := range p.tried {
@@ -586,10 +598,18 @@ next:
 				continue next
 			}
 		}
-		if !r.available(now) || (strict && r.Utilization() > p.t.threshold) {
+		if !r.available(now) {
 			continue
 		}
+		if over := r.Utilization() > p.t.threshold; strict && over && !weighs {
+			continue
+		} else if !over {
+			below = true
+		}
 		p.cands = append(p.cands, r)
+	}
+	if strict && weighs && !below {
+		p.cands = p.cands[:0] // every replica is busy: a fallback model below the threshold first
 	}
 	return p.cands
 }

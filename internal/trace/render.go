@@ -202,7 +202,14 @@ func (t *Trace) Lines() []string {
 	if c := t.Context; c != nil {
 		add("context", "cut %d → %d input tokens (%d turns dropped)", c.Before, c.After, c.TurnsDropped)
 	}
-	if r := t.Route; r != nil {
+	if r := t.Route; r != nil && r.Picker == "sticky" {
+		// The sticky picker weighs no prompt: its cost is the replica's rank for the session.
+		for _, c := range r.Candidates {
+			add("route", "candidate %s: rank %.0f for the session, %d in flight, utilization %.2f",
+				c.Replica, c.Cost, c.Outstanding, c.Utilization)
+		}
+		add("route", "picked %s (sticky; reason: %s)", r.Chosen, r.Reason)
+	} else if r != nil {
 		for _, c := range r.Candidates {
 			add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
 				c.Replica, c.Cached, r.PromptTokens, c.Outstanding, c.Utilization, c.Cost)

@@ -133,6 +133,28 @@ func TestTraceLinesLeft(t *testing.T) {
 	}
 }
 
+// A sticky pick's lines give each candidate's rank for the session, not cached tokens.
+func TestTraceLinesSticky(t *testing.T) {
+	rec := record(1, 200, "chat")
+	rec.Engine, rec.Attempts = "b", 1
+	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.N, rec.Pick.Chosen = "sticky", "spread", 2, 1
+	rec.Pick.Candidates[0] = route.Candidate{Replica: "a", Outstanding: 9}
+	rec.Pick.Candidates[1] = route.Candidate{Replica: "b", Outstanding: 1, Cost: 1}
+	r := New(1)
+	r.Add(rec, "POST", "/v1/messages", time.Millisecond)
+	tr, _ := r.Get("req_1")
+	got := strings.Join(tr.Lines(), "\n")
+	for _, want := range []string{
+		"[DEBUG] route: candidate a: rank 0 for the session, 9 in flight, utilization 0.00",
+		"[DEBUG] route: candidate b: rank 1 for the session, 1 in flight, utilization 0.00",
+		"[DEBUG] route: picked b (sticky; reason: spread)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines lack %q:\n%s", want, got)
+		}
+	}
+}
+
 // Adding to the ring copies the record and allocates nothing.
 func TestAddDoesNotAllocate(t *testing.T) {
 	r := New(16)
