@@ -315,7 +315,9 @@ async function runBinary(panel, req, signal, version) {
     if (!url.endsWith('/v1/messages')) return res;
     panel.requestId = res.headers.get('x-request-id') ?? '';
     if (!res.ok) { failed = res; return res; }
-    const body = ReadableStream.from(counted(res.body, panel));
+    const body = res.body.pipeThrough(new TransformStream({
+      transform(chunk, out) { panel.got(chunk.byteLength); out.enqueue(chunk); },
+    }));
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
   try {

@@ -66,15 +66,15 @@ func NewCORS(c config.CORS) *CORS {
 	}
 	one := func(s string) []string { return []string{s} }
 	cc := &CORS{
-		origins:  make(map[string]bool, len(c.AllowedOrigins)),
-		any:      c.AnyOrigin(),
-		methods:  one(corsMethods),
-		headers:  one(strings.Join(append(append([]string(nil), corsRequestHeaders...), lower(c.AllowedHeaders)...), ", ")),
-		expose:   one(strings.Join(append(append([]string(nil), corsExposedHeaders...), lower(c.ExposedHeaders)...), ", ")),
-		maxAge:   one(strconv.Itoa(int(c.MaxAge.Seconds()))),
-		star:     one("*"),
-		vary:     one("Origin"),
-		varyPre:  one("Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+		origins: make(map[string]bool, len(c.AllowedOrigins)),
+		any:     c.AnyOrigin(),
+		methods: one(corsMethods),
+		headers: one(strings.Join(append(append([]string(nil), corsRequestHeaders...), lower(c.AllowedHeaders)...), ", ")),
+		expose:  one(strings.Join(append(append([]string(nil), corsExposedHeaders...), lower(c.ExposedHeaders)...), ", ")),
+		maxAge:  one(strconv.Itoa(int(c.MaxAge.Seconds()))),
+		star:    one("*"),
+		vary:    one("Origin"),
+		varyPre: one("Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
 	}
 	if c.AllowCredentials {
 		cc.credentials = one("true")
