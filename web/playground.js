@@ -3,7 +3,7 @@
 // client) — and shows for each, as the bytes arrive: the text, the bytes received, the time to
 // the first token, tokens per second and a chart of cumulative bytes over time. Everything it
 // loads comes from the gateway that served it; the API key stays in this tab's sessionStorage.
-import { stream, BinaryError } from '/playground/layer0.js';
+import { stream, fetchVocab, BinaryError } from '/playground/layer0.js';
 
 const TRANSPORTS = {
   anthropic: { name: 'Anthropic SSE', run: runAnthropic },
@@ -169,7 +169,7 @@ class Panel {
     const q = (s) => this.el.querySelector(s);
     q('.bytes').textContent = this.bytes.toLocaleString('en-US');
     q('.bytes').dataset.value = String(this.bytes);
-    q('.ttft').textContent = this.ttft === null ? '–' : `${this.ttft.toFixed(1)} ms`;
+    q('.ttft').textContent = this.ttft === null ? '–' : `${this.ttft.toFixed(this.ttft < 100 ? 1 : 0)} ms`;
     const tps = this.tokensPerSecond();
     q('.tps').textContent = tps === null ? '–' : tps.toFixed(0);
     q('.tokens').textContent = String(this.finalTokens ?? this.tokens);
@@ -306,6 +306,19 @@ async function runOpenAI(panel, req, signal) {
   }
 }
 
+// The binary protocol's vocabulary, fetched once before a run (layer0.js keeps it): a binary
+// panel then times its answer, not the vocabulary's first download.
+let vocabReady = null;
+function loadVocab() {
+  vocabReady ??= (async () => {
+    const res = await fetch(`${base}/v1/binary/vocab`, { method: 'HEAD' }); // redirected to the current one
+    if (!res.ok) throw await errorOf(res);
+    return fetchVocab(base, new URL(res.url).pathname.split('/').pop());
+  })();
+  vocabReady.catch(() => { vocabReady = null; });
+  return vocabReady;
+}
+
 async function runBinary(panel, req, signal, version) {
   // layer0.js makes the requests; this fetch counts the answer's bytes on the way and keeps
   // its headers (request id, retry-after) for the panel.
@@ -356,6 +369,9 @@ async function run(ev) {
   document.body.dataset.state = 'running';
   panels = ids.map((id) => new Panel(id));
   panelsEl.replaceChildren(...panels.map((p) => p.el));
+  if (ids.some((id) => id.startsWith('binary'))) {
+    try { await loadVocab(); } catch { /* each binary panel fetches it, and shows why it failed */ }
+  }
   for (const p of panels) p.reset(); // the same start for every transport
   await Promise.all(panels.map(async (p) => {
     try {
