@@ -341,7 +341,7 @@ func (w *nullWriter) WriteHeader(code int)        { w.status = code }
 // without a preflight's headers, which takes the ordinary way (an exchange, the access log) to
 // its 405 — what every preflight cost before CORS was answered up front.
 func BenchmarkCORSPreflight(b *testing.B) {
-	cfg, err := config.Parse([]byte(keyed(`cors: {allowed_origins: ["` + corsOrigin + `"]}`) + `
+	cfg, err := config.Parse([]byte(keyed(`cors: {allowed_origins: ["`+corsOrigin+`"]}`) + `
 engines: {s: {kind: sim}}
 models: {sim: {engines: [s]}}
 `))
