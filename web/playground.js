@@ -181,7 +181,10 @@ class Panel {
     }
     q('.error').textContent = this.error;
     q('.state').textContent = this.state;
-    q('.rid').textContent = this.requestId ? `request ${this.requestId}` : '';
+    const ref = panels.find((p) => p.id === 'anthropic');
+    const ratio = ref && ref !== this && ref.bytes > 0 && this.state === 'done' && ref.state === 'done'
+      ? ` · ${((this.bytes / ref.bytes) * 100).toFixed(1)}% of Anthropic SSE's bytes` : '';
+    q('.rid').textContent = (this.requestId ? `request ${this.requestId}` : '') + ratio;
     this.el.dataset.state = this.state;
     this.el.dataset.requestId = this.requestId;
     this.draw();
@@ -210,7 +213,8 @@ class Panel {
     g.stroke();
     g.fillStyle = getComputedStyle(document.body).color;
     g.font = `${11 * dpr}px system-ui, sans-serif`;
-    g.fillText(`${maxB.toLocaleString('en-US')} B / ${maxT.toFixed(0)} ms`, 4 * dpr, 12 * dpr);
+    g.textAlign = 'right';
+    g.fillText(`scale: ${maxB.toLocaleString('en-US')} B, ${maxT.toFixed(0)} ms`, w - 4 * dpr, 12 * dpr);
   }
 }
 
