@@ -25,14 +25,12 @@ const (
 	corsTiny   = "l0-cors-tiny"
 )
 
-// serveCORS serves a gateway configured with cors (YAML, under the cors key) and keys on
-// loopback; it returns the base URL and the access log written so far.
-func serveCORS(t *testing.T, extra string) (string, func() string) {
+// serveCORS serves a gateway configured with extra (YAML: cors, keys, playground) and the sim
+// on loopback; it returns the base URL, the gateway, and a func that stops it and returns its
+// access log.
+func serveCORS(t *testing.T, extra string) (string, *layer0.Gateway, func() string) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(extra + fmt.Sprintf(`
-engines: {s: {kind: sim}}
-models: {sim: {engines: [s]}}
-`)))
+	cfg, err := config.Parse([]byte(extra + simModel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +52,18 @@ models: {sim: {engines: [s]}}
 			g.Close()
 		}
 	})
-	return "http://" + ln.Addr().String(), func() string {
+	return "http://" + ln.Addr().String(), g, func() string {
 		srv.Close()
 		g.Close() // writes the queued records
 		closed = true
 		return log.String()
 	}
 }
+
+const simModel = `
+engines: {s: {kind: sim}}
+models: {sim: {engines: [s]}}
+`
 
 func keyed(cors string) string {
 	return cors + fmt.Sprintf(`
@@ -106,7 +109,7 @@ func list(v string) map[string]bool {
 }
 
 func TestCORSPreflight(t *testing.T) {
-	base, accessLog := serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`"], max_age: 15m}`))
+	base, _, accessLog := serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`"], max_age: 15m}`))
 
 	resp := preflight(t, base, corsOrigin, "POST")
 	if resp.StatusCode != http.StatusNoContent {
@@ -168,7 +171,7 @@ func TestCORSPreflight(t *testing.T) {
 }
 
 func TestCORSNoOriginAllowedByDefault(t *testing.T) {
-	base, _ := serveCORS(t, keyed(""))
+	base, g, _ := serveCORS(t, keyed(""))
 	if resp := preflight(t, base, corsOrigin, "POST"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("preflight without cors: %d, ACAO %q; want 403 and none", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
@@ -177,12 +180,28 @@ func TestCORSNoOriginAllowedByDefault(t *testing.T) {
 		t.Errorf("answer without cors: %d, ACAO %q, Vary %q; want 200 and no CORS headers", resp.StatusCode,
 			resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Vary"))
 	}
+	// A reload that allows the origin applies to the next preflight, and one that removes it too.
+	for _, c := range []struct {
+		cors   string
+		status int
+	}{{`cors: {allowed_origins: ["` + corsOrigin + `"]}`, http.StatusNoContent}, {"", http.StatusForbidden}} {
+		cfg, err := config.Parse([]byte(keyed(c.cors) + simModel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if resp := preflight(t, base, corsOrigin, "POST"); resp.StatusCode != c.status {
+			t.Errorf("after a reload to %q: preflight %d, want %d", c.cors, resp.StatusCode, c.status)
+		}
+	}
 }
 
 // TestCORSAnswers checks the headers of actual answers: to an allowed origin every answer,
 // errors included, lets the page read it and its headers; another origin gets none.
 func TestCORSAnswers(t *testing.T) {
-	base, _ := serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`", "http://localhost:3000"], exposed_headers: [x-custom]}`))
+	base, _, _ := serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`", "http://localhost:3000"], exposed_headers: [x-custom]}`))
 	msg := `{"model":"sim","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
 	anth := func(key string) map[string]string {
 		return map[string]string{"Origin": corsOrigin, "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
@@ -241,13 +260,13 @@ func TestCORSAnswers(t *testing.T) {
 
 func TestCORSAnyOriginAndCredentials(t *testing.T) {
 	// "*" without keys: any origin, answered with "*".
-	base, _ := serveCORS(t, `cors: {allowed_origins: ["*"]}`)
+	base, _, _ := serveCORS(t, `cors: {allowed_origins: ["*"]}`)
 	resp := preflight(t, base, "http://whatever.example:8000", "POST")
 	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("any origin: %d, ACAO %q; want 204 and *", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 	// Credentials: the origin itself, never "*", and Allow-Credentials on both.
-	base, _ = serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`"], allow_credentials: true}`))
+	base, _, _ = serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`"], allow_credentials: true}`))
 	resp = preflight(t, base, corsOrigin, "GET")
 	if resp.Header.Get("Access-Control-Allow-Origin") != corsOrigin || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
 		t.Errorf("credentials preflight: ACAO %q, credentials %q", resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Credentials"))
@@ -261,7 +280,7 @@ func TestCORSAnyOriginAndCredentials(t *testing.T) {
 // TestPlaygroundServed checks the playground's page and files, the redirect of /, and that a
 // configuration without playground serves neither.
 func TestPlaygroundServed(t *testing.T) {
-	base, _ := serveCORS(t, "playground: true\n")
+	base, _, _ := serveCORS(t, "playground: true\n")
 	js, err := os.ReadFile("../../web/layer0.js")
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +318,7 @@ func TestPlaygroundServed(t *testing.T) {
 		t.Errorf("POST /playground: %d, want 405", resp.StatusCode)
 	}
 
-	off, _ := serveCORS(t, "")
+	off, _, _ := serveCORS(t, "")
 	for _, path := range []string{"/", "/playground", "/playground/layer0.js"} {
 		if resp := do(t, http.MethodGet, off+path, "", nil); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("without playground, GET %s: %d, want 404", path, resp.StatusCode)

@@ -213,7 +213,7 @@ func (a adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.se
 // operator's endpoints.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	lv := s.live()
-	if isPreflight(r) {
+	if !admin && isPreflight(r) {
 		// Answered here, before anything else: a preflight touches no pipeline, no log.
 		lv.CORS.preflight(w, r)
 		if lv.Done != nil {
@@ -235,7 +235,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	x.hv[hvRequestID] = rec.RequestID
 	h["Request-Id"] = x.hv.slice(hvRequestID)
 	h["X-Request-Id"] = h["Request-Id"]
-	lv.CORS.actual(h, r) // before any answer, errors included: the page may read them
+	if !admin {
+		lv.CORS.actual(h, r) // before any answer, errors included: the page may read them
+	}
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
 	if admin {
