@@ -273,9 +273,30 @@ models:
 		t.Errorf("GET / landed on %q, want /playground", loc)
 	}
 
+	// Watch the panels' sizes: streaming must not move the layout (each size change of a panel
+	// after its first layout is noted).
+	var none bool
+	eval("watch the layout", `(() => {
+  window.jumps = [];
+  const sizes = new Map();
+  const ro = new ResizeObserver((es) => { for (const e of es) {
+    const now = Math.round(e.contentRect.width) + 'x' + Math.round(e.contentRect.height);
+    const was = sizes.get(e.target);
+    if (was !== undefined && was !== now) window.jumps.push(e.target.dataset.transport + ': ' + was + ' -> ' + now);
+    sizes.set(e.target, now);
+  } });
+  new MutationObserver(() => document.querySelectorAll('#panels .panel').forEach((p) => ro.observe(p)))
+    .observe(document.querySelector('#panels'), { childList: true });
+  return true; })()`, &none)
+
 	// One run of every transport: the same text in each panel, and the bytes shown are the
 	// bytes the server wrote.
 	ps := waitRun("run every transport")
+	var jumps []string
+	eval("layout jumps", `window.jumps`, &jumps)
+	if len(jumps) > 0 {
+		t.Errorf("panels changed size while streaming: %q", jumps)
+	}
 	if len(ps) != 4 {
 		t.Fatalf("panels: %+v, want 4", ps)
 	}
