@@ -336,6 +336,22 @@ models:
 		}))
 	shot(t, ctx, "playground-run.png")
 
+	// Asking for the trace: a debug key gets it inline at the end of an SSE stream, shown with
+	// no click, and those bytes are counted too.
+	step("ask for the trace", 5*time.Second, chromedp.Click(chromedp.CSS(`#debug`)))
+	ps = waitRun("run with the trace asked for")
+	var inline string
+	eval("inline trace", `document.querySelector('#trace').textContent`, &inline)
+	if !strings.Contains(inline, `"id": "`+ps[0].RequestID+`"`) {
+		t.Errorf("inline trace: %.200q, want the trace of %s", inline, ps[0].RequestID)
+	}
+	for _, p := range ps {
+		if wrote, _ := counter.wrote(p.RequestID); p.State != "done" || p.Bytes != wrote {
+			t.Errorf("%s with the trace asked for: state %q, %d bytes shown, %d written", p.Transport, p.State, p.Bytes, wrote)
+		}
+	}
+	step("trace off", 5*time.Second, chromedp.Click(chromedp.CSS(`#debug`)))
+
 	// Narrow: a phone's 320 px shows no horizontal scroll.
 	step("320 px", 10*time.Second, chromedp.EmulateViewport(320, 800))
 	var overflow bool

@@ -302,7 +302,7 @@ async function runOpenAI(panel, req, signal) {
   const res = await post(panel, '/v1/chat/completions', headers, body, signal);
   for await (const m of sse(res.body, panel)) {
     if (m.comment !== undefined) { inlineTrace(panel, m.comment); continue; }
-    if (m.data === '[DONE]') break;
+    if (m.data === '[DONE]') continue; // read on to the end: a debug key's trace comes after it, and every byte counts
     const ev = JSON.parse(m.data);
     if (ev.error) throw new HTTPError(0, ev.error.type ?? 'error', ev.error.message ?? 'stream error');
     panel.addText(ev.choices?.[0]?.delta?.content ?? '');
