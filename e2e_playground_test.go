@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
 )
 
@@ -415,6 +416,26 @@ models:
 	}
 	if s := counter.preflight(other); s != http.StatusForbidden {
 		t.Errorf("preflight from another origin: status %d, want 403", s)
+	}
+
+	// The embedded default (what `layer0 serve` without --config runs): no keys, no setup; the
+	// page's key field is left empty.
+	def := config.Default()
+	def.Server.Addr = "127.0.0.1:0"
+	_, defBase := serveGateway(t, def)
+	step("the embedded default", 15*time.Second,
+		chromedp.Navigate(defBase+"/"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.body.dataset.ready === 'true' && document.querySelector('#model').value === 'sim'`)(ctx, tg)
+			return err
+		}))
+	var cleared bool
+	eval("no key", `(() => { document.querySelector('#key').value = ''; return true; })()`, &cleared)
+	ps = waitRun("run on the embedded default")
+	for _, p := range ps {
+		if p.State != "done" || p.Text == "" || p.Text != ps[0].Text {
+			t.Errorf("embedded default, %s: state %q error %q text %.40q", p.Transport, p.State, p.Error, p.Text)
+		}
 	}
 
 	mu.Lock()
