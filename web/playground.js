@@ -221,19 +221,9 @@ class Panel {
 // ---------------------------------------------------------------------------------------------
 // Transports. Each counts the body's bytes as they arrive, before decoding them.
 
-/** Reads a byte stream, counting each chunk on the panel, and yields the chunks. */
-async function* counted(body, panel) {
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      panel.got(value.byteLength);
-      yield value;
-    }
-  } finally {
-    reader.releaseLock();
-  }
+/** A pass-through stream that counts each chunk's bytes on the panel as it arrives. */
+function counting(panel) {
+  return new TransformStream({ transform(chunk, out) { panel.got(chunk.byteLength); out.enqueue(chunk); } });
 }
 
 /** Splits an SSE body into {event, data} messages; comment lines are passed as {comment}. */
@@ -250,8 +240,11 @@ async function* sse(body, panel) {
     }
     if (data.length) yield { event, data: data.join('\n') };
   };
-  for await (const chunk of counted(body, panel)) {
-    buf += dec.decode(chunk, { stream: true }).replace(/\r\n?/g, '\n');
+  const reader = body.pipeThrough(counting(panel)).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, '\n');
     let i;
     while ((i = buf.indexOf('\n\n')) >= 0) {
       const block = buf.slice(0, i);
@@ -332,10 +325,7 @@ async function runBinary(panel, req, signal, version) {
     if (!url.endsWith('/v1/messages')) return res;
     panel.requestId = res.headers.get('x-request-id') ?? '';
     if (!res.ok) { failed = res; return res; }
-    const body = res.body.pipeThrough(new TransformStream({
-      transform(chunk, out) { panel.got(chunk.byteLength); out.enqueue(chunk); },
-    }));
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    return new Response(res.body.pipeThrough(counting(panel)), { status: res.status, statusText: res.statusText, headers: res.headers });
   };
   try {
     for await (const ev of stream(base, req, { version, apiKey: apiKey(), headers: debugHeader({}), signal, fetch: countingFetch })) {
