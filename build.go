@@ -308,6 +308,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	if old != nil {
 		old.closeStore(g, cfg.Server.ShutdownTimeout)
 	}
+	g.snap.CORS = server.NewCORS(cfg.CORS)
+	g.snap.Playground = cfg.Playground
 	g.snap.Done = g.release
 	return g, nil
 }

@@ -54,6 +54,12 @@ type Config struct {
 	// Store says where the rate-limit counters live: this process (default) or a Redis shared
 	// by every replica.
 	Store Store `yaml:"store"`
+	// CORS says which pages of other origins may call the APIs from a browser. Default none.
+	CORS CORS `yaml:"cors"`
+	// Playground serves the web playground at GET /playground (and redirects GET / there): a
+	// page comparing the transports side by side. Default false in a file, true in the
+	// embedded default (Default).
+	Playground bool `yaml:"playground"`
 }
 
 // Server configures the listener.
@@ -286,7 +292,7 @@ const (
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
-	c := &Config{}
+	c := &Config{Playground: true}
 	c.SetDefaults()
 	return c
 }
@@ -519,6 +525,7 @@ func (c *Config) SetDefaults() {
 	c.setPolicyDefaults()
 	c.setContextDefaults()
 	c.Store.setDefaults()
+	c.CORS.setDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -690,6 +697,7 @@ func (c *Config) Validate(kinds ...string) error {
 	c.validatePolicy(errs)
 	c.validateContext(errs)
 	c.Store.validate(errs)
+	c.validateCORS(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -93,6 +93,10 @@ func (l *Limits) setDefaults() {
 type Snapshot struct {
 	Pipeline *pipeline.Pipeline
 	Limits   Limits
+	// CORS answers browsers' cross-origin checks; nil allows no origin.
+	CORS *CORS
+	// Playground serves the web playground at /playground (and redirects / there).
+	Playground bool
 	// Done, when set, is called as each request served from the snapshot ends, once per call
 	// of the live function: the owner counts the requests a snapshot still serves.
 	Done func()
@@ -208,11 +212,19 @@ func (a adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.se
 // serve answers one request; admin is set on the operator's listener, which serves only the
 // operator's endpoints.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
+	lv := s.live()
+	if !admin && isPreflight(r) {
+		// Answered here, before anything else: a preflight touches no pipeline, no log.
+		lv.CORS.preflight(w, r)
+		if lv.Done != nil {
+			lv.Done()
+		}
+		return
+	}
 	x, _ := s.xs.Get().(*exchange)
 	if x == nil {
 		x = new(exchange)
 	}
-	lv := s.live()
 	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r)}
 	rec := &x.call.Record
 	rec.Start = time.Now()
@@ -223,6 +235,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	x.hv[hvRequestID] = rec.RequestID
 	h["Request-Id"] = x.hv.slice(hvRequestID)
 	h["X-Request-Id"] = h["Request-Id"]
+	if !admin {
+		lv.CORS.actual(h, r) // before any answer, errors included: the page may read them
+	}
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
 	if admin {
@@ -273,6 +288,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.admin()
 	case !s.adminOnly && isDebugPath(path):
 		x.debugOnMain()
+	case lv.Playground && (path == "/" || isPlaygroundPath(path)):
+		x.onlyMethod(http.MethodGet, x.playground)
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}

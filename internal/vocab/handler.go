@@ -64,7 +64,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Type", ContentType)
 	hd.Set("Cache-Control", "public, max-age=31536000, immutable")
-	hd.Set("Vary", "Accept-Encoding")
+	hd.Add("Vary", "Accept-Encoding") // added: a CORS answer already varies by Origin
 	body, etag := h.v.raw, `"`+hash+`"`
 	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
 		h.gzOnce.Do(h.compress)
