@@ -25,6 +25,7 @@ type Replica struct {
 	block  int
 	render Renderer
 	cache  *Cache
+	exact  *precise // the engine's own events, in precise mode; nil otherwise
 }
 
 // NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
@@ -83,7 +84,11 @@ func (r *Replica) RecordPrompt(p *Prompt) {
 	if r == nil {
 		return
 	}
-	r.cache.Insert(p.Keys(r.block))
+	keys := p.Keys(r.block)
+	r.cache.Insert(keys)
+	if r.exact != nil {
+		r.exact.expect(r.name, keys)
+	}
 }
 
 // Match returns how many of p's tokens the replica holds: its cached leading blocks times the
@@ -91,6 +96,9 @@ func (r *Replica) RecordPrompt(p *Prompt) {
 func (r *Replica) Match(p *Prompt) int {
 	if r == nil {
 		return 0
+	}
+	if r.exact != nil && r.exact.active() {
+		return r.exact.match(p.Keys(r.block)) * r.block
 	}
 	return r.cache.Match(p.Keys(r.block)) * r.block
 }

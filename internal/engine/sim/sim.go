@@ -51,6 +51,8 @@ type Engine struct {
 	lex   *lexicon
 	slots admission
 	cache *prefix.Cache // the prefix KV cache, in blocks; nil when disabled
+	// events publishes the cache's changes (config.Sim.KVEvents); nil when not published.
+	events *events
 
 	kvBlocks   int64        // KV capacity in blocks, shared by the running sequences
 	heldBlocks atomic.Int64 // blocks held by running sequences
@@ -84,6 +86,11 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 		kvBlocks: int64(cfg.KVCacheTokens / cfg.BlockTokens),
 	}
 	e.runs.New = func() any { return new(run) }
+	if cfg.KVEvents != "" && e.cache != nil {
+		if e.events, err = newEvents(cfg.KVEvents); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -143,9 +150,16 @@ func (e *Engine) failing() bool {
 	return f.FirstRequests == 0 || n <= int64(f.FirstRequests)
 }
 
-// Close implements engine.Engine. The simulator holds no connection and runs nothing in the
-// background (its waits belong to the requests), so there is nothing to release: it returns nil.
-func (e *Engine) Close() error { return nil }
+// Close implements engine.Engine. The simulator holds no connection (its waits belong to the
+// requests); it closes its KV-event publisher, when it has one.
+func (e *Engine) Close() error {
+	if e.events == nil {
+		return nil
+	}
+	e.events.mu.Lock()
+	defer e.events.mu.Unlock()
+	return e.events.pub.Close()
+}
 
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
@@ -207,7 +221,12 @@ func (e *Engine) prefill(r *run) int {
 		return 0
 	}
 	r.hashes = prefix.AppendKeys(r.hashes[:0], r.prompt, e.cfg.BlockTokens)
-	cached := e.cache.MatchInsert(r.hashes) * e.cfg.BlockTokens
+	var cached int
+	if e.events != nil {
+		cached = e.events.prefill(e.cache, r.hashes, r.prompt, e.cfg.BlockTokens) * e.cfg.BlockTokens
+	} else {
+		cached = e.cache.MatchInsert(r.hashes) * e.cfg.BlockTokens
+	}
 	cached = min(cached, n-1)
 	e.queried.Add(int64(n))
 	e.hits.Add(int64(cached))
