@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -20,6 +21,8 @@ type Publisher struct {
 	topic    []byte
 	q        chan []byte
 	done     chan struct{}
+
+	sent atomic.Uint64 // batches sent
 
 	mu      sync.Mutex
 	closed  bool
@@ -74,6 +77,7 @@ func (p *Publisher) send() {
 		seq++
 		// A send fails only when the socket is closing; the batch is lost as it would be.
 		_ = p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, s[:], payload))
+		p.sent.Store(seq)
 	}
 }
 
@@ -90,6 +94,9 @@ func (p *Publisher) Close() error {
 	<-p.done
 	return p.sock.Close()
 }
+
+// Sent returns how many batches were sent: the next batch's sequence number.
+func (p *Publisher) Sent() uint64 { return p.sent.Load() }
 
 // Dropped returns how many batches were dropped because the queue was full.
 func (p *Publisher) Dropped() int64 {

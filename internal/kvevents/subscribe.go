@@ -31,6 +31,9 @@ type SubscriberStatus struct {
 	Messages, Malformed uint64
 	// Connects counts the connections made; Gaps the resets for a sequence out of order.
 	Connects, Gaps uint64
+	// Next is the sequence number expected next on the current connection: the last one
+	// received and applied, plus one; 0 before the first.
+	Next uint64
 }
 
 // Subscriber follows one engine's publisher: it connects (and reconnects, with backoff, while
@@ -45,6 +48,7 @@ type Subscriber struct {
 	done            chan struct{}
 
 	connected                           atomic.Bool
+	next                                atomic.Uint64
 	messages, malformed, connects, gaps atomic.Uint64
 	warnOnce                            sync.Once
 }
@@ -76,7 +80,7 @@ func (s *Subscriber) Close() {
 // Status returns the subscription's counters.
 func (s *Subscriber) Status() SubscriberStatus {
 	return SubscriberStatus{Connected: s.connected.Load(), Messages: s.messages.Load(), Malformed: s.malformed.Load(),
-		Connects: s.connects.Load(), Gaps: s.gaps.Load()}
+		Connects: s.connects.Load(), Gaps: s.gaps.Load(), Next: s.next.Load()}
 }
 
 func (s *Subscriber) run(ctx context.Context) {
@@ -120,6 +124,7 @@ func (s *Subscriber) session(ctx context.Context) error {
 		return err
 	}
 	s.connects.Add(1)
+	s.next.Store(0)
 	s.h.Reset() // what was published while away is lost
 	s.connected.Store(true)
 	s.h.SetConnected(true)
@@ -149,9 +154,10 @@ func (s *Subscriber) session(ctx context.Context) error {
 			s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
 			// The events are lost: what the handler knows may be wrong.
 			s.h.Reset()
-			continue
+		} else {
+			s.messages.Add(1)
+			s.h.Apply(&b)
 		}
-		s.messages.Add(1)
-		s.h.Apply(&b)
+		s.next.Store(seq + 1)
 	}
 }
