@@ -22,7 +22,7 @@ type Publisher struct {
 	q        chan []byte
 	done     chan struct{}
 
-	sent atomic.Uint64 // batches sent
+	published atomic.Uint64 // batches accepted by Publish
 
 	mu      sync.Mutex
 	closed  bool
@@ -61,6 +61,7 @@ func (p *Publisher) Publish(payload []byte) bool {
 	}
 	select {
 	case p.q <- append([]byte(nil), payload...):
+		p.published.Add(1)
 		return true
 	default:
 		p.dropped++
@@ -77,7 +78,6 @@ func (p *Publisher) send() {
 		seq++
 		// A send fails only when the socket is closing; the batch is lost as it would be.
 		_ = p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, s[:], payload))
-		p.sent.Store(seq)
 	}
 }
 
@@ -95,8 +95,9 @@ func (p *Publisher) Close() error {
 	return p.sock.Close()
 }
 
-// Sent returns how many batches were sent: the next batch's sequence number.
-func (p *Publisher) Sent() uint64 { return p.sent.Load() }
+// Published returns how many batches Publish accepted (queued or sent): the sequence number
+// the next one will have.
+func (p *Publisher) Published() uint64 { return p.published.Load() }
 
 // Dropped returns how many batches were dropped because the queue was full.
 func (p *Publisher) Dropped() int64 {

@@ -114,15 +114,15 @@ func (e *Engine) KVEventsEndpoint() string {
 	return e.events.endpoint
 }
 
-// KVEventBatches returns how many event batches the engine's current publisher has sent (the
-// next batch's sequence number); 0 when it publishes none.
+// KVEventBatches returns how many event batches the engine's current publisher has published
+// (the next batch's sequence number); 0 when it publishes none.
 func (e *Engine) KVEventBatches() uint64 {
 	if e.events == nil {
 		return 0
 	}
 	e.events.mu.Lock()
 	defer e.events.mu.Unlock()
-	return e.events.pub.Sent()
+	return e.events.pub.Published()
 }
 
 // ResetCache empties the prefix KV cache, as vLLM's /reset_prefix_cache does, and publishes
