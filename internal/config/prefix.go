@@ -108,6 +108,8 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 		default:
 			if err := CheckZMQEndpoint(pc.Events); err != nil {
 				errs.add(p+".events", "%v", err)
+			} else if strings.HasSuffix(pc.Events, ":0") && (e.Kind != KindSim || pc.Events != e.Sim.KVEvents) {
+				errs.add(p+".events", "%q: port 0 cannot be connected to", pc.Events)
 			}
 		}
 	default:
