@@ -58,8 +58,13 @@ type precise struct {
 	max int // blocks held at most
 
 	mu     sync.RWMutex
-	engine map[kvevents.Hash]uint64 // engine block hash → layer0 key
-	keys   map[uint64]int32         // layer0 key → engine blocks with that key
+	engine map[kvevents.Hash]block // engine block hash → its layer0 key and parent's
+	keys   map[uint64]keyed        // layer0 key → the engine blocks keyed so
+	// open is set when a key was removed while blocks chained on it stayed: the keys held are
+	// then not closed under "the block before", and a lookup must probe every block in turn
+	// instead of bisecting. An engine evicts a prompt's blocks from its end, so this is rare;
+	// a reset clears it.
+	open bool
 
 	connected atomic.Bool
 	verdict   atomic.Int32
@@ -71,6 +76,17 @@ type precise struct {
 
 	stored, removed, orphans, dropped, cleared atomic.Uint64
 	ignored                                    atomic.Uint64
+}
+
+// block is one engine block: its layer0 key, and its parent's (0 for none: a chained key is 0
+// with a chance of 2⁻⁶⁴).
+type block struct {
+	key, parent uint64
+}
+
+// keyed counts the engine blocks with one layer0 key, and those chained on it.
+type keyed struct {
+	refs, children int32
 }
 
 type check struct {
@@ -102,7 +118,7 @@ func (r *Replica) EnablePrecise(opt PreciseOptions) *Replica {
 		opt.Now = time.Now
 	}
 	n := r.cache.Capacity()
-	r.exact = &precise{opt: opt, max: n, engine: make(map[kvevents.Hash]uint64, n), keys: make(map[uint64]int32, n)}
+	r.exact = &precise{opt: opt, max: n, engine: make(map[kvevents.Hash]block, n), keys: make(map[uint64]keyed, n)}
 	return r
 }
 
@@ -167,6 +183,7 @@ func (r *Replica) Reset() {
 	x.mu.Lock()
 	clear(x.engine)
 	clear(x.keys)
+	x.open = false
 	x.mu.Unlock()
 	x.cleared.Add(1)
 }
@@ -203,33 +220,42 @@ func (r *Replica) Apply(b *kvevents.Batch) {
 	x.settle(r.name)
 }
 
-func (x *precise) store(e *kvevents.Event, block int) {
-	if len(e.Tokens) != len(e.Hashes)*block {
+func (x *precise) store(e *kvevents.Event, size int) {
+	if len(e.Tokens) != len(e.Hashes)*size {
 		x.ignored.Add(uint64(len(e.Hashes))) // not whole blocks: the event cannot be chained
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	key := uint64(fnvOffset)
+	key, parent := uint64(fnvOffset), uint64(0)
 	if e.HasParent {
-		k, ok := x.engine[e.Parent]
+		b, ok := x.engine[e.Parent]
 		if !ok {
 			x.orphans.Add(uint64(len(e.Hashes)))
 			return
 		}
-		key = k
+		key, parent = b.key, b.key
 	}
 	for i, h := range e.Hashes {
-		key = HashTokens(key, e.Tokens[i*block:(i+1)*block])
+		key = HashTokens(key, e.Tokens[i*size:(i+1)*size])
 		if _, ok := x.engine[h]; ok {
+			parent = key
 			continue // stored again: already counted
 		}
 		if len(x.engine) >= x.max {
 			x.dropped.Add(uint64(len(e.Hashes) - i))
 			return
 		}
-		x.engine[h] = key
-		x.keys[key]++
+		x.engine[h] = block{key: key, parent: parent}
+		k := x.keys[key]
+		k.refs++
+		x.keys[key] = k
+		if parent != 0 {
+			p := x.keys[parent]
+			p.children++
+			x.keys[parent] = p
+		}
+		parent = key
 		x.stored.Add(1)
 	}
 }
@@ -238,31 +264,52 @@ func (x *precise) remove(hs []kvevents.Hash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, h := range hs {
-		k, ok := x.engine[h]
+		b, ok := x.engine[h]
 		if !ok {
 			continue
 		}
 		delete(x.engine, h)
-		if n := x.keys[k] - 1; n > 0 {
-			x.keys[k] = n
+		k := x.keys[b.key]
+		if k.refs--; k.refs > 0 {
+			x.keys[b.key] = k
 		} else {
-			delete(x.keys, k)
+			if k.children > 0 {
+				x.open = true // blocks chained on it stay
+			}
+			delete(x.keys, b.key)
+		}
+		if p, ok := x.keys[b.parent]; ok && b.parent != 0 {
+			p.children--
+			x.keys[b.parent] = p
 		}
 		x.removed.Add(1)
 	}
 }
 
 // match returns how many of the leading keys the engine holds, counting from the first to the
-// first missing, as the engine's lookup does.
+// first missing, as the engine's lookup does: by bisection while the keys held are closed
+// under "the block before" (see open), else probing each in turn.
 func (x *precise) match(keys []uint64) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for i, k := range keys {
-		if _, ok := x.keys[k]; !ok {
-			return i
+	if x.open {
+		for i, k := range keys {
+			if _, ok := x.keys[k]; !ok {
+				return i
+			}
+		}
+		return len(keys)
+	}
+	lo, hi := 0, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if _, ok := x.keys[keys[m]]; ok {
+			lo = m + 1
+		} else {
+			hi = m
 		}
 	}
-	return len(keys)
+	return lo
 }
 
 // expect notes that a prompt with these keys was served: its first block must show up.

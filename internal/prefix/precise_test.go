@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -212,5 +213,57 @@ func BenchmarkPreciseApplyStored(b *testing.B) {
 		batch.Events[1].Hashes[0] = kvevents.Hash(10 + n + i)
 		batch.Events[1].Tokens[0] = uint32(i) // a new key each time
 		r.Apply(&batch)
+	}
+}
+
+// BenchmarkPreciseMatch: a 4,000-token prompt (250 blocks), all cached, looked up in a precise
+// replica of 62,500 blocks (1 M tokens).
+func BenchmarkPreciseMatch(b *testing.B) {
+	const B, blocks = 16, 250
+	r := newPrecise(b, B, 1<<20, nil)
+	toks := seqTokens(1, blocks*B)
+	hs := engineHashes(1, blocks)
+	r.Apply(&kvevents.Batch{Events: []kvevents.Event{stored(hs, nil, toks, B)}})
+	for i := range 62500 - blocks {
+		r.Apply(&kvevents.Batch{Events: []kvevents.Event{stored([]kvevents.Hash{kvevents.Hash(1<<40 + i)}, nil, seqTokens(1_000_000+i*B, B), B)}})
+	}
+	p := promptOf(toks)
+	if got := r.Match(p); got != blocks*B {
+		b.Fatalf("match %d", got)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Match(p)
+	}
+}
+
+// TestPreciseMemoryBound holds a precise replica of 1 M tokens (16-token blocks), full of
+// events, under the bound the documentation states: the approximate index it keeps as its
+// fallback, plus the map from the engine's hashes.
+func TestPreciseMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap")
+	}
+	const B, bound = 16, 10 << 20
+	_ = tokenizer.Default() // loaded once, not counted
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := newPrecise(t, B, 1_000_000, nil)
+	ev := kvevents.Batch{Events: []kvevents.Event{stored(make([]kvevents.Hash, 64), nil, make([]uint32, 64*B), B)}}
+	for i := 0; r.PreciseStats().Blocks < 1_000_000/B; i++ {
+		for j := range ev.Events[0].Hashes {
+			ev.Events[0].Hashes[j] = kvevents.Hash(i*64 + j)
+		}
+		ev.Events[0].Tokens[0] = uint32(i) // another prompt each time
+		r.Apply(&ev)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(r)
+	if got := after.HeapAlloc - before.HeapAlloc; got > bound {
+		t.Fatalf("a precise replica of 1 M tokens takes %d bytes, over the %d bound", got, bound)
+	} else {
+		t.Logf("a precise replica of 1 M tokens takes %d bytes", got)
 	}
 }
