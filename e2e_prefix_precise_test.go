@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -52,6 +53,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func (l *lockedBuffer) lines() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,23 +91,8 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var access lockedBuffer
-	g, err := New(cfg, WithAccessLog(&access))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second})
-	go srv.Serve(ln) //nolint:errcheck // ends at Close
-	t.Cleanup(func() {
-		srv.Close()
-		g.Close()
-	})
-	base := "http://" + ln.Addr().String()
+	g, base := servePrecise(t, cfg, WithAccessLog(&access))
 	client := anthropic.NewClient(option.WithBaseURL(base), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
-	ctx := context.Background()
 
 	reps := g.gen.Load().replicas
 	names := []string{"a", "b"}
@@ -144,35 +136,7 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 	}
 	send := func(model string, system string, msgs []anthropic.MessageParam) placed {
 		t.Helper()
-		before := len(access.lines())
-		if before == 1 && access.lines()[0] == "" {
-			before = 0
-		}
-		msg, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 8,
-			System: []anthropic.TextBlockParam{{Text: system}}, Messages: msgs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		applied()
-		var lines []string
-		waitFor(t, "the access log record", func() bool { lines = access.lines(); return len(lines) > before })
-		var p placed
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &p); err != nil {
-			t.Fatalf("%v: %s", err, lines[len(lines)-1])
-		}
-		if p.Predicted == nil {
-			t.Fatalf("no pick_cached_tokens in %s", lines[len(lines)-1])
-		}
-		if int64(p.CacheRead) != msg.Usage.CacheReadInputTokens {
-			t.Fatalf("access log cache_read_input_tokens %d, the SDK's %d", p.CacheRead, msg.Usage.CacheReadInputTokens)
-		}
-		return p
-	}
-	// agrees: the index predicted what the engine then served from its cache. The engine
-	// computes the last prompt token whatever it holds, as vLLM does.
-	agrees := func(p placed) bool {
-		n := p.Input + p.CacheRead
-		return min(*p.Predicted, n-1) == p.CacheRead
+		return sendPlaced(t, &client, &access, applied, model, system, msgs)
 	}
 
 	// Prime: a publisher drops what it publishes before a subscription reaches it, so each
@@ -268,19 +232,177 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 		t.Errorf("after the restart: %d of %d predictions agree (want at least 99%%), %d on a", agreed, m, per["a"])
 	}
 
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := metricsText(t, base)
 	for _, name := range names {
-		if want := fmt.Sprintf("layer0_engine_prefix_precise{engine=%q} 1", name); !strings.Contains(string(body), want) {
+		if want := fmt.Sprintf("layer0_engine_prefix_precise{engine=%q} 1", name); !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }
 
+// servePrecise serves cfg on a loopback listener and returns the gateway and its base URL.
+func servePrecise(t *testing.T, cfg *config.Config, opts ...Option) (*Gateway, string) {
+	t.Helper()
+	g, err := New(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second})
+	go srv.Serve(ln) //nolint:errcheck // ends at Close
+	t.Cleanup(func() {
+		srv.Close()
+		g.Close()
+	})
+	return g, "http://" + ln.Addr().String()
+}
+
+// sendPlaced sends one request with the SDK, waits until the engines' events are applied
+// (applied) and returns the request's access log record.
+func sendPlaced(t *testing.T, client *anthropic.Client, access *lockedBuffer, applied func(), model, system string,
+	msgs []anthropic.MessageParam) placed {
+	t.Helper()
+	count := func() int {
+		l := access.lines()
+		if len(l) == 1 && l[0] == "" {
+			return 0
+		}
+		return len(l)
+	}
+	before := count()
+	msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: anthropic.Model(model),
+		MaxTokens: 8, System: []anthropic.TextBlockParam{{Text: system}}, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied()
+	waitFor(t, "the access log record", func() bool { return count() > before })
+	lines := access.lines()
+	var p placed
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &p); err != nil {
+		t.Fatalf("%v: %s", err, lines[len(lines)-1])
+	}
+	if p.Predicted == nil {
+		t.Fatalf("no pick_cached_tokens in %s", lines[len(lines)-1])
+	}
+	if int64(p.CacheRead) != msg.Usage.CacheReadInputTokens {
+		t.Fatalf("access log cache_read_input_tokens %d, the SDK's %d", p.CacheRead, msg.Usage.CacheReadInputTokens)
+	}
+	return p
+}
+
+// agrees reports whether the index predicted what the engine then served from its cache. The
+// engine computes the last prompt token whatever it holds, as vLLM does.
+func agrees(p placed) bool {
+	n := p.Input + p.CacheRead
+	return min(*p.Predicted, n-1) == p.CacheRead
+}
+
+// metricsText returns the gateway's /metrics.
+func metricsText(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
 func userText(s string) []anthropic.MessageParam {
 	return []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(s))}
+}
+
+
+// TestPrefixPreciseOpenAIEngine: precise mode as for a vLLM pool — openai engines given by
+// their URL and event endpoint (here another gateway serving a sim that publishes its events).
+// The replica configured with the engine's block size follows the events and predicts what
+// the engine serves from its cache; one configured with another block size says so once and
+// falls back to the approximate estimate.
+func TestPrefixPreciseOpenAIEngine(t *testing.T) {
+	backCfg, err := config.Parse([]byte(`
+engines:
+  s: {kind: sim, sim: {kv_cache_tokens: 4096, kv_events: "tcp://127.0.0.1:0"}}
+models:
+  m: {engines: [s]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, backBase := servePrecise(t, backCfg)
+	s := back.gen.Load().replicas["s"].sim
+
+	frontCfg, err := config.Parse([]byte(fmt.Sprintf(`
+routing: {picker: prefix}
+engines:
+  v16: {kind: openai, url: %[1]q, prefix_cache: {mode: precise, events: %[2]q}}
+  v32: {kind: openai, url: %[1]q, prefix_cache: {mode: precise, events: %[2]q, block_tokens: 32}}
+models:
+  m16: {engines: [v16], upstream_model: m}
+  m32: {engines: [v32], upstream_model: m}
+`, backBase, s.KVEventsEndpoint())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs, access lockedBuffer
+	front, base := servePrecise(t, frontCfg, WithAccessLog(&access),
+		WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	reps := front.gen.Load().replicas
+	v16, v32 := reps["v16"], reps["v32"]
+	for _, r := range []*replica{v16, v32} {
+		waitFor(t, "the subscriptions", func() bool { return r.events.Status().Connected })
+	}
+	applied := func() {
+		waitFor(t, "the events", func() bool {
+			n := s.KVEventBatches()
+			return v16.events.Status().Next == n && v32.events.Status().Next == n
+		})
+	}
+	client := anthropic.NewClient(option.WithBaseURL(base), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
+	send := func(model, system, user string) placed {
+		t.Helper()
+		return sendPlaced(t, &client, &access, applied, model, system, userText(user))
+	}
+	waitFor(t, "the first events", func() bool {
+		send("m16", "prime "+strings.Repeat("warm the cache up ", 10), "hello")
+		return v16.events.Status().Next > 0 && v32.events.Status().Next > 0
+	})
+	systems := []string{
+		strings.Repeat("You answer questions about the shop's routers and their firmware. ", 12),
+		strings.Repeat("You help customers return a parcel and get a refund for it. ", 15),
+	}
+	agreed, cached := 0, 0
+	const n = 20
+	for i := range n {
+		p := send("m16", systems[i%2], fmt.Sprintf("question %d about it", i))
+		if agrees(p) {
+			agreed++
+		} else {
+			t.Logf("v16: predicted %d, the engine served %d of %d from its cache", *p.Predicted, p.CacheRead, p.Input+p.CacheRead)
+		}
+		cached += p.CacheRead
+	}
+	if agreed != n || cached == 0 {
+		t.Errorf("v16: %d of %d predictions agree, %d tokens served from cache", agreed, n, cached)
+	}
+	if m, why := v16.prefix.Mode(); m != "precise" {
+		t.Errorf("v16: mode %s (%s)", m, why)
+	}
+	m, why := v32.prefix.Mode()
+	if m != "approximate" || !strings.Contains(why, "block size is 16 tokens, the index's 32") {
+		t.Errorf("v32: mode %s (%s)", m, why)
+	}
+	if got := strings.Count(logs.String(), "falling back to approximate mode"); got != 1 {
+		t.Errorf("%d fallback warnings, want 1:\n%s", got, logs.String())
+	}
+	body := metricsText(t, base)
+	for _, want := range []string{`layer0_engine_prefix_precise{engine="v16"} 1`, `layer0_engine_prefix_precise{engine="v32"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
