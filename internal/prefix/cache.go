@@ -16,6 +16,9 @@
 // the set of cached keys is closed under "the block before", and Match finds the cached run by
 // binary search — O(log n) map probes per replica instead of n.
 //
+// In precise mode (EnablePrecise) a replica follows its engine's own KV-cache events instead
+// of estimating: see precise.go.
+//
 // Memory: a cached block costs one map entry (8-byte key, 4-byte slot) and one 16-byte slot,
 // about 40 bytes with the map's overhead and growth slack, so 1 M cached tokens at 16 tokens a
 // block (62,500 blocks) take about 2.5 MB; BenchmarkMemory measures it and TestMemoryBound

@@ -79,7 +79,9 @@ func (r *Replica) Record(req *llm.Request) {
 	PutPrompt(p)
 }
 
-// RecordPrompt is Record for a prompt already rendered the replica's way.
+// RecordPrompt is Record for a prompt already rendered the replica's way. In precise mode the
+// prompt still goes into the approximate index (the fallback), and its first block is checked
+// against the engine's events (see EnablePrecise).
 func (r *Replica) RecordPrompt(p *Prompt) {
 	if r == nil {
 		return
@@ -92,7 +94,8 @@ func (r *Replica) RecordPrompt(p *Prompt) {
 }
 
 // Match returns how many of p's tokens the replica holds: its cached leading blocks times the
-// block size.
+// block size. In precise mode, while it follows the engine's events, they answer; otherwise
+// the approximate index does.
 func (r *Replica) Match(p *Prompt) int {
 	if r == nil {
 		return 0

@@ -14,6 +14,10 @@
 // one GPU: TTFT 150ms, PrefillPerToken 50µs (20,000 prompt tokens/s, so a 4,000-token uncached
 // prompt adds 200ms) and InterTokenLatency 20ms (50 tokens/s).
 //
+// With KVEvents set, the engine publishes its prefix cache's changes as vLLM does (BlockStored,
+// BlockRemoved, AllBlocksCleared over ZeroMQ; package kvevents), naming its blocks by its own
+// hashes, for the prefix index's precise mode.
+//
 // Failures for the tests of the layers above come from config.SimFail: an error status before
 // any event, an error inside the stream after N tokens, or a hang until the context ends,
 // optionally for the first N requests only.
