@@ -317,7 +317,6 @@ func userText(s string) []anthropic.MessageParam {
 	return []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(s))}
 }
 
-
 // TestPrefixPreciseOpenAIEngine: precise mode as for a vLLM pool — openai engines given by
 // their URL and event endpoint (here another gateway serving a sim that publishes its events).
 // The replica configured with the engine's block size follows the events and predicts what
