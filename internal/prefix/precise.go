@@ -177,6 +177,9 @@ func (r *Replica) PreciseStats() PreciseStats {
 		Orphans: x.orphans.Load(), Dropped: x.dropped.Load(), Ignored: x.ignored.Load()}
 }
 
+// Reset, SetConnected and Apply make a replica in precise mode a kvevents.Handler; they must
+// not be called before EnablePrecise.
+
 // Reset implements kvevents.Handler: the replica forgets what the events said.
 func (r *Replica) Reset() {
 	x := r.exact
