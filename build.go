@@ -20,6 +20,7 @@ import (
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/sim"
+	"github.com/layer0ai/layer0/internal/kvevents"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
@@ -98,10 +99,15 @@ type replica struct {
 	// prefix is the replica's entry in the prefix index, kept with the replica across reloads
 	// as its engine's cache is; nil when not indexed.
 	prefix *prefix.Replica
+	// events follows the engine's KV-cache events for the index's precise mode; nil otherwise.
+	events *kvevents.Subscriber
 }
 
 // close closes the replica's engine and its probe connections.
 func (r *replica) close() error {
+	if r.events != nil {
+		r.events.Close()
+	}
 	if r.probes != nil {
 		r.probes.CloseIdleConnections()
 	}
@@ -380,6 +386,14 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	if pc := ec.PrefixCache; pc.Indexed() {
 		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
 		r.route.Prefix = r.prefix
+		if pc.Mode == config.PrefixPrecise {
+			ep := pc.Events
+			if r.sim != nil && ep == ec.Sim.KVEvents {
+				ep = r.sim.KVEventsEndpoint() // its port resolved
+			}
+			r.prefix.EnablePrecise(prefix.PreciseOptions{Logger: o.logger})
+			r.events = kvevents.Subscribe(ep, pc.EventsTopic, r.prefix, o.logger.With("engine", name))
+		}
 	}
 	base := strings.TrimRight(ec.URL, "/")
 	if ec.HealthPath != "" || ec.MetricsPath != "" {

@@ -188,6 +188,10 @@ type Sim struct {
 	Mode string `yaml:"mode"`
 	// ContextWindow is the model's context size in tokens. Default 200000.
 	ContextWindow int `yaml:"context_window"`
+	// KVEvents, when set, is the ZeroMQ endpoint ("tcp://127.0.0.1:5557"; port 0 picks a free
+	// one) on which the simulator publishes its KV-cache events as vLLM does (BlockStored,
+	// BlockRemoved, AllBlocksCleared), for the prefix index's precise mode. Default "" (none).
+	KVEvents string `yaml:"kv_events"`
 	// Fail injects failures, for tests.
 	Fail SimFail `yaml:"fail"`
 }
@@ -752,6 +756,11 @@ func (s *Sim) validate(p string, errs *Errors) {
 	}
 	if s.ContextWindow < 0 {
 		errs.add(p+".context_window", "must not be negative")
+	}
+	if s.KVEvents != "" {
+		if err := CheckZMQEndpoint(s.KVEvents); err != nil {
+			errs.add(p+".kv_events", "%v", err)
+		}
 	}
 	if s.Fail.AfterTokens < 0 {
 		errs.add(p+".fail.after_tokens", "must not be negative")

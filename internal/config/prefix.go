@@ -1,6 +1,13 @@
 package config
 
-import "golang.org/x/net/http/httpguts"
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
 
 // DefaultPrefixCapacityTokens is the prefix cache capacity the index assumes of an OpenAI-kind
 // engine that does not state its own: the embedded simulator's default. A vLLM replica's real
@@ -19,6 +26,38 @@ type PrefixCache struct {
 	// kind sim, 262144 for kind openai, none (not indexed) for kinds anthropic and layer0. -1
 	// disables the index of the engine.
 	CapacityTokens int `yaml:"capacity_tokens"`
+	// Mode is how the index learns what the engine holds: "approximate" (from the prompts
+	// layer0 sent it, the default) or "precise" (from the engine's KV-cache events, vLLM's
+	// ZeroMQ publisher; see Events).
+	Mode string `yaml:"mode"`
+	// Events is the engine's KV-event endpoint in precise mode ("tcp://10.0.0.5:5557", where
+	// vLLM's --kv-events-config endpoint publishes). Required for precise mode, except for kind
+	// sim, whose own sim.kv_events is the default.
+	Events string `yaml:"events"`
+	// EventsTopic is the topic subscribed to. Default "" (every topic).
+	EventsTopic string `yaml:"events_topic"`
+}
+
+// Prefix index modes.
+const (
+	PrefixApproximate = "approximate"
+	PrefixPrecise     = "precise"
+)
+
+// CheckZMQEndpoint checks a ZeroMQ TCP endpoint: tcp://host:port.
+func CheckZMQEndpoint(ep string) error {
+	rest, ok := strings.CutPrefix(ep, "tcp://")
+	if !ok {
+		return fmt.Errorf("%q is not a ZeroMQ TCP endpoint (want tcp://host:port)", ep)
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil || host == "" {
+		return fmt.Errorf("%q is not a ZeroMQ TCP endpoint (want tcp://host:port)", ep)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: bad port %q", ep, port)
+	}
+	return nil
 }
 
 // Indexed reports whether the engine's prompts are kept in the prefix index.
@@ -42,6 +81,12 @@ func (e *Engine) setPrefixDefaults() {
 	if pc.BlockTokens == 0 {
 		pc.BlockTokens = 16
 	}
+	if pc.Mode == "" {
+		pc.Mode = PrefixApproximate
+	}
+	if pc.Mode == PrefixPrecise && pc.Events == "" && e.Kind == KindSim {
+		pc.Events = e.Sim.KVEvents
+	}
 }
 
 func (e *Engine) validatePrefix(p string, errs *Errors) {
@@ -51,6 +96,26 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 	}
 	if pc.CapacityTokens < -1 {
 		errs.add(p+".capacity_tokens", "must be positive, or -1 to disable the index")
+	}
+	switch pc.Mode {
+	case PrefixApproximate:
+	case PrefixPrecise:
+		switch {
+		case !pc.Indexed():
+			errs.add(p+".mode", "precise needs the index (capacity_tokens of at least one block)")
+		case pc.Events == "" && e.Kind == KindSim:
+			errs.add(p+".events", "required for precise mode: set sim.kv_events (the simulator publishes there) or this")
+		case pc.Events == "":
+			errs.add(p+".events", "required for precise mode: the engine's KV-event endpoint (tcp://host:port)")
+		default:
+			if err := CheckZMQEndpoint(pc.Events); err != nil {
+				errs.add(p+".events", "%v", err)
+			} else if strings.HasSuffix(pc.Events, ":0") && (e.Kind != KindSim || pc.Events != e.Sim.KVEvents) {
+				errs.add(p+".events", "%q: port 0 cannot be connected to", pc.Events)
+			}
+		}
+	default:
+		errs.add(p+".mode", "unknown mode %q (want approximate or precise)", pc.Mode)
 	}
 	if e.Kind == KindSim && pc.BlockTokens != e.Sim.BlockTokens {
 		errs.add(p+".block_tokens", "must equal sim.block_tokens (%d): the index keys blocks as the engine does, got %d",

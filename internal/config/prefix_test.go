@@ -25,18 +25,68 @@ models:
 		pc      PrefixCache
 		indexed bool
 	}{
-		"s":   {PrefixCache{32, 4096}, true},
-		"d":   {PrefixCache{16, 262144}, true},
-		"v":   {PrefixCache{16, DefaultPrefixCapacityTokens}, true},
-		"w":   {PrefixCache{8, 1000000}, true},
-		"off": {PrefixCache{16, -1}, false},
-		"a":   {PrefixCache{16, 0}, false},
-		"l":   {PrefixCache{16, 65536}, true},
+		"s":   {pcOf(32, 4096), true},
+		"d":   {pcOf(16, 262144), true},
+		"v":   {pcOf(16, DefaultPrefixCapacityTokens), true},
+		"w":   {pcOf(8, 1000000), true},
+		"off": {pcOf(16, -1), false},
+		"a":   {pcOf(16, 0), false},
+		"l":   {pcOf(16, 65536), true},
 	}
 	for name, w := range want {
 		pc := cfg.Engines[name].PrefixCache
 		if pc != w.pc || pc.Indexed() != w.indexed {
 			t.Errorf("%s: %+v indexed=%v, want %+v indexed=%v", name, pc, pc.Indexed(), w.pc, w.indexed)
+		}
+	}
+}
+
+// pcOf is an approximate-mode PrefixCache.
+func pcOf(block, capacity int) PrefixCache {
+	return PrefixCache{BlockTokens: block, CapacityTokens: capacity, Mode: PrefixApproximate}
+}
+
+func TestPrefixCachePrecise(t *testing.T) {
+	cfg, err := Parse([]byte(`
+engines:
+  s: {kind: sim, sim: {kv_events: "tcp://127.0.0.1:0"}, prefix_cache: {mode: precise}}
+  v: {kind: openai, url: "http://10.0.0.5:8000", prefix_cache: {mode: precise, events: "tcp://10.0.0.5:5557", events_topic: kv}}
+models:
+  m: {engines: [s, v]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := cfg.Engines["s"].PrefixCache; pc.Mode != PrefixPrecise || pc.Events != "tcp://127.0.0.1:0" {
+		t.Errorf("s: %+v: want precise on the sim's own endpoint", pc)
+	}
+	if pc := cfg.Engines["v"].PrefixCache; pc.Mode != PrefixPrecise || pc.Events != "tcp://10.0.0.5:5557" || pc.EventsTopic != "kv" {
+		t.Errorf("v: %+v", pc)
+	}
+	_, err = Parse([]byte(`
+engines:
+  s: {kind: sim, prefix_cache: {mode: precise}}
+  v: {kind: openai, url: "http://10.0.0.5:8000", prefix_cache: {mode: precise}}
+  w: {kind: openai, url: "http://10.0.0.6:8000", prefix_cache: {mode: precise, events: "http://10.0.0.6:5557"}}
+  x: {kind: openai, url: "http://10.0.0.7:8000", prefix_cache: {mode: exact}}
+  y: {kind: openai, url: "http://10.0.0.8:8000", prefix_cache: {mode: precise, capacity_tokens: -1, events: "tcp://10.0.0.8:5557"}}
+  z: {kind: sim, sim: {kv_events: "10.0.0.9:5557"}}
+models:
+  m: {engines: [s, v, w, x, y, z]}
+`))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"engines.s.prefix_cache.events: required for precise mode: set sim.kv_events",
+		"engines.v.prefix_cache.events: required for precise mode",
+		`engines.w.prefix_cache.events: "http://10.0.0.6:5557" is not a ZeroMQ TCP endpoint`,
+		`engines.x.prefix_cache.mode: unknown mode "exact"`,
+		"engines.y.prefix_cache.mode: precise needs the index",
+		`engines.z.sim.kv_events: "10.0.0.9:5557" is not a ZeroMQ TCP endpoint`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 type engineCollector struct {
 	src func() []route.Status
 
-	up, outstanding, util, ejected, breaker, latency *prometheus.Desc
+	up, outstanding, util, ejected, breaker, latency, precise *prometheus.Desc
 }
 
 // WatchEngines registers engine health metrics read from src at each scrape: src returns the
@@ -26,13 +26,14 @@ func (m *Metrics) WatchEngines(src func() []route.Status) error {
 		ejected:     prometheus.NewDesc("layer0_engine_ejected", "1 while the engine replica is ejected as an outlier.", l, nil),
 		breaker:     prometheus.NewDesc("layer0_engine_breaker_state", "The engine replica's circuit breaker: 0 closed, 1 open, 2 half-open.", l, nil),
 		latency:     prometheus.NewDesc("layer0_engine_latency_seconds", "Moving average of the engine replica's successful attempts' duration.", l, nil),
+		precise:     prometheus.NewDesc("layer0_engine_prefix_precise", "For an engine replica whose prefix index is configured precise: 1 while it follows the engine's KV-cache events, 0 while it falls back to the approximate estimate (not connected, or layer0's tokenization does not agree with the engine's).", l, nil),
 	}
 	return m.reg.Register(c)
 }
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.outstanding, c.util, c.ejected, c.breaker, c.latency} {
+	for _, d := range []*prometheus.Desc{c.up, c.outstanding, c.util, c.ejected, c.breaker, c.latency, c.precise} {
 		ch <- d
 	}
 }
@@ -51,6 +52,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.ejected, b2f(ejected))
 		gauge(c.breaker, float64(s.Breaker))
 		gauge(c.latency, s.Latency.Seconds())
+		if s.PrefixPrecise {
+			gauge(c.precise, b2f(s.PrefixExact))
+		}
 	}
 }
 

@@ -16,6 +16,9 @@
 // the set of cached keys is closed under "the block before", and Match finds the cached run by
 // binary search — O(log n) map probes per replica instead of n.
 //
+// In precise mode (EnablePrecise) a replica follows its engine's own KV-cache events instead
+// of estimating: see precise.go.
+//
 // Memory: a cached block costs one map entry (8-byte key, 4-byte slot) and one 16-byte slot,
 // about 40 bytes with the map's overhead and growth slack, so 1 M cached tokens at 16 tokens a
 // block (62,500 blocks) take about 2.5 MB; BenchmarkMemory measures it and TestMemoryBound
@@ -105,7 +108,7 @@ func (c *Cache) Insert(keys []uint64) {
 	}
 	keys = keys[:min(len(keys), c.capacity)]
 	c.mu.Lock()
-	c.insertLocked(keys)
+	c.insertLocked(keys, nil)
 	c.mu.Unlock()
 }
 
@@ -114,25 +117,39 @@ func (c *Cache) Insert(keys []uint64) {
 // an eviction ends the match), then makes every key cached, the first most recent. The embedded
 // simulator's KV cache is one.
 func (c *Cache) MatchInsert(keys []uint64) int {
+	hit, _ := c.matchInsert(keys, nil)
+	return hit
+}
+
+// MatchInsertEvict is MatchInsert that also says what changed, for an engine that publishes
+// its cache's events: it returns the keys inserted (keys[hit:stored], within the capacity)
+// and appends the keys evicted to make room to evicted.
+func (c *Cache) MatchInsertEvict(keys, evicted []uint64) (hit, stored int, _ []uint64) {
+	hit, stored = c.matchInsert(keys, &evicted)
+	return hit, stored, evicted
+}
+
+// matchInsert is MatchInsert's work; evicted, when not nil, receives the keys evicted.
+func (c *Cache) matchInsert(keys []uint64, evicted *[]uint64) (hit, stored int) {
 	if c == nil || len(keys) == 0 {
-		return 0
+		return 0, 0
 	}
 	keys = keys[:min(len(keys), c.capacity)]
 	c.mu.Lock()
-	hit := 0
 	for _, k := range keys {
 		if _, ok := c.index[k]; !ok {
 			break
 		}
 		hit++
 	}
-	c.insertLocked(keys)
+	c.insertLocked(keys, evicted)
 	c.mu.Unlock()
-	return hit
+	return hit, len(keys)
 }
 
-// insertLocked is Insert's work, with c.mu held and keys within the capacity.
-func (c *Cache) insertLocked(keys []uint64) {
+// insertLocked is Insert's work, with c.mu held and keys within the capacity; the keys
+// evicted are appended to *evicted when it is not nil.
+func (c *Cache) insertLocked(keys []uint64, evicted *[]uint64) {
 	// Keys already cached move to the front first, so the evictions below never take one of
 	// them: the prompt has at most capacity keys, so some other key is always behind them.
 	for _, k := range keys {
@@ -152,6 +169,9 @@ func (c *Cache) insertLocked(keys []uint64) {
 				s = c.tail
 				c.unlinkLocked(s)
 				delete(c.index, c.slots[s].key)
+				if evicted != nil {
+					*evicted = append(*evicted, c.slots[s].key)
+				}
 			}
 			c.slots[s].key = k
 			c.index[k] = s

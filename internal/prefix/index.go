@@ -25,6 +25,7 @@ type Replica struct {
 	block  int
 	render Renderer
 	cache  *Cache
+	exact  *precise // the engine's own events, in precise mode; nil otherwise
 }
 
 // NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
@@ -78,19 +79,29 @@ func (r *Replica) Record(req *llm.Request) {
 	PutPrompt(p)
 }
 
-// RecordPrompt is Record for a prompt already rendered the replica's way.
+// RecordPrompt is Record for a prompt already rendered the replica's way. In precise mode the
+// prompt still goes into the approximate index (the fallback), and its first block is checked
+// against the engine's events (see EnablePrecise).
 func (r *Replica) RecordPrompt(p *Prompt) {
 	if r == nil {
 		return
 	}
-	r.cache.Insert(p.Keys(r.block))
+	keys := p.Keys(r.block)
+	r.cache.Insert(keys)
+	if r.exact != nil {
+		r.exact.expect(r.name, keys)
+	}
 }
 
 // Match returns how many of p's tokens the replica holds: its cached leading blocks times the
-// block size.
+// block size. In precise mode, while it follows the engine's events, they answer; otherwise
+// the approximate index does.
 func (r *Replica) Match(p *Prompt) int {
 	if r == nil {
 		return 0
+	}
+	if r.exact != nil && r.exact.active() {
+		return r.exact.match(p.Keys(r.block)) * r.block
 	}
 	return r.cache.Match(p.Keys(r.block)) * r.block
 }

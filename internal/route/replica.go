@@ -214,6 +214,10 @@ type Status struct {
 	EjectedUntil time.Time // zero when not ejected
 	Breaker      BreakerState
 	Latency      time.Duration
+	// PrefixPrecise is set when the replica's prefix index is configured for precise mode, and
+	// PrefixExact while it follows the engine's KV-cache events (not fallen back to the
+	// approximate estimate).
+	PrefixPrecise, PrefixExact bool
 }
 
 // Status returns the replica's state now.
@@ -222,8 +226,10 @@ func (r *Replica) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refreshLocked(now)
-	return Status{Name: r.Name, Outstanding: r.Outstanding(), Utilization: r.Utilization(), Down: r.down.Load(),
+	st := Status{Name: r.Name, Outstanding: r.Outstanding(), Utilization: r.Utilization(), Down: r.down.Load(),
 		EjectedUntil: r.ejectedUntil, Breaker: r.state, Latency: r.latency}
+	st.PrefixPrecise, st.PrefixExact = r.Prefix.Precise()
+	return st
 }
 
 // available reports whether the replica may take a request at now. It does not reserve

@@ -14,6 +14,10 @@
 // one GPU: TTFT 150ms, PrefillPerToken 50µs (20,000 prompt tokens/s, so a 4,000-token uncached
 // prompt adds 200ms) and InterTokenLatency 20ms (50 tokens/s).
 //
+// With KVEvents set, the engine publishes its prefix cache's changes as vLLM does (BlockStored,
+// BlockRemoved, AllBlocksCleared over ZeroMQ; package kvevents), naming its blocks by its own
+// hashes, for the prefix index's precise mode.
+//
 // Failures for the tests of the layers above come from config.SimFail: an error status before
 // any event, an error inside the stream after N tokens, or a hang until the context ends,
 // optionally for the first N requests only.
@@ -51,6 +55,8 @@ type Engine struct {
 	lex   *lexicon
 	slots admission
 	cache *prefix.Cache // the prefix KV cache, in blocks; nil when disabled
+	// events publishes the cache's changes (config.Sim.KVEvents); nil when not published.
+	events *events
 
 	kvBlocks   int64        // KV capacity in blocks, shared by the running sequences
 	heldBlocks atomic.Int64 // blocks held by running sequences
@@ -84,6 +90,11 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 		kvBlocks: int64(cfg.KVCacheTokens / cfg.BlockTokens),
 	}
 	e.runs.New = func() any { return new(run) }
+	if cfg.KVEvents != "" && e.cache != nil {
+		if e.events, err = newEvents(cfg.KVEvents); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -143,9 +154,16 @@ func (e *Engine) failing() bool {
 	return f.FirstRequests == 0 || n <= int64(f.FirstRequests)
 }
 
-// Close implements engine.Engine. The simulator holds no connection and runs nothing in the
-// background (its waits belong to the requests), so there is nothing to release: it returns nil.
-func (e *Engine) Close() error { return nil }
+// Close implements engine.Engine. The simulator holds no connection (its waits belong to the
+// requests); it closes its KV-event publisher, when it has one.
+func (e *Engine) Close() error {
+	if e.events == nil {
+		return nil
+	}
+	e.events.mu.Lock()
+	defer e.events.mu.Unlock()
+	return e.events.pub.Close()
+}
 
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
@@ -207,7 +225,12 @@ func (e *Engine) prefill(r *run) int {
 		return 0
 	}
 	r.hashes = prefix.AppendKeys(r.hashes[:0], r.prompt, e.cfg.BlockTokens)
-	cached := e.cache.MatchInsert(r.hashes) * e.cfg.BlockTokens
+	var cached int
+	if e.events != nil {
+		cached = e.events.prefill(e.cache, r.hashes, r.prompt, e.cfg.BlockTokens) * e.cfg.BlockTokens
+	} else {
+		cached = e.cache.MatchInsert(r.hashes) * e.cfg.BlockTokens
+	}
 	cached = min(cached, n-1)
 	e.queried.Add(int64(n))
 	e.hits.Add(int64(cached))

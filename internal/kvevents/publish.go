@@ -1,0 +1,107 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// Publisher publishes event batches on a ZeroMQ PUB socket as vLLM's publisher does:
+// [topic, sequence, payload] per batch, the sequence counting from 0. Publish only queues the
+// batch (up to a bound; beyond it batches are dropped, as an engine's publisher drops them when
+// its queue is full); one goroutine sends. It is safe for concurrent use; batches are sent in
+// the order Publish was called.
+type Publisher struct {
+	sock     zmq4.Socket
+	endpoint string
+	topic    []byte
+	q        chan []byte
+	done     chan struct{}
+
+	published atomic.Uint64 // batches accepted by Publish
+
+	mu      sync.Mutex
+	closed  bool
+	dropped int64
+}
+
+// publishQueue is how many batches may wait to be sent.
+const publishQueue = 4096
+
+// NewPublisher listens on endpoint ("tcp://127.0.0.1:5557") and returns a Publisher of topic.
+func NewPublisher(endpoint, topic string) (*Publisher, error) {
+	sock := zmq4.NewPub(context.Background())
+	if err := sock.Listen(endpoint); err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("kvevents: publish on %s: %w", endpoint, err)
+	}
+	p := &Publisher{sock: sock, topic: []byte(topic), q: make(chan []byte, publishQueue), done: make(chan struct{}),
+		endpoint: endpoint}
+	if a := sock.Addr(); a != nil {
+		p.endpoint = "tcp://" + a.String()
+	}
+	go p.send()
+	return p, nil
+}
+
+// Endpoint returns the endpoint the publisher listens on, its port resolved.
+func (p *Publisher) Endpoint() string { return p.endpoint }
+
+// Publish queues one encoded batch (the payload is copied). It reports false when the batch
+// was dropped: the queue is full or the publisher closed.
+func (p *Publisher) Publish(payload []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	select {
+	case p.q <- append([]byte(nil), payload...):
+		p.published.Add(1)
+		return true
+	default:
+		p.dropped++
+		return false
+	}
+}
+
+func (p *Publisher) send() {
+	defer close(p.done)
+	var seq uint64
+	for payload := range p.q {
+		var s [8]byte
+		binary.BigEndian.PutUint64(s[:], seq)
+		seq++
+		// A send fails only when the socket is closing; the batch is lost as it would be.
+		_ = p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, s[:], payload))
+	}
+}
+
+// Close sends what is queued, then closes the socket.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.q)
+	p.mu.Unlock()
+	<-p.done
+	return p.sock.Close()
+}
+
+// Published returns how many batches Publish accepted (queued or sent): the sequence number
+// the next one will have.
+func (p *Publisher) Published() uint64 { return p.published.Load() }
+
+// Dropped returns how many batches were dropped because the queue was full.
+func (p *Publisher) Dropped() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}

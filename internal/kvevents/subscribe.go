@@ -1,0 +1,163 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// Handler receives one engine's events, from one goroutine at a time.
+type Handler interface {
+	// Reset says that what the handler knew of the engine's cache may be wrong: the
+	// subscription (re)connected, or messages were lost (a gap in the sequence, or a sequence
+	// that restarted with the engine). Events from then on describe the cache anew.
+	Reset()
+	// SetConnected reports whether the subscription is connected.
+	SetConnected(bool)
+	// Apply applies one batch, in the engine's order.
+	Apply(b *Batch)
+}
+
+// SubscriberStatus is a subscription's counters.
+type SubscriberStatus struct {
+	Connected bool
+	// Messages are the batches received and decoded; Malformed those that were not.
+	Messages, Malformed uint64
+	// Connects counts the connections made; Gaps the resets for a sequence out of order.
+	Connects, Gaps uint64
+	// Next is the sequence number expected next on the current connection: the last one
+	// received and applied, plus one; 0 before the first.
+	Next uint64
+}
+
+// Subscriber follows one engine's publisher: it connects (and reconnects, with backoff, while
+// the engine is away), subscribes to its topic, decodes every message and hands the batches
+// to its Handler. ZeroMQ reconnects hide a restart of the engine, so the subscriber owns the
+// connection: a connection closed or a sequence out of order resets the handler.
+type Subscriber struct {
+	endpoint, topic string
+	h               Handler
+	log             *slog.Logger
+	cancel          context.CancelFunc
+	done            chan struct{}
+
+	connected                           atomic.Bool
+	next                                atomic.Uint64
+	messages, malformed, connects, gaps atomic.Uint64
+	warnOnce                            sync.Once
+}
+
+// Reconnection backoff bounds.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+// Subscribe starts following endpoint ("tcp://10.0.0.5:5557") for topic ("" for every topic)
+// and returns at once; Close stops it. log receives the connection changes (nil: discarded).
+func Subscribe(endpoint, topic string, h Handler, log *slog.Logger) *Subscriber {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Subscriber{endpoint: endpoint, topic: topic, h: h, log: log, cancel: cancel, done: make(chan struct{})}
+	go s.run(ctx)
+	return s
+}
+
+// Close stops the subscription and waits for its goroutine.
+func (s *Subscriber) Close() {
+	s.cancel()
+	<-s.done
+}
+
+// Status returns the subscription's counters.
+func (s *Subscriber) Status() SubscriberStatus {
+	return SubscriberStatus{Connected: s.connected.Load(), Messages: s.messages.Load(), Malformed: s.malformed.Load(),
+		Connects: s.connects.Load(), Gaps: s.gaps.Load(), Next: s.next.Load()}
+}
+
+func (s *Subscriber) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if s.connected.Swap(false) {
+			s.h.SetConnected(false)
+			s.h.Reset()
+			s.log.Warn("kv events: connection to the engine lost", "endpoint", s.endpoint, "err", err)
+			backoff = minBackoff
+		} else {
+			s.warnOnce.Do(func() {
+				s.log.Warn("kv events: cannot connect to the engine; retrying", "endpoint", s.endpoint, "err", err)
+			})
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// session is one connection: dial, subscribe, read until the connection ends.
+func (s *Subscriber) session(ctx context.Context) error {
+	sock := zmq4.NewSub(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(2*time.Second))
+	defer sock.Close()
+	// Subscribed before dialing: the subscription goes out with the handshake.
+	if err := sock.SetOption(zmq4.OptionSubscribe, s.topic); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	if err := sock.Dial(s.endpoint); err != nil {
+		return err
+	}
+	s.connects.Add(1)
+	s.next.Store(0)
+	s.h.Reset() // what was published while away is lost
+	s.connected.Store(true)
+	s.h.SetConnected(true)
+	s.log.Info("kv events: subscribed", "endpoint", s.endpoint, "topic", s.topic)
+	dec := NewDecoder()
+	var b Batch
+	var last uint64
+	first := true
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			return err
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+			s.malformed.Add(1)
+			continue
+		}
+		seq := binary.BigEndian.Uint64(msg.Frames[1])
+		if !first && seq != last+1 {
+			// Lost messages, or the engine restarted behind the same connection.
+			s.gaps.Add(1)
+			s.h.Reset()
+		}
+		first, last = false, seq
+		if err := dec.Decode(msg.Frames[2], &b); err != nil {
+			s.malformed.Add(1)
+			s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
+			// The events are lost: what the handler knows may be wrong.
+			s.h.Reset()
+		} else {
+			s.messages.Add(1)
+			s.h.Apply(&b)
+		}
+		s.next.Store(seq + 1)
+	}
+}
