@@ -63,7 +63,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Model, "model", "sim", "model to request; shared-prefix: a comma-separated list sends group g to the g-th mod their number")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 100, "max_tokens to request (shared-prefix: default 16)")
 	fs.StringVar(&cfg.Prompt, "prompt", "", "user message (default: a short sentence)")
-	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("LAYER0_API_KEY"), "API key (default $LAYER0_API_KEY)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "API key (default $LAYER0_API_KEY)")
 	fs.Var(&headers, "header", "extra request header NAME:VALUE (repeatable)")
 	workload := fs.String("workload", "single", "single (one request body for the whole run) or shared-prefix")
 	var sp bench.SharedPrefixConfig
@@ -81,6 +81,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
 	}
 	var err error
 	if cfg.Format, err = bench.ParseFormat(*format); err != nil {

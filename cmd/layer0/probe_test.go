@@ -75,7 +75,7 @@ func TestProbeCommandTLS(t *testing.T) {
 // The key taken from the environment is never printed, not even as a flag's default in --help.
 func TestHelpDoesNotPrintTheKey(t *testing.T) {
 	t.Setenv(apiKeyEnv, "l0-secret-from-env")
-	for _, cmd := range []string{"probe", "debug"} {
+	for _, cmd := range []string{"probe", "debug", "bench"} {
 		var stdout, stderr bytes.Buffer
 		if code := run([]string{cmd, "--help"}, &stdout, &stderr); code != 0 ||
 			strings.Contains(stdout.String()+stderr.String(), "l0-secret-from-env") || !strings.Contains(stdout.String(), "$LAYER0_API_KEY") {
