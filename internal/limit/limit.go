@@ -18,6 +18,7 @@
 package limit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -66,6 +67,10 @@ type Limiter struct {
 	now    func() time.Time
 	global scope
 	keys   map[string]*scope
+	// redis, when the store is Redis, runs each of a request's operations on all its cells in
+	// one round trip (redisbatch.go); the cells one by one are the path of every other store, and
+	// of Redis while it is unreachable.
+	redis *Redis
 }
 
 // scope is the resolved cells of one key, or of the global limits.
@@ -103,6 +108,7 @@ func New(c Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{now: c.Now, keys: make(map[string]*scope, len(c.Keys)+1)}
+	l.redis, _ = c.Store.(*Redis)
 	l.global = newScope(c.Store, "", true, c.Global)
 	for name, lim := range c.Keys {
 		if err := lim.validate(strconv.Quote(name)); err != nil {
@@ -237,13 +243,34 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 	now := l.now()
 	scopes := [2]*scope{key, &l.global}
 	var done [2]step
+	if l.redis != nil && l.redis.batched() {
+		if res, ok := l.redis.admit(ctx, now, scopes); ok {
+			var err error
+			for i, s := range scopes {
+				switch res[i].refused {
+				case stepNone:
+					done[i] = stepReq // all taken (the scope's admission is all or nothing)
+				case stepConc:
+					err = cmp.Or(err, error(s.concRefused(res[i].n)))
+				case stepReq:
+					err = cmp.Or(err, error(s.rateRefused(&s.req, "requests", now, res[i].n)))
+				default:
+					err = cmp.Or(err, error(s.rateRefused(&s.out, "output tokens", now, res[i].n)))
+				}
+			}
+			if err != nil {
+				l.undo(ctx, now, scopes, done, [2]bool{}, 0)
+				l.refused(ctx, key, now, err)
+				return Lease{}, err
+			}
+			return Lease{l: l, key: key, held: true}, nil
+		}
+	}
 	for i, s := range scopes {
 		var err error
 		done[i], err = s.admit(ctx, now)
 		if err != nil {
-			for j := i; j >= 0; j-- {
-				scopes[j].undo(ctx, now, done[j], 0)
-			}
+			l.undo(ctx, now, scopes, done, [2]bool{}, 0)
 			l.refused(ctx, key, now, err)
 			return Lease{}, err
 		}
@@ -262,23 +289,60 @@ func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
 	l, now := ls.l, ls.l.now()
 	input := max(int64(inputTokens), 0)
 	scopes := [2]*scope{ls.key, &l.global}
-	var done [2]step
-	for i, s := range scopes {
-		var err error
-		done[i], err = s.reserve(ctx, now, input)
-		if err != nil {
-			for j := range scopes {
-				if j <= i {
-					scopes[j].undo(ctx, now, done[j], input)
-				}
-				scopes[j].undo(ctx, now, stepReq, 0)
+	var took [2]bool
+	err := l.reserve(ctx, now, scopes, input, &took)
+	if err != nil {
+		l.undo(ctx, now, scopes, [2]step{stepReq, stepReq}, took, input)
+		ls.held = false
+		l.refused(ctx, ls.key, now, err)
+		return err
+	}
+	ls.input = input
+	return nil
+}
+
+// reserve takes input tokens in each scope that limits them, and notes in took the scopes it
+// took them in: in one round trip when the store is Redis, else cell by cell, stopping at the
+// first refusal.
+func (l *Limiter) reserve(ctx context.Context, now time.Time, scopes [2]*scope, input int64, took *[2]bool) error {
+	if l.redis != nil && l.redis.batched() && input > 0 {
+		var ops [2]rateOp
+		var at [2]int
+		n := 0
+		for i, s := range scopes {
+			at[i] = -1
+			if s.in.cell == nil {
+				continue
 			}
-			ls.held = false
-			l.refused(ctx, ls.key, now, err)
+			if input > s.in.rate.Limit {
+				return s.inRefused(input, -1) // never fits: nothing to ask the store
+			}
+			ops[n], at[i] = rateOp{slot: &s.in, take: true, cost: input}, n
+			n++
+		}
+		if l.redis.rateOps(ctx, now, ops[:n]) {
+			var err error
+			for i, s := range scopes {
+				if at[i] < 0 {
+					continue
+				}
+				if o := &ops[at[i]]; o.ok {
+					took[i] = true
+				} else if err == nil {
+					_, _, wait := gcraTake(o.tat, now.UnixNano(), s.in.rate, input)
+					err = s.inRefused(input, wait)
+				}
+			}
 			return err
 		}
 	}
-	ls.input = input
+	for i, s := range scopes {
+		done, err := s.reserve(ctx, now, input)
+		if err != nil {
+			return err
+		}
+		took[i] = done == stepIn
+	}
 	return nil
 }
 
@@ -309,8 +373,7 @@ func (s *scope) admit(ctx context.Context, now time.Time) (step, error) {
 			return done, storeError(err)
 		}
 		if !ok {
-			return done, s.refuse(fmt.Sprintf("%d concurrent requests", s.conc.max),
-				fmt.Sprintf("%d requests are in flight", n), time.Second)
+			return done, s.concRefused(n)
 		}
 		done = stepConc
 	}
@@ -347,28 +410,87 @@ func (s *scope) reserve(ctx context.Context, now time.Time, input int64) (step, 
 		return stepNone, storeError(err)
 	}
 	if !ok {
-		what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
-		if st.RetryAfter < 0 {
-			return stepNone, s.tooBig(input, what)
-		}
-		return stepNone, s.refuse(what, fmt.Sprintf("this request needs about %d", input), st.RetryAfter)
+		return stepNone, s.inRefused(input, st.RetryAfter)
 	}
 	return stepIn, nil
 }
 
-// undo reverses the steps admit and reserve completed. Errors are ignored: the request is being
-// refused anyway, and a store that cannot refund leaves the limit stricter, never looser.
-func (s *scope) undo(ctx context.Context, now time.Time, done step, input int64) {
-	if done >= stepIn {
-		_, _ = s.in.cell.Add(ctx, now, s.in.rate, -input)
-		return // reserve's step: admit's steps are undone by their own call
+// concRefused refuses a request because n requests of the scope are in flight.
+func (s *scope) concRefused(n int64) *apierr.Error {
+	return s.refuse(fmt.Sprintf("%d concurrent requests", s.conc.max), fmt.Sprintf("%d requests are in flight", n),
+		time.Second)
+}
+
+// rateRefused refuses a request because the cell r, of dimension what, whose TAT is tat, has not
+// one unit left.
+func (s *scope) rateRefused(r *rateSlot, what string, now time.Time, tat int64) *apierr.Error {
+	_, _, wait := gcraTake(tat, now.UnixNano(), r.rate, 1)
+	return s.refuse(fmt.Sprintf("%d %s per minute", r.rate.Limit, what), "", wait)
+}
+
+// inRefused refuses a request's input tokens, to be retried after retry (never, when negative).
+func (s *scope) inRefused(input int64, retry time.Duration) *apierr.Error {
+	what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
+	if retry < 0 {
+		return s.tooBig(input, what)
 	}
-	if done >= stepReq && s.req.cell != nil {
-		_, _ = s.req.cell.Add(ctx, now, s.req.rate, -1)
+	return s.refuse(what, fmt.Sprintf("this request needs about %d", input), retry)
+}
+
+// undo reverses what a refused request took: in each scope, the admission steps up to done[i]
+// (the request, the concurrency slot) and the input tokens where in[i]. Errors are ignored: the
+// request is being refused anyway, and a store that cannot refund leaves the limit stricter,
+// never looser.
+func (l *Limiter) undo(ctx context.Context, now time.Time, scopes [2]*scope, done [2]step, in [2]bool, input int64) {
+	var ops [4]rateOp
+	var gauges [2]Gauge
+	n, ng := 0, 0
+	for i, s := range scopes {
+		if in[i] {
+			ops[n] = rateOp{slot: &s.in, cost: -input}
+			n++
+		}
+		if done[i] >= stepReq && s.req.cell != nil {
+			ops[n] = rateOp{slot: &s.req, cost: -1}
+			n++
+		}
+		if done[i] >= stepConc && s.conc.cell != nil {
+			gauges[ng] = s.conc.cell
+			ng++
+		}
 	}
-	if done >= stepConc && s.conc.cell != nil {
-		_ = s.conc.cell.Dec(ctx)
+	_ = l.add(ctx, now, ops[:n])
+	_ = l.release(ctx, gauges[:ng])
+}
+
+// add runs each op unconditionally (a negative cost refunds): in one round trip when the store
+// is Redis, else cell by cell. It returns the first store error.
+func (l *Limiter) add(ctx context.Context, now time.Time, ops []rateOp) error {
+	if len(ops) == 0 || l.redis != nil && l.redis.batched() && l.redis.rateOps(ctx, now, ops) {
+		return nil
 	}
+	var first error
+	for _, o := range ops {
+		if _, err := o.slot.cell.Add(ctx, now, o.slot.rate, o.cost); err != nil && first == nil {
+			first = fmt.Errorf("limit: store: %w", err)
+		}
+	}
+	return first
+}
+
+// release gives back one slot of each gauge: in one round trip when the store is Redis, else
+// gauge by gauge. It returns the first store error.
+func (l *Limiter) release(ctx context.Context, gauges []Gauge) error {
+	if len(gauges) == 0 || l.redis != nil && l.redis.batched() && l.redis.release(ctx, gauges) {
+		return nil
+	}
+	var first error
+	for _, g := range gauges {
+		if err := g.Dec(ctx); err != nil && first == nil {
+			first = fmt.Errorf("limit: store: %w", err)
+		}
+	}
+	return first
 }
 
 // whose names the scope in a client message.
@@ -431,19 +553,9 @@ func (ls *Lease) Settle(inputTokens, outputTokens int) error {
 	if ls.l == nil {
 		return nil
 	}
-	ctx, now := context.Background(), ls.l.now()
-	var first error
-	if d := int64(inputTokens) - ls.input; d != 0 {
-		ls.input += d
-		first = ls.add(ctx, now, func(s *scope) *rateSlot { return &s.in }, d)
-	}
-	if d := int64(outputTokens) - ls.output; d != 0 {
-		ls.output += d
-		if err := ls.add(ctx, now, func(s *scope) *rateSlot { return &s.out }, d); first == nil {
-			first = err
-		}
-	}
-	return first
+	din, dout := int64(inputTokens)-ls.input, int64(outputTokens)-ls.output
+	ls.input, ls.output = int64(inputTokens), int64(outputTokens)
+	return ls.charge(din, dout)
 }
 
 // Charge charges n output tokens as they stream, unconditionally: a stream is never cut for
@@ -453,19 +565,25 @@ func (ls *Lease) Charge(n int) error {
 		return nil
 	}
 	ls.output += int64(n)
-	return ls.add(context.Background(), ls.l.now(), func(s *scope) *rateSlot { return &s.out }, int64(n))
+	return ls.charge(0, int64(n))
 }
 
-func (ls *Lease) add(ctx context.Context, now time.Time, dim func(*scope) *rateSlot, n int64) error {
-	var first error
+// charge adds in input and out output tokens to the lease's key and the global scope, in one
+// round trip when the store is Redis.
+func (ls *Lease) charge(in, out int64) error {
+	var ops [4]rateOp
+	n := 0
 	for _, s := range [2]*scope{ls.key, &ls.l.global} {
-		if r := dim(s); r.cell != nil {
-			if _, err := r.cell.Add(ctx, now, r.rate, n); err != nil && first == nil {
-				first = fmt.Errorf("limit: store: %w", err)
-			}
+		if in != 0 && s.in.cell != nil {
+			ops[n] = rateOp{slot: &s.in, cost: in}
+			n++
+		}
+		if out != 0 && s.out.cell != nil {
+			ops[n] = rateOp{slot: &s.out, cost: out}
+			n++
 		}
 	}
-	return first
+	return ls.l.add(context.Background(), ls.l.now(), ops[:n])
 }
 
 // Release frees the request's concurrency slots. It is idempotent; call it when the response
@@ -475,16 +593,15 @@ func (ls *Lease) Release() error {
 		return nil
 	}
 	ls.held = false
-	ctx := context.Background()
-	var first error
+	var gauges [2]Gauge
+	n := 0
 	for _, s := range [2]*scope{ls.key, &ls.l.global} {
 		if g := s.conc.cell; g != nil {
-			if err := g.Dec(ctx); err != nil && first == nil {
-				first = fmt.Errorf("limit: store: %w", err)
-			}
+			gauges[n] = g
+			n++
 		}
 	}
-	return first
+	return ls.l.release(context.Background(), gauges[:n])
 }
 
 // Header sets the rate-limit headers for the lease's key on h (see Limiter.Header).

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,7 +159,7 @@ func (s *Redis) Rate(id string) RateCell {
 	defer s.mu.Unlock()
 	c, ok := s.rates[id]
 	if !ok {
-		c = &redisRate{s: s, key: []string{s.c.Prefix + "{" + id + "}"}}
+		c = &redisRate{s: s, key: []string{s.cellKey(id)}}
 		s.rates[id] = c
 	}
 	return c
@@ -170,11 +171,26 @@ func (s *Redis) Gauge(id string) Gauge {
 	defer s.mu.Unlock()
 	g, ok := s.gauges[id]
 	if !ok {
-		tag := s.c.Prefix + "{" + id + "}"
-		g = &redisGauge{s: s, keys: []string{tag + ":slots", tag + ":leases"}}
+		k := s.cellKey(id)
+		g = &redisGauge{s: s, keys: []string{k + ":slots", k + ":leases"}}
 		s.gauges[id] = g
 	}
 	return g
+}
+
+// cellKey names the Redis key of cell id. The hash tag is the cell's scope — the API key's
+// quoted name, or "global" — so every cell of one scope is on one Redis Cluster shard and one
+// script can check and take all of a request's limits in that scope at once.
+func (s *Redis) cellKey(id string) string {
+	tag, rest := id, ""
+	if name, ok := strings.CutPrefix(id, "key/"); ok {
+		if q, err := strconv.QuotedPrefix(name); err == nil {
+			tag, rest = id[:len("key/")+len(q)], id[len("key/")+len(q):]
+		}
+	} else if i := strings.IndexByte(id, '/'); i >= 0 {
+		tag, rest = id[:i], id[i:]
+	}
+	return s.c.Prefix + "{" + tag + "}" + rest
 }
 
 // Up reports whether Redis answered the last operation (or the last probe since it failed).
@@ -554,14 +570,8 @@ func (g *redisGauge) fallbackInc(ctx context.Context, limit int64) (int64, bool,
 // Dec releases a slot: one taken locally if any, else one of this replica's in Redis. It does not
 // fail: a release that cannot reach Redis is written with the next renewal.
 func (g *redisGauge) Dec(ctx context.Context) error {
-	for {
-		v := g.local.n.Load()
-		if v <= 0 {
-			break
-		}
-		if g.local.n.CompareAndSwap(v, v-1) {
-			return nil
-		}
+	if g.decLocal() {
+		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -577,6 +587,20 @@ func (g *redisGauge) Dec(ctx context.Context) error {
 		g.s.failed(ctx, err)
 	}
 	return nil
+}
+
+// decLocal gives back a slot taken from this replica's own share while Redis was unreachable,
+// and reports whether there was one.
+func (g *redisGauge) decLocal() bool {
+	for {
+		v := g.local.n.Load()
+		if v <= 0 {
+			return false
+		}
+		if g.local.n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
 
 // renew extends this replica's lease on its slots, or writes its count after a failed write.
