@@ -196,6 +196,18 @@ func (s *Redis) cellKey(id string) string {
 // Up reports whether Redis answered the last operation (or the last probe since it failed).
 func (s *Redis) Up() bool { return s.up.Load() }
 
+// Client is the store's connection, for another user of the same Redis (the shared response
+// cache), whose operations then share the store's view of whether Redis is reachable (Use, Fail).
+func (s *Redis) Client() redis.UniversalClient { return s.c.Client }
+
+// Use reports whether another user of the client should try Redis now; when not, its operation
+// is counted as an error, as the limits' own are.
+func (s *Redis) Use() bool { return s.usable() }
+
+// Fail records another user's operation that failed: counted, and Redis is not tried again until
+// a probe answers. An error caused by ctx ending is not the store's.
+func (s *Redis) Fail(ctx context.Context, err error) { s.failed(ctx, err) }
+
 // Errors returns how many operations could not use Redis.
 func (s *Redis) Errors() uint64 { return s.errCount.Load() }
 
