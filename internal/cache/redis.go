@@ -137,8 +137,9 @@ func (s *Shared) decode(b []byte) (*Entry, time.Duration) {
 	return st.Entry, ttl
 }
 
-// Put implements Store: in the L1, and in Redis unless an entry is there already (written once)
-// or it is larger than MaxEntryBytes. A fill claim of this store on k ends with it.
+// Put implements Store: in the L1, and in Redis unless an entry is there already (written once:
+// every replica replays the first answer; Delete it first to replace it) or it is larger than
+// MaxEntryBytes. A fill claim of this store on k ends with it.
 func (s *Shared) Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) error {
 	_ = s.l1.Put(ctx, k, e, ttl)
 	if ttl <= 0 || !s.c.Health.Use() {

@@ -173,6 +173,9 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 	if rec.Served == cc.model.Name && len(rec.Fallbacks) == 0 && !rec.Passed {
 		if e = cc.tee.rec.Entry(rec.Served, p.cache.Now()); e != nil {
 			e.Engine, e.Simulated = rec.Engine, rec.Simulated
+			if sh, ok := cc.model.Store.(*cache.Shared); ok && rec.Cache == CacheRefresh {
+				_ = sh.Delete(context.WithoutCancel(ctx), cc.key) // written once: a refresh replaces it
+			}
 			_ = cc.model.Store.Put(context.WithoutCancel(ctx), cc.key, e, cc.model.Policy.TTL)
 		}
 	}
