@@ -14,7 +14,7 @@ import (
 // response headers, Settle, Release —
 // on the in-memory store and on a local Redis, one request at a time, so the per-request latency
 // is the round trips' (reported as p50-µs and p99-µs beside ns/op). The key has a requests-per-
-// minute limit, then every limit. admit-p50-µs is the part before the engine is called (Admit and
+// minute limit, then every limit, then every limit on the key and globally. admit-p50-µs is the part before the engine is called (Admit and
 // Reserve), the latency a request sees added; the rest happens after its answer.
 func BenchmarkAdmitRelease(b *testing.B) {
 	srv := redistest.Start(b)
@@ -36,9 +36,13 @@ func BenchmarkAdmitRelease(b *testing.B) {
 		name string
 		st   Store
 	}{{"memory", NewMemory()}, {"redis", red}} {
-		for _, key := range []string{"requests", "all"} {
+		for _, key := range []string{"requests", "all", "all+global"} {
 			b.Run(store.name+"/"+key, func(b *testing.B) {
-				l, err := New(Config{Keys: limits, Store: store.st})
+				c, name := Config{Keys: limits, Store: store.st}, key
+				if key == "all+global" { // every limit on the key and on the server as a whole
+					name, c.Global = "all", limits["all"]
+				}
+				l, err := New(c)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -49,7 +53,7 @@ func BenchmarkAdmitRelease(b *testing.B) {
 				b.ResetTimer()
 				for range b.N {
 					start := time.Now()
-					ls, err := l.Admit(ctx, key)
+					ls, err := l.Admit(ctx, name)
 					if err != nil {
 						b.Fatal(err)
 					}
