@@ -333,7 +333,7 @@ func newRedisStore(sc config.Store, o *options) (*limit.Redis, error) {
 		return nil, fmt.Errorf("layer0: store: %w", err)
 	}
 	errs := prometheus.NewCounter(prometheus.CounterOpts{Name: "layer0_store_errors_total",
-		Help: "Rate-limit store operations that could not use the shared store (Redis failed or was unreachable)."})
+		Help: "Rate-limit and shared-cache operations that could not use the shared store (Redis failed or was unreachable)."})
 	if err := o.registry.Register(errs); err != nil {
 		are, ok := err.(prometheus.AlreadyRegisteredError)
 		if !ok {

@@ -265,7 +265,7 @@ func (s *Redis) failed(ctx context.Context, err error) {
 		if s.c.Deny {
 			policy = "deny: answering 503 to limited requests"
 		}
-		s.c.Logger.Warn("rate-limit store unreachable", "err", err, "on_error", policy)
+		s.c.Logger.Warn("shared store (Redis) unreachable", "err", err, "on_error", policy)
 	}
 	s.probe()
 }
@@ -301,7 +301,7 @@ func (s *Redis) probe() {
 			if err == nil {
 				s.renewAll()
 				s.up.Store(true)
-				s.c.Logger.Info("rate-limit store reachable again")
+				s.c.Logger.Info("shared store (Redis) reachable again")
 				return
 			}
 		}
