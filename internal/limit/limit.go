@@ -209,7 +209,17 @@ type Lease struct {
 	input  int64 // input tokens currently reserved
 	output int64 // output tokens charged
 	held   bool  // concurrency slots held
+	// With Redis, token changes not written yet: a settlement is written with the release, and
+	// output charged while streaming at most every chargeEvery, so that the end of a request is
+	// one round trip and a stream's tokens are not one each.
+	owedIn, owedOut int64
+	wrote           time.Time // when the output was last written (or the lease admitted)
 }
+
+// chargeEvery is how often, at most, a stream's output tokens are written to a Redis store
+// while it streams: at the first charge at least this long after the last write, and with the
+// release. The debt other requests of the key see lags by about this.
+const chargeEvery = 100 * time.Millisecond
 
 // Acquire admits a request of key name with an estimated inputTokens: Admit, then Reserve. It
 // returns a 429 *apierr.Error saying which limit refused it, with RetryAfter and the rate-limit
@@ -263,7 +273,7 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 				l.refused(ctx, key, now, err)
 				return Lease{}, err
 			}
-			return Lease{l: l, key: key, held: true}, nil
+			return Lease{l: l, key: key, held: true, wrote: now}, nil
 		}
 	}
 	for i, s := range scopes {
@@ -555,7 +565,11 @@ func (ls *Lease) Settle(inputTokens, outputTokens int) error {
 	}
 	din, dout := int64(inputTokens)-ls.input, int64(outputTokens)-ls.output
 	ls.input, ls.output = int64(inputTokens), int64(outputTokens)
-	return ls.charge(din, dout)
+	ls.owedIn, ls.owedOut = ls.owedIn+din, ls.owedOut+dout
+	if ls.l.redis != nil && ls.held {
+		return nil // written with the release, in the same round trip
+	}
+	return ls.flush()
 }
 
 // Charge charges n output tokens as they stream, unconditionally: a stream is never cut for
@@ -565,25 +579,40 @@ func (ls *Lease) Charge(n int) error {
 		return nil
 	}
 	ls.output += int64(n)
-	return ls.charge(0, int64(n))
+	ls.owedOut += int64(n)
+	if ls.l.redis != nil && ls.held {
+		if now := ls.l.now(); now.Sub(ls.wrote) < chargeEvery {
+			return nil
+		}
+	}
+	return ls.flush()
 }
 
-// charge adds in input and out output tokens to the lease's key and the global scope, in one
-// round trip when the store is Redis.
-func (ls *Lease) charge(in, out int64) error {
-	var ops [4]rateOp
+// owed returns the operations that write the lease's owed tokens to its key and the global
+// scope, and forgets them.
+func (ls *Lease) owed(ops *[4]rateOp) []rateOp {
 	n := 0
 	for _, s := range [2]*scope{ls.key, &ls.l.global} {
-		if in != 0 && s.in.cell != nil {
-			ops[n] = rateOp{slot: &s.in, cost: in}
+		if ls.owedIn != 0 && s.in.cell != nil {
+			ops[n] = rateOp{slot: &s.in, cost: ls.owedIn}
 			n++
 		}
-		if out != 0 && s.out.cell != nil {
-			ops[n] = rateOp{slot: &s.out, cost: out}
+		if ls.owedOut != 0 && s.out.cell != nil {
+			ops[n] = rateOp{slot: &s.out, cost: ls.owedOut}
 			n++
 		}
 	}
-	return ls.l.add(context.Background(), ls.l.now(), ops[:n])
+	ls.owedIn, ls.owedOut = 0, 0
+	return ops[:n]
+}
+
+// flush writes the owed tokens, in one round trip when the store is Redis.
+func (ls *Lease) flush() error {
+	var buf [4]rateOp
+	ops := ls.owed(&buf)
+	now := ls.l.now()
+	ls.wrote = now
+	return ls.l.add(context.Background(), now, ops)
 }
 
 // Release frees the request's concurrency slots. It is idempotent; call it when the response
@@ -601,13 +630,29 @@ func (ls *Lease) Release() error {
 			n++
 		}
 	}
-	return ls.l.release(context.Background(), gauges[:n])
+	var buf [4]rateOp
+	ops := ls.owed(&buf)
+	ctx, now := context.Background(), ls.l.now()
+	if ls.l.redis != nil && ls.l.redis.batched() {
+		// The settlement and the release in one round trip.
+		ran, released := ls.l.redis.settle(ctx, now, ops, gauges[:n])
+		if ran {
+			ops = nil
+		}
+		if released {
+			n = 0
+		}
+	}
+	return cmp.Or(ls.l.add(ctx, now, ops), ls.l.release(ctx, gauges[:n]))
 }
 
 // Header sets the rate-limit headers for the lease's key on h (see Limiter.Header).
 func (ls *Lease) Header(h http.Header) {
 	if ls.l == nil {
 		return
+	}
+	if ls.owedIn != 0 || ls.owedOut != 0 {
+		_ = ls.flush() // the headers describe the state with this request's tokens
 	}
 	ls.l.header(context.Background(), ls.key, ls.l.now(), h)
 }

@@ -55,7 +55,11 @@ type RedisConfig struct {
 // cell is one key holding its TAT, updated by one Lua script per operation (check and take in one
 // round trip, with the arithmetic of the Memory store, so the limits are exact across replicas);
 // a gauge is a hash of the slots each replica holds plus a sorted set of the replicas' lease
-// expiries. Keys are hash-tagged by cell, so Redis Cluster serves them. Safe for concurrent use.
+// expiries. Keys are hash-tagged by scope (an API key, or global), so Redis Cluster serves them
+// and one script can take a request's admission in a scope at once. A Limiter on this store runs
+// each of a request's operations in one round trip (redisbatch.go): admission, reservation, the
+// headers, and the settlement with the release; a stream's output tokens are written at most
+// every chargeEvery. Safe for concurrent use.
 type Redis struct {
 	c         RedisConfig
 	ttlMS     string

@@ -257,15 +257,40 @@ type rateOp struct {
 
 // rateOps runs ops in one round trip. ok is false when it did not run.
 func (s *Redis) rateOps(ctx context.Context, now time.Time, ops []rateOp) bool {
+	ran, _ := s.settle(ctx, now, ops, nil)
+	return ran
+}
+
+// release gives back one slot of each gauge in one round trip (see settle). ok is false when it
+// did not run.
+func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
+	_, released := s.settle(ctx, time.Time{}, nil, gauges) // gauges read Redis's own clock
+	return released
+}
+
+// settle runs ops and gives back one slot of each gauge, all in one round trip: the end of a
+// request (its settlement and its release) costs one. A slot taken from the local share while
+// Redis was unreachable goes back there. ran reports that ops ran (else the caller runs them on
+// the cells, whose fallback serves), released that the slots were given back (a write that
+// failed is made by the next renewal); both are false for a cell or gauge of another store.
+func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges []Gauge) (ran, released bool) {
+	var mine [2]*redisGauge
+	for i, gg := range gauges {
+		if mine[i] = s.mineGauge(gg); mine[i] == nil {
+			return false, false
+		}
+	}
+	for i := range ops {
+		if s.mine(ops[i].slot.cell) == nil {
+			return false, false
+		}
+	}
 	n := now.UnixNano()
-	var buf [6]scriptCall
+	var buf [8]scriptCall
 	calls := buf[:0]
 	for i := range ops {
 		o := &ops[i]
 		c := s.mine(o.slot.cell)
-		if c == nil {
-			return false
-		}
 		op, inc := "add", interval(o.slot.rate, o.cost)
 		switch {
 		case o.peek:
@@ -278,36 +303,8 @@ func (s *Redis) rateOps(ctx context.Context, now time.Time, ops []rateOp) bool {
 		calls = append(calls, scriptCall{sc: gcraScript, keys: c.key,
 			args: []any{op, n / 1e9, n % 1e9, inc, int64(o.slot.rate.Period)}})
 	}
-	if len(calls) == 0 {
-		return true
-	}
-	if err := s.pipe(ctx, calls); err != nil {
-		s.failed(ctx, err)
-		return false
-	}
-	for i := range ops {
-		took, rel, err := reply(&calls[i])
-		if err != nil {
-			s.failed(ctx, err)
-			return false
-		}
-		ops[i].ok, ops[i].tat = took == 1, n+rel
-	}
-	return true
-}
-
-// release gives back one slot of each gauge in one round trip (a slot taken from the local share
-// while Redis was unreachable goes back there). A write that fails is made by the next renewal.
-func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
-	var mine [2]*redisGauge
-	for i, gg := range gauges {
-		if mine[i] = s.mineGauge(gg); mine[i] == nil {
-			return false
-		}
-	}
 	var held [2]*redisGauge
-	var buf [2]scriptCall
-	calls := buf[:0]
+	nh := 0
 	for _, g := range mine[:len(gauges)] {
 		if g.decLocal() {
 			continue
@@ -315,17 +312,27 @@ func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.held = max(g.held-1, 0)
-		held[len(calls)] = g
+		held[nh] = g
+		nh++
 		calls = append(calls, scriptCall{sc: gaugeSetScript, keys: g.keys, args: []any{s.c.ReplicaID, g.held, s.ttlMS}})
 	}
 	if len(calls) == 0 {
-		return true
+		return true, true
 	}
 	if err := s.pipe(ctx, calls); err != nil {
-		for _, g := range held[:len(calls)] {
+		for _, g := range held[:nh] {
 			g.dirty = true
 		}
 		s.failed(ctx, err)
+		return false, true
 	}
-	return true
+	for i := range ops {
+		took, rel, err := reply(&calls[i])
+		if err != nil {
+			s.failed(ctx, err)
+			return false, true
+		}
+		ops[i].ok, ops[i].tat = took == 1, n+rel
+	}
+	return true, true
 }
