@@ -47,6 +47,12 @@ func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.
 	var sts [6]Status
 	var found [6]bool
 	l.peek(ctx, now, slots[:], sts[:], found[:])
+	writeHeader(now, sts, found, h)
+}
+
+// writeHeader sets the headers from the statuses of a key's and the global rate cells, in the
+// order requests, input, output (the key's then the global), where found.
+func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header) {
 	req, okReq := tightest(sts[0:2], found[0:2])
 	in, okIn := tightest(sts[2:4], found[2:4])
 	out, okOut := tightest(sts[4:6], found[4:6])

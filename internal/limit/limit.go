@@ -214,7 +214,36 @@ type Lease struct {
 	// one round trip and a stream's tokens are not one each.
 	owedIn, owedOut int64
 	wrote           time.Time // when the output was last written (or the lease admitted)
+	// With Redis, the TAT of each rate cell (in the headers' order: requests, input, output;
+	// the key's then the global) as this lease's own operations left it, where known bit i
+	// is set: the rate-limit headers are computed from it, without a round trip.
+	seen  [6]int64
+	known uint8
 }
+
+// slots are the lease's rate cells in the headers' order.
+func (ls *Lease) slots() [6]*rateSlot {
+	g := &ls.l.global
+	return [6]*rateSlot{&ls.key.req, &g.req, &ls.key.in, &g.in, &ls.key.out, &g.out}
+}
+
+// saw notes the state each op that ran in Redis left its cell in.
+func (ls *Lease) saw(ops []rateOp) {
+	all := ls.slots()
+	for _, o := range ops {
+		if !o.ran {
+			continue
+		}
+		for i, s := range all {
+			if s == o.slot {
+				ls.seen[i], ls.known = o.tat, ls.known|1<<i
+			}
+		}
+	}
+}
+
+// Admitted reports whether the lease is of an admitted request (not the zero Lease).
+func (ls *Lease) Admitted() bool { return ls.l != nil }
 
 // chargeEvery is how often, at most, a stream's output tokens are written to a Redis store
 // while it streams: at the first charge at least this long after the last write, and with the
@@ -273,7 +302,16 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 				l.refused(ctx, key, now, err)
 				return Lease{}, err
 			}
-			return Lease{l: l, key: key, held: true, wrote: now}, nil
+			ls := Lease{l: l, key: key, held: true, wrote: now}
+			for i, s := range scopes {
+				if s.req.cell != nil {
+					ls.seen[0+i], ls.known = res[i].req, ls.known|1<<(0+i)
+				}
+				if s.out.cell != nil {
+					ls.seen[4+i], ls.known = res[i].out, ls.known|1<<(4+i)
+				}
+			}
+			return ls, nil
 		}
 	}
 	for i, s := range scopes {
@@ -300,7 +338,7 @@ func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
 	input := max(int64(inputTokens), 0)
 	scopes := [2]*scope{ls.key, &l.global}
 	var took [2]bool
-	err := l.reserve(ctx, now, scopes, input, &took)
+	err := l.reserve(ctx, now, ls, input, &took)
 	if err != nil {
 		l.undo(ctx, now, scopes, [2]step{stepReq, stepReq}, took, input)
 		ls.held = false
@@ -314,7 +352,8 @@ func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
 // reserve takes input tokens in each scope that limits them, and notes in took the scopes it
 // took them in: in one round trip when the store is Redis, else cell by cell, stopping at the
 // first refusal.
-func (l *Limiter) reserve(ctx context.Context, now time.Time, scopes [2]*scope, input int64, took *[2]bool) error {
+func (l *Limiter) reserve(ctx context.Context, now time.Time, ls *Lease, input int64, took *[2]bool) error {
+	scopes := [2]*scope{ls.key, &l.global}
 	if l.redis != nil && l.redis.batched() && input > 0 {
 		var ops [2]rateOp
 		var at [2]int
@@ -331,6 +370,7 @@ func (l *Limiter) reserve(ctx context.Context, now time.Time, scopes [2]*scope, 
 			n++
 		}
 		if l.redis.rateOps(ctx, now, ops[:n]) {
+			ls.saw(ops[:n])
 			var err error
 			for i, s := range scopes {
 				if at[i] < 0 {
@@ -612,7 +652,9 @@ func (ls *Lease) flush() error {
 	ops := ls.owed(&buf)
 	now := ls.l.now()
 	ls.wrote = now
-	return ls.l.add(context.Background(), now, ops)
+	err := ls.l.add(context.Background(), now, ops)
+	ls.saw(ops)
+	return err
 }
 
 // Release frees the request's concurrency slots. It is idempotent; call it when the response
@@ -637,6 +679,7 @@ func (ls *Lease) Release() error {
 		// The settlement and the release in one round trip.
 		ran, released := ls.l.redis.settle(ctx, now, ops, gauges[:n])
 		if ran {
+			ls.saw(ops)
 			ops = nil
 		}
 		if released {
@@ -651,8 +694,38 @@ func (ls *Lease) Header(h http.Header) {
 	if ls.l == nil {
 		return
 	}
+	now := ls.l.now()
+	if ls.l.redis != nil {
+		// From the state this request's own operations saw, with the tokens it owes: no round
+		// trip. A cell none of them touched (no input counted) is read.
+		all := ls.slots()
+		var sts [6]Status
+		var found [6]bool
+		complete := true
+		for i, s := range all {
+			if s.cell == nil {
+				continue
+			}
+			if ls.known&(1<<i) == 0 {
+				complete = false
+				break
+			}
+			tat, n := ls.seen[i], now.UnixNano()
+			switch {
+			case i == 2 || i == 3:
+				tat = gcraAdd(tat, n, s.rate, ls.owedIn)
+			case i >= 4:
+				tat = gcraAdd(tat, n, s.rate, ls.owedOut)
+			}
+			sts[i], found[i] = status(tat, n, s.rate), true
+		}
+		if complete {
+			writeHeader(now, sts, found, h)
+			return
+		}
+	}
 	if ls.owedIn != 0 || ls.owedOut != 0 {
 		_ = ls.flush() // the headers describe the state with this request's tokens
 	}
-	ls.l.header(context.Background(), ls.key, ls.l.now(), h)
+	ls.l.header(context.Background(), ls.key, now, h)
 }

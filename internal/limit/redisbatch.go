@@ -20,8 +20,9 @@ import (
 // key is another of the scope's, never touched). ARGV: now (s, ns), the requests interval
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
 // the replica, the slots it holds, the concurrency max (0: unlimited), the lease TTL (ms).
-// Returns {0, slots after} when taken; {1, slots} refused by concurrency; {2, TAT offset} by
-// requests; {3, TAT offset} by output tokens. The GCRA arithmetic is gcraScript's.
+// Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
+// for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
+// {3, TAT offset} by output tokens. The GCRA arithmetic is gcraScript's.
 var admitScript = redis.NewScript(`
 local nh, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function rel(k)
@@ -52,10 +53,10 @@ if rinc > 0 then
   rnext = r + rinc
   if rnext > tonumber(ARGV[4]) then return {2, r} end
 end
-local need = tonumber(ARGV[5])
+local need, orel = tonumber(ARGV[5]), 0
 if need > 0 then
-  local r = rel(KEYS[2])
-  if tonumber(ARGV[6]) - r < need then return {3, r} end
+  orel = rel(KEYS[2])
+  if tonumber(ARGV[6]) - orel < need then return {3, orel} end
 end
 if cmax > 0 then
   redis.call('HSET', KEYS[3], ARGV[7], held + 1)
@@ -69,7 +70,7 @@ if rinc > 0 then
   local carry = math.floor(lo / 1e9)
   redis.call('SET', KEYS[1], string.format('%d%09d', nh + carry, lo - carry * 1e9), 'PX', math.floor(rnext / 1e6) + 1)
 end
-return {0, n}
+return {0, n, rnext, orel}
 `)
 
 // scriptCall is one script run of a pipeline.
@@ -117,15 +118,25 @@ func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
 	return nil
 }
 
-// reply decodes a script's two-number reply.
+// reply decodes a script's reply of numbers (two, or four for an admission that took).
 func reply(c *scriptCall) (int64, int64, error) {
 	v, err := c.cmd.Slice()
-	if err != nil || len(v) != 2 {
+	if err != nil || len(v) < 2 {
 		return 0, 0, fmt.Errorf("limit: redis: unexpected reply %v %v", v, err)
 	}
 	a, _ := v[0].(int64)
 	b, _ := v[1].(int64)
 	return a, b, nil
+}
+
+// replyAt returns the i-th number of a script's reply, 0 when there is none.
+func replyAt(c *scriptCall, i int) int64 {
+	v, _ := c.cmd.Slice()
+	if i >= len(v) {
+		return 0
+	}
+	n, _ := v[i].(int64)
+	return n
 }
 
 // batched reports whether to run a request's operations in one round trip now: Redis is up. When
@@ -149,9 +160,10 @@ func (s *Redis) mineGauge(g Gauge) *redisGauge {
 
 // admission is one scope's outcome of a batched admission.
 type admission struct {
-	refused step  // stepNone: taken; else the step that refused (stepConc, stepReq, stepOut)
-	n       int64 // the concurrency count, or the refusing cell's TAT (Unix ns)
-	gauge   *redisGauge
+	refused  step  // stepNone: taken; else the step that refused (stepConc, stepReq, stepOut)
+	n        int64 // the concurrency count, or the refusing cell's TAT (Unix ns)
+	req, out int64 // when taken: the requests cell's TAT after, the output cell's (Unix ns)
+	gauge    *redisGauge
 }
 
 // stepOut marks a refusal by the output-token check (it takes nothing, so it is never undone).
@@ -233,6 +245,7 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 				g.held++
 				g.dirty = false
 			}
+			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
 		case 1:
 			res[i].refused, res[i].n = stepConc, v
 		case 2:
@@ -253,6 +266,7 @@ type rateOp struct {
 	cost int64
 	ok   bool  // the take fitted
 	tat  int64 // the cell's TAT after the operation (Unix ns)
+	ran  bool  // it ran in Redis: tat is the cell's state
 }
 
 // rateOps runs ops in one round trip. ok is false when it did not run.
@@ -332,7 +346,7 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			s.failed(ctx, err)
 			return false, true
 		}
-		ops[i].ok, ops[i].tat = took == 1, n+rel
+		ops[i].ok, ops[i].tat, ops[i].ran = took == 1, n+rel, true
 	}
 	return true, true
 }
