@@ -1,7 +1,8 @@
 // Package cache is the response cache: the key of a request (a hash of the canonical encoding of
 // everything that can change the answer), the stores that keep answers as canonical events (the
-// Store interface, and Memory, the in-process LRU), each model's policy, and the single flight
-// that lets concurrent identical requests share one engine call.
+// Store interface; Memory, the in-process LRU; Shared, in Redis for every replica with a Memory in
+// front), each model's policy, and the single flight that lets concurrent identical requests share
+// one engine call (and, with Shared, lets replicas wait for one another's).
 //
 // What the cache stores is events, not bytes: an answer recorded from any client format replays
 // into any other (JSON, SSE, the binary protocol), through the same encoders an engine's answer
