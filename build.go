@@ -260,7 +260,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 
 	var st limit.Store
 	if cfg.Store.Kind == config.StoreRedis {
-		if old != nil && old.redis != nil && reflect.DeepEqual(old.cfg.Store, cfg.Store) {
+		if old != nil && old.redis != nil && sameConnection(old.cfg.Store, cfg.Store) {
 			g.redis = old.redis
 		} else if g.redis, err = newRedisStore(cfg.Store, o); err != nil {
 			return nil, err
@@ -281,6 +281,10 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	// The response cache of the models that cache; a reload keeps the stored answers of every
 	// model whose policy is unchanged.
 	cc := cache.Config{Models: map[string]cache.Policy{}, Aliases: cfg.Aliases, Now: o.now}
+	if sc := cfg.Store.Cache; sc.Enabled && g.redis != nil {
+		cc.Shared = &cache.RedisConfig{Client: g.redis.Client(), Health: g.redis, Timeout: sc.Timeout,
+			MaxEntryBytes: sc.MaxEntryBytes, FillWait: sc.FillWait}
+	}
 	for id, mc := range cfg.Models {
 		if mc.Cache.Enabled {
 			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled}
@@ -320,6 +324,13 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	return g, nil
 }
 
+// sameConnection reports whether two store sections connect the same way, whatever their cache
+// settings: the limits then keep their store (and this replica its concurrency leases).
+func sameConnection(a, b config.Store) bool {
+	a.Cache, b.Cache = config.StoreCache{}, config.StoreCache{}
+	return reflect.DeepEqual(a, b)
+}
+
 // newRedisStore connects the limit counters to Redis. The connection is lazy: a Redis that is
 // down at start is handled like one that goes down later (store.on_error).
 func newRedisStore(sc config.Store, o *options) (*limit.Redis, error) {
@@ -334,7 +345,7 @@ func newRedisStore(sc config.Store, o *options) (*limit.Redis, error) {
 		return nil, fmt.Errorf("layer0: store: %w", err)
 	}
 	errs := prometheus.NewCounter(prometheus.CounterOpts{Name: "layer0_store_errors_total",
-		Help: "Rate-limit store operations that could not use the shared store (Redis failed or was unreachable)."})
+		Help: "Rate-limit and shared-cache operations that could not use the shared store (Redis failed or was unreachable)."})
 	if err := o.registry.Register(errs); err != nil {
 		are, ok := err.(prometheus.AlreadyRegisteredError)
 		if !ok {

@@ -220,7 +220,8 @@ func TestChartAllOptions(t *testing.T) {
 	checkPod(t, r, cfg)
 	s := cfg.Store
 	if s.Kind != config.StoreRedis || s.URL != "redis://redis-master.redis:6379" || s.OnError != config.OnErrorDeny ||
-		s.Replicas != 4 || s.PasswordEnv != "REDIS_PASSWORD" || s.Timeout != 10*time.Millisecond {
+		s.Replicas != 4 || s.PasswordEnv != "REDIS_PASSWORD" || s.Timeout != 10*time.Millisecond ||
+		!s.Cache.Enabled || s.Cache.MaxEntryBytes != 65536 || s.Cache.FillWait != 3*time.Second {
 		t.Errorf("store %+v", s)
 	}
 	if got := cfg.Server.ShutdownTimeout; got != 2*time.Minute {

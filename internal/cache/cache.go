@@ -1,7 +1,8 @@
 // Package cache is the response cache: the key of a request (a hash of the canonical encoding of
 // everything that can change the answer), the stores that keep answers as canonical events (the
-// Store interface, and Memory, the in-process LRU), each model's policy, and the single flight
-// that lets concurrent identical requests share one engine call.
+// Store interface; Memory, the in-process LRU; Shared, in Redis for every replica with a Memory in
+// front), each model's policy, and the single flight that lets concurrent identical requests share
+// one engine call (and, with Shared, lets replicas wait for one another's).
 //
 // What the cache stores is events, not bytes: an answer recorded from any client format replays
 // into any other (JSON, SSE, the binary protocol), through the same encoders an engine's answer
@@ -46,6 +47,9 @@ type Config struct {
 	Aliases map[string]string
 	// Now is the clock of the stores' TTLs; nil is time.Now.
 	Now func() time.Time
+	// Shared, when set, keeps the answers in Redis, shared by every replica, each model's
+	// Memory store (of its MaxBytes) in front as the replica's L1.
+	Shared *RedisConfig
 }
 
 // Cache holds the caches of every model with caching enabled.
@@ -53,10 +57,12 @@ type Cache struct {
 	byName map[string]*Model
 	models map[string]*Model // the models themselves, without aliases
 	now    func() time.Time
+	shared RedisConfig // the zero value when the answers are in memory only
 }
 
-// New builds the caches of c, each with an empty Memory store. It returns nil when no model
-// caches, so that the pipeline skips the stage with one nil check.
+// New builds the caches of c, each with an empty Memory store, or a Shared store in front of
+// which it is. It returns nil when no model caches, so that the pipeline skips the stage with one
+// nil check.
 func New(c Config) *Cache {
 	if len(c.Models) == 0 {
 		return nil
@@ -66,8 +72,14 @@ func New(c Config) *Cache {
 		now = time.Now
 	}
 	x := &Cache{byName: map[string]*Model{}, models: map[string]*Model{}, now: now}
+	if c.Shared != nil {
+		x.shared = *c.Shared
+	}
 	for name, p := range c.Models {
 		m := &Model{Name: name, Policy: p, Store: NewMemory(p.MaxBytes, now), flights: map[Key]*Flight{}}
+		if c.Shared != nil {
+			m.Store = NewShared(*c.Shared, m.Store.(*Memory))
+		}
 		x.byName[name], x.models[name] = m, m
 	}
 	for alias, target := range c.Aliases {
@@ -91,9 +103,10 @@ func (c *Cache) Model(name string) *Model {
 }
 
 // Adopt takes over old's store for every model whose policy is unchanged, so a reload keeps the
-// answers already cached. A model whose policy changed starts empty.
+// answers already cached. A model whose policy changed starts empty; so does every model when the
+// shared store changed (another Redis, other settings, or none).
 func (c *Cache) Adopt(old *Cache) {
-	if c == nil || old == nil {
+	if c == nil || old == nil || c.shared != old.shared {
 		return
 	}
 	for name, m := range c.models {

@@ -27,6 +27,10 @@ const (
 const (
 	DefaultStoreTimeout  = 5 * time.Millisecond
 	DefaultStoreLeaseTTL = 10 * time.Second
+	// DefaultStoreCacheMaxEntryBytes is the largest answer kept in Redis (1 MiB).
+	DefaultStoreCacheMaxEntryBytes = 1 << 20
+	DefaultStoreCacheFillWait      = 5 * time.Second
+	DefaultStoreCacheTimeout       = 50 * time.Millisecond
 )
 
 // Store says where the rate-limit counters live. The in-process default suits one replica; with
@@ -53,6 +57,24 @@ type Store struct {
 	// every third of it, and the slots of a replica that stopped renewing (it died, or lost Redis)
 	// are freed for the others after it. Default 10s.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// Cache shares the response cache (the models' cache sections) in the store too.
+	Cache StoreCache `yaml:"cache"`
+}
+
+// StoreCache is the response cache in the shared store (kind redis): answers written once, read
+// by every replica, each replica's in-memory cache of a model (its cache.max_bytes) in front.
+type StoreCache struct {
+	// Enabled keeps cached answers in Redis. Default false (each replica caches alone).
+	Enabled bool `yaml:"enabled"`
+	// MaxEntryBytes is the largest answer (encoded) stored in Redis; a larger one is cached in
+	// the replica's memory only. Default 1048576 (1 MiB).
+	MaxEntryBytes int64 `yaml:"max_entry_bytes"`
+	// FillWait bounds how long a replica that misses waits for another replica already calling
+	// the engine for the same request, before calling it itself; it is also the lifetime of the
+	// marker saying a replica is filling the key. Default 5s.
+	FillWait time.Duration `yaml:"fill_wait"`
+	// Timeout bounds one cache operation on Redis. Default 50ms.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 func (s *Store) setDefaults() {
@@ -70,6 +92,15 @@ func (s *Store) setDefaults() {
 	}
 	if s.LeaseTTL == 0 {
 		s.LeaseTTL = DefaultStoreLeaseTTL
+	}
+	if s.Cache.MaxEntryBytes == 0 {
+		s.Cache.MaxEntryBytes = DefaultStoreCacheMaxEntryBytes
+	}
+	if s.Cache.FillWait == 0 {
+		s.Cache.FillWait = DefaultStoreCacheFillWait
+	}
+	if s.Cache.Timeout == 0 {
+		s.Cache.Timeout = DefaultStoreCacheTimeout
 	}
 }
 
@@ -105,6 +136,18 @@ func (s *Store) validate(errs *Errors) {
 		errs.add("store.lease_ttl", "must not be negative")
 	} else if s.LeaseTTL > 0 && s.LeaseTTL < 300*time.Millisecond {
 		errs.add("store.lease_ttl", "must be at least 300ms, got %s", s.LeaseTTL)
+	}
+	if s.Cache.Enabled && s.Kind != StoreRedis {
+		errs.add("store.cache.enabled", "only for kind redis")
+	}
+	if s.Cache.MaxEntryBytes < 0 {
+		errs.add("store.cache.max_entry_bytes", "must be positive")
+	}
+	if s.Cache.FillWait < 0 || s.Cache.FillWait > time.Minute {
+		errs.add("store.cache.fill_wait", "must be between 0 and 1m, got %s", s.Cache.FillWait)
+	}
+	if s.Cache.Timeout < 0 {
+		errs.add("store.cache.timeout", "must not be negative")
 	}
 }
 

@@ -43,9 +43,19 @@ func (l *Limiter) Header(name string, h http.Header) {
 }
 
 func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.Header) {
-	req, okReq := tightest(ctx, now, &key.req, &l.global.req)
-	in, okIn := tightest(ctx, now, &key.in, &l.global.in)
-	out, okOut := tightest(ctx, now, &key.out, &l.global.out)
+	slots := [6]*rateSlot{&key.req, &l.global.req, &key.in, &l.global.in, &key.out, &l.global.out}
+	var sts [6]Status
+	var found [6]bool
+	l.peek(ctx, now, slots[:], sts[:], found[:])
+	writeHeader(now, sts, found, h)
+}
+
+// writeHeader sets the headers from the statuses of a key's and the global rate cells, in the
+// order requests, input, output (the key's then the global), where found.
+func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header) {
+	req, okReq := tightest(sts[0:2], found[0:2])
+	in, okIn := tightest(sts[2:4], found[2:4])
+	out, okOut := tightest(sts[4:6], found[4:6])
 	var buf [384]byte
 	w := headerWriter{b: buf[:0]}
 	if okReq {
@@ -111,24 +121,54 @@ func (w *headerWriter) set(h http.Header) {
 	}
 }
 
-// tightest returns the status of whichever configured slot has fewer units remaining (the later
-// reset on a tie). A slot whose store fails is skipped: headers are advice, not enforcement.
-func tightest(ctx context.Context, now time.Time, slots ...*rateSlot) (Status, bool) {
-	var best Status
-	found := false
-	for _, s := range slots {
+// peek reads the status of each configured slot into sts, setting found: in one round trip when
+// the store is Redis, else cell by cell. A slot whose store fails is skipped: headers are advice,
+// not enforcement.
+func (l *Limiter) peek(ctx context.Context, now time.Time, slots []*rateSlot, sts []Status, found []bool) {
+	if l.redis != nil && l.redis.batched() {
+		var buf [6]rateOp
+		ops := buf[:0]
+		for _, s := range slots {
+			if s.cell != nil {
+				ops = append(ops, rateOp{slot: s, peek: true})
+			}
+		}
+		if l.redis.rateOps(ctx, now, ops) {
+			n := now.UnixNano()
+			j := 0
+			for i, s := range slots {
+				if s.cell != nil {
+					sts[i], found[i] = status(ops[j].tat, n, s.rate), true
+					j++
+				}
+			}
+			return
+		}
+	}
+	for i, s := range slots {
 		if s.cell == nil {
 			continue
 		}
-		st, err := s.cell.Peek(ctx, now, s.rate)
-		if err != nil {
-			continue
-		}
-		if !found || st.Remaining < best.Remaining || (st.Remaining == best.Remaining && st.Reset.After(best.Reset)) {
-			best, found = st, true
+		if st, err := s.cell.Peek(ctx, now, s.rate); err == nil {
+			sts[i], found[i] = st, true
 		}
 	}
-	return best, found
+}
+
+// tightest returns the status with fewer units remaining among those found (the later reset on
+// a tie).
+func tightest(sts []Status, found []bool) (Status, bool) {
+	var best Status
+	ok := false
+	for i, st := range sts {
+		if !found[i] {
+			continue
+		}
+		if !ok || st.Remaining < best.Remaining || (st.Remaining == best.Remaining && st.Reset.After(best.Reset)) {
+			best, ok = st, true
+		}
+	}
+	return best, ok
 }
 
 // resetTime rounds a reset instant up to the whole second RFC 3339 shows, so it is never early.

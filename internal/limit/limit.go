@@ -18,6 +18,7 @@
 package limit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -66,6 +67,10 @@ type Limiter struct {
 	now    func() time.Time
 	global scope
 	keys   map[string]*scope
+	// redis, when the store is Redis, runs each of a request's operations on all its cells in
+	// one round trip (redisbatch.go); the cells one by one are the path of every other store, and
+	// of Redis while it is unreachable.
+	redis *Redis
 }
 
 // scope is the resolved cells of one key, or of the global limits.
@@ -103,6 +108,7 @@ func New(c Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{now: c.Now, keys: make(map[string]*scope, len(c.Keys)+1)}
+	l.redis, _ = c.Store.(*Redis)
 	l.global = newScope(c.Store, "", true, c.Global)
 	for name, lim := range c.Keys {
 		if err := lim.validate(strconv.Quote(name)); err != nil {
@@ -203,7 +209,46 @@ type Lease struct {
 	input  int64 // input tokens currently reserved
 	output int64 // output tokens charged
 	held   bool  // concurrency slots held
+	// With Redis, token changes not written yet: a settlement is written with the release, and
+	// output charged while streaming at most every chargeEvery, so that the end of a request is
+	// one round trip and a stream's tokens are not one each.
+	owedIn, owedOut int64
+	wrote           time.Time // when the output was last written (or the lease admitted)
+	// With Redis, the TAT of each rate cell (in the headers' order: requests, input, output;
+	// the key's then the global) as this lease's own operations left it, where known bit i
+	// is set: the rate-limit headers are computed from it, without a round trip.
+	seen  [6]int64
+	known uint8
 }
+
+// slots are the lease's rate cells in the headers' order.
+func (ls *Lease) slots() [6]*rateSlot {
+	g := &ls.l.global
+	return [6]*rateSlot{&ls.key.req, &g.req, &ls.key.in, &g.in, &ls.key.out, &g.out}
+}
+
+// saw notes the state each op that ran in Redis left its cell in.
+func (ls *Lease) saw(ops []rateOp) {
+	all := ls.slots()
+	for _, o := range ops {
+		if !o.ran {
+			continue
+		}
+		for i, s := range all {
+			if s == o.slot {
+				ls.seen[i], ls.known = o.tat, ls.known|1<<i
+			}
+		}
+	}
+}
+
+// Admitted reports whether the lease is of an admitted request (not the zero Lease).
+func (ls *Lease) Admitted() bool { return ls.l != nil }
+
+// chargeEvery is how often, at most, a stream's output tokens are written to a Redis store
+// while it streams: at the first charge at least this long after the last write, and with the
+// release. The debt other requests of the key see lags by about this.
+const chargeEvery = 100 * time.Millisecond
 
 // Acquire admits a request of key name with an estimated inputTokens: Admit, then Reserve. It
 // returns a 429 *apierr.Error saying which limit refused it, with RetryAfter and the rate-limit
@@ -237,13 +282,43 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 	now := l.now()
 	scopes := [2]*scope{key, &l.global}
 	var done [2]step
+	if l.redis != nil && l.redis.batched() {
+		if res, ok := l.redis.admit(ctx, now, scopes); ok {
+			var err error
+			for i, s := range scopes {
+				switch res[i].refused {
+				case stepNone:
+					done[i] = stepReq // all taken (the scope's admission is all or nothing)
+				case stepConc:
+					err = cmp.Or(err, error(s.concRefused(res[i].n)))
+				case stepReq:
+					err = cmp.Or(err, error(s.rateRefused(&s.req, "requests", now, res[i].n)))
+				default:
+					err = cmp.Or(err, error(s.rateRefused(&s.out, "output tokens", now, res[i].n)))
+				}
+			}
+			if err != nil {
+				l.undo(ctx, now, scopes, done, [2]bool{}, 0)
+				l.refused(ctx, key, now, err)
+				return Lease{}, err
+			}
+			ls := Lease{l: l, key: key, held: true, wrote: now}
+			for i, s := range scopes {
+				if s.req.cell != nil {
+					ls.seen[0+i], ls.known = res[i].req, ls.known|1<<(0+i)
+				}
+				if s.out.cell != nil {
+					ls.seen[4+i], ls.known = res[i].out, ls.known|1<<(4+i)
+				}
+			}
+			return ls, nil
+		}
+	}
 	for i, s := range scopes {
 		var err error
 		done[i], err = s.admit(ctx, now)
 		if err != nil {
-			for j := i; j >= 0; j-- {
-				scopes[j].undo(ctx, now, done[j], 0)
-			}
+			l.undo(ctx, now, scopes, done, [2]bool{}, 0)
 			l.refused(ctx, key, now, err)
 			return Lease{}, err
 		}
@@ -262,23 +337,62 @@ func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
 	l, now := ls.l, ls.l.now()
 	input := max(int64(inputTokens), 0)
 	scopes := [2]*scope{ls.key, &l.global}
-	var done [2]step
-	for i, s := range scopes {
-		var err error
-		done[i], err = s.reserve(ctx, now, input)
-		if err != nil {
-			for j := range scopes {
-				if j <= i {
-					scopes[j].undo(ctx, now, done[j], input)
-				}
-				scopes[j].undo(ctx, now, stepReq, 0)
+	var took [2]bool
+	err := l.reserve(ctx, now, ls, input, &took)
+	if err != nil {
+		l.undo(ctx, now, scopes, [2]step{stepReq, stepReq}, took, input)
+		ls.held = false
+		l.refused(ctx, ls.key, now, err)
+		return err
+	}
+	ls.input = input
+	return nil
+}
+
+// reserve takes input tokens in each scope that limits them, and notes in took the scopes it
+// took them in: in one round trip when the store is Redis, else cell by cell, stopping at the
+// first refusal.
+func (l *Limiter) reserve(ctx context.Context, now time.Time, ls *Lease, input int64, took *[2]bool) error {
+	scopes := [2]*scope{ls.key, &l.global}
+	if l.redis != nil && l.redis.batched() && input > 0 {
+		var ops [2]rateOp
+		var at [2]int
+		n := 0
+		for i, s := range scopes {
+			at[i] = -1
+			if s.in.cell == nil {
+				continue
 			}
-			ls.held = false
-			l.refused(ctx, ls.key, now, err)
+			if input > s.in.rate.Limit {
+				return s.inRefused(input, -1) // never fits: nothing to ask the store
+			}
+			ops[n], at[i] = rateOp{slot: &s.in, take: true, cost: input}, n
+			n++
+		}
+		if l.redis.rateOps(ctx, now, ops[:n]) {
+			ls.saw(ops[:n])
+			var err error
+			for i, s := range scopes {
+				if at[i] < 0 {
+					continue
+				}
+				if o := &ops[at[i]]; o.ok {
+					took[i] = true
+				} else if err == nil {
+					_, _, wait := gcraTake(o.tat, now.UnixNano(), s.in.rate, input)
+					err = s.inRefused(input, wait)
+				}
+			}
 			return err
 		}
 	}
-	ls.input = input
+	for i, s := range scopes {
+		done, err := s.reserve(ctx, now, input)
+		if err != nil {
+			return err
+		}
+		took[i] = done == stepIn
+	}
 	return nil
 }
 
@@ -309,8 +423,7 @@ func (s *scope) admit(ctx context.Context, now time.Time) (step, error) {
 			return done, storeError(err)
 		}
 		if !ok {
-			return done, s.refuse(fmt.Sprintf("%d concurrent requests", s.conc.max),
-				fmt.Sprintf("%d requests are in flight", n), time.Second)
+			return done, s.concRefused(n)
 		}
 		done = stepConc
 	}
@@ -347,28 +460,87 @@ func (s *scope) reserve(ctx context.Context, now time.Time, input int64) (step, 
 		return stepNone, storeError(err)
 	}
 	if !ok {
-		what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
-		if st.RetryAfter < 0 {
-			return stepNone, s.tooBig(input, what)
-		}
-		return stepNone, s.refuse(what, fmt.Sprintf("this request needs about %d", input), st.RetryAfter)
+		return stepNone, s.inRefused(input, st.RetryAfter)
 	}
 	return stepIn, nil
 }
 
-// undo reverses the steps admit and reserve completed. Errors are ignored: the request is being
-// refused anyway, and a store that cannot refund leaves the limit stricter, never looser.
-func (s *scope) undo(ctx context.Context, now time.Time, done step, input int64) {
-	if done >= stepIn {
-		_, _ = s.in.cell.Add(ctx, now, s.in.rate, -input)
-		return // reserve's step: admit's steps are undone by their own call
+// concRefused refuses a request because n requests of the scope are in flight.
+func (s *scope) concRefused(n int64) *apierr.Error {
+	return s.refuse(fmt.Sprintf("%d concurrent requests", s.conc.max), fmt.Sprintf("%d requests are in flight", n),
+		time.Second)
+}
+
+// rateRefused refuses a request because the cell r, of dimension what, whose TAT is tat, has not
+// one unit left.
+func (s *scope) rateRefused(r *rateSlot, what string, now time.Time, tat int64) *apierr.Error {
+	_, _, wait := gcraTake(tat, now.UnixNano(), r.rate, 1)
+	return s.refuse(fmt.Sprintf("%d %s per minute", r.rate.Limit, what), "", wait)
+}
+
+// inRefused refuses a request's input tokens, to be retried after retry (never, when negative).
+func (s *scope) inRefused(input int64, retry time.Duration) *apierr.Error {
+	what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
+	if retry < 0 {
+		return s.tooBig(input, what)
 	}
-	if done >= stepReq && s.req.cell != nil {
-		_, _ = s.req.cell.Add(ctx, now, s.req.rate, -1)
+	return s.refuse(what, fmt.Sprintf("this request needs about %d", input), retry)
+}
+
+// undo reverses what a refused request took: in each scope, the admission steps up to done[i]
+// (the request, the concurrency slot) and the input tokens where in[i]. Errors are ignored: the
+// request is being refused anyway, and a store that cannot refund leaves the limit stricter,
+// never looser.
+func (l *Limiter) undo(ctx context.Context, now time.Time, scopes [2]*scope, done [2]step, in [2]bool, input int64) {
+	var ops [4]rateOp
+	var gauges [2]Gauge
+	n, ng := 0, 0
+	for i, s := range scopes {
+		if in[i] {
+			ops[n] = rateOp{slot: &s.in, cost: -input}
+			n++
+		}
+		if done[i] >= stepReq && s.req.cell != nil {
+			ops[n] = rateOp{slot: &s.req, cost: -1}
+			n++
+		}
+		if done[i] >= stepConc && s.conc.cell != nil {
+			gauges[ng] = s.conc.cell
+			ng++
+		}
 	}
-	if done >= stepConc && s.conc.cell != nil {
-		_ = s.conc.cell.Dec(ctx)
+	_ = l.add(ctx, now, ops[:n])
+	_ = l.release(ctx, gauges[:ng])
+}
+
+// add runs each op unconditionally (a negative cost refunds): in one round trip when the store
+// is Redis, else cell by cell. It returns the first store error.
+func (l *Limiter) add(ctx context.Context, now time.Time, ops []rateOp) error {
+	if len(ops) == 0 || l.redis != nil && l.redis.batched() && l.redis.rateOps(ctx, now, ops) {
+		return nil
 	}
+	var first error
+	for _, o := range ops {
+		if _, err := o.slot.cell.Add(ctx, now, o.slot.rate, o.cost); err != nil && first == nil {
+			first = fmt.Errorf("limit: store: %w", err)
+		}
+	}
+	return first
+}
+
+// release gives back one slot of each gauge: in one round trip when the store is Redis, else
+// gauge by gauge. It returns the first store error.
+func (l *Limiter) release(ctx context.Context, gauges []Gauge) error {
+	if len(gauges) == 0 || l.redis != nil && l.redis.batched() && l.redis.release(ctx, gauges) {
+		return nil
+	}
+	var first error
+	for _, g := range gauges {
+		if err := g.Dec(ctx); err != nil && first == nil {
+			first = fmt.Errorf("limit: store: %w", err)
+		}
+	}
+	return first
 }
 
 // whose names the scope in a client message.
@@ -431,19 +603,13 @@ func (ls *Lease) Settle(inputTokens, outputTokens int) error {
 	if ls.l == nil {
 		return nil
 	}
-	ctx, now := context.Background(), ls.l.now()
-	var first error
-	if d := int64(inputTokens) - ls.input; d != 0 {
-		ls.input += d
-		first = ls.add(ctx, now, func(s *scope) *rateSlot { return &s.in }, d)
+	din, dout := int64(inputTokens)-ls.input, int64(outputTokens)-ls.output
+	ls.input, ls.output = int64(inputTokens), int64(outputTokens)
+	ls.owedIn, ls.owedOut = ls.owedIn+din, ls.owedOut+dout
+	if ls.l.redis != nil && ls.held {
+		return nil // written with the release, in the same round trip
 	}
-	if d := int64(outputTokens) - ls.output; d != 0 {
-		ls.output += d
-		if err := ls.add(ctx, now, func(s *scope) *rateSlot { return &s.out }, d); first == nil {
-			first = err
-		}
-	}
-	return first
+	return ls.flush()
 }
 
 // Charge charges n output tokens as they stream, unconditionally: a stream is never cut for
@@ -453,19 +619,42 @@ func (ls *Lease) Charge(n int) error {
 		return nil
 	}
 	ls.output += int64(n)
-	return ls.add(context.Background(), ls.l.now(), func(s *scope) *rateSlot { return &s.out }, int64(n))
-}
-
-func (ls *Lease) add(ctx context.Context, now time.Time, dim func(*scope) *rateSlot, n int64) error {
-	var first error
-	for _, s := range [2]*scope{ls.key, &ls.l.global} {
-		if r := dim(s); r.cell != nil {
-			if _, err := r.cell.Add(ctx, now, r.rate, n); err != nil && first == nil {
-				first = fmt.Errorf("limit: store: %w", err)
-			}
+	ls.owedOut += int64(n)
+	if ls.l.redis != nil && ls.held {
+		if now := ls.l.now(); now.Sub(ls.wrote) < chargeEvery {
+			return nil
 		}
 	}
-	return first
+	return ls.flush()
+}
+
+// owed returns the operations that write the lease's owed tokens to its key and the global
+// scope, and forgets them.
+func (ls *Lease) owed(ops *[4]rateOp) []rateOp {
+	n := 0
+	for _, s := range [2]*scope{ls.key, &ls.l.global} {
+		if ls.owedIn != 0 && s.in.cell != nil {
+			ops[n] = rateOp{slot: &s.in, cost: ls.owedIn}
+			n++
+		}
+		if ls.owedOut != 0 && s.out.cell != nil {
+			ops[n] = rateOp{slot: &s.out, cost: ls.owedOut}
+			n++
+		}
+	}
+	ls.owedIn, ls.owedOut = 0, 0
+	return ops[:n]
+}
+
+// flush writes the owed tokens, in one round trip when the store is Redis.
+func (ls *Lease) flush() error {
+	var buf [4]rateOp
+	ops := ls.owed(&buf)
+	now := ls.l.now()
+	ls.wrote = now
+	err := ls.l.add(context.Background(), now, ops)
+	ls.saw(ops)
+	return err
 }
 
 // Release frees the request's concurrency slots. It is idempotent; call it when the response
@@ -475,16 +664,29 @@ func (ls *Lease) Release() error {
 		return nil
 	}
 	ls.held = false
-	ctx := context.Background()
-	var first error
+	var gauges [2]Gauge
+	n := 0
 	for _, s := range [2]*scope{ls.key, &ls.l.global} {
 		if g := s.conc.cell; g != nil {
-			if err := g.Dec(ctx); err != nil && first == nil {
-				first = fmt.Errorf("limit: store: %w", err)
-			}
+			gauges[n] = g
+			n++
 		}
 	}
-	return first
+	var buf [4]rateOp
+	ops := ls.owed(&buf)
+	ctx, now := context.Background(), ls.l.now()
+	if ls.l.redis != nil && ls.l.redis.batched() {
+		// The settlement and the release in one round trip.
+		ran, released := ls.l.redis.settle(ctx, now, ops, gauges[:n])
+		if ran {
+			ls.saw(ops)
+			ops = nil
+		}
+		if released {
+			n = 0
+		}
+	}
+	return cmp.Or(ls.l.add(ctx, now, ops), ls.l.release(ctx, gauges[:n]))
 }
 
 // Header sets the rate-limit headers for the lease's key on h (see Limiter.Header).
@@ -492,5 +694,38 @@ func (ls *Lease) Header(h http.Header) {
 	if ls.l == nil {
 		return
 	}
-	ls.l.header(context.Background(), ls.key, ls.l.now(), h)
+	now := ls.l.now()
+	if ls.l.redis != nil {
+		// From the state this request's own operations saw, with the tokens it owes: no round
+		// trip. A cell none of them touched (no input counted) is read.
+		all := ls.slots()
+		var sts [6]Status
+		var found [6]bool
+		complete := true
+		for i, s := range all {
+			if s.cell == nil {
+				continue
+			}
+			if ls.known&(1<<i) == 0 {
+				complete = false
+				break
+			}
+			tat, n := ls.seen[i], now.UnixNano()
+			switch {
+			case i == 2 || i == 3:
+				tat = gcraAdd(tat, n, s.rate, ls.owedIn)
+			case i >= 4:
+				tat = gcraAdd(tat, n, s.rate, ls.owedOut)
+			}
+			sts[i], found[i] = status(tat, n, s.rate), true
+		}
+		if complete {
+			writeHeader(now, sts, found, h)
+			return
+		}
+	}
+	if ls.owedIn != 0 || ls.owedOut != 0 {
+		_ = ls.flush() // the headers describe the state with this request's tokens
+	}
+	ls.l.header(context.Background(), ls.key, now, h)
 }

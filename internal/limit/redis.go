@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +55,11 @@ type RedisConfig struct {
 // cell is one key holding its TAT, updated by one Lua script per operation (check and take in one
 // round trip, with the arithmetic of the Memory store, so the limits are exact across replicas);
 // a gauge is a hash of the slots each replica holds plus a sorted set of the replicas' lease
-// expiries. Keys are hash-tagged by cell, so Redis Cluster serves them. Safe for concurrent use.
+// expiries. Keys are hash-tagged by scope (an API key, or global), so Redis Cluster serves them
+// and one script can take a request's admission in a scope at once. A Limiter on this store runs
+// each of a request's operations in one round trip (redisbatch.go): admission, reservation, the
+// headers, and the settlement with the release; a stream's output tokens are written at most
+// every chargeEvery. Safe for concurrent use.
 type Redis struct {
 	c         RedisConfig
 	ttlMS     string
@@ -158,7 +163,7 @@ func (s *Redis) Rate(id string) RateCell {
 	defer s.mu.Unlock()
 	c, ok := s.rates[id]
 	if !ok {
-		c = &redisRate{s: s, key: []string{s.c.Prefix + "{" + id + "}"}}
+		c = &redisRate{s: s, key: []string{s.cellKey(id)}}
 		s.rates[id] = c
 	}
 	return c
@@ -170,15 +175,42 @@ func (s *Redis) Gauge(id string) Gauge {
 	defer s.mu.Unlock()
 	g, ok := s.gauges[id]
 	if !ok {
-		tag := s.c.Prefix + "{" + id + "}"
-		g = &redisGauge{s: s, keys: []string{tag + ":slots", tag + ":leases"}}
+		k := s.cellKey(id)
+		g = &redisGauge{s: s, keys: []string{k + ":slots", k + ":leases"}}
 		s.gauges[id] = g
 	}
 	return g
 }
 
+// cellKey names the Redis key of cell id. The hash tag is the cell's scope — the API key's
+// quoted name, or "global" — so every cell of one scope is on one Redis Cluster shard and one
+// script can check and take all of a request's limits in that scope at once.
+func (s *Redis) cellKey(id string) string {
+	tag, rest := id, ""
+	if name, ok := strings.CutPrefix(id, "key/"); ok {
+		if q, err := strconv.QuotedPrefix(name); err == nil {
+			tag, rest = id[:len("key/")+len(q)], id[len("key/")+len(q):]
+		}
+	} else if i := strings.IndexByte(id, '/'); i >= 0 {
+		tag, rest = id[:i], id[i:]
+	}
+	return s.c.Prefix + "{" + tag + "}" + rest
+}
+
 // Up reports whether Redis answered the last operation (or the last probe since it failed).
 func (s *Redis) Up() bool { return s.up.Load() }
+
+// Client is the store's connection, for another user of the same Redis (the shared response
+// cache), whose operations then share the store's view of whether Redis is reachable (Use, Fail).
+func (s *Redis) Client() redis.UniversalClient { return s.c.Client }
+
+// Use reports whether another user of the client should try Redis now; when not, its operation
+// is counted as an error, as the limits' own are.
+func (s *Redis) Use() bool { return s.usable() }
+
+// Fail records another user's operation that failed: counted, and Redis is not tried again until
+// a probe answers. An error caused by ctx ending is not the store's.
+func (s *Redis) Fail(ctx context.Context, err error) { s.failed(ctx, err) }
 
 // Errors returns how many operations could not use Redis.
 func (s *Redis) Errors() uint64 { return s.errCount.Load() }
@@ -237,7 +269,7 @@ func (s *Redis) failed(ctx context.Context, err error) {
 		if s.c.Deny {
 			policy = "deny: answering 503 to limited requests"
 		}
-		s.c.Logger.Warn("rate-limit store unreachable", "err", err, "on_error", policy)
+		s.c.Logger.Warn("shared store (Redis) unreachable", "err", err, "on_error", policy)
 	}
 	s.probe()
 }
@@ -273,7 +305,7 @@ func (s *Redis) probe() {
 			if err == nil {
 				s.renewAll()
 				s.up.Store(true)
-				s.c.Logger.Info("rate-limit store reachable again")
+				s.c.Logger.Info("shared store (Redis) reachable again")
 				return
 			}
 		}
@@ -554,14 +586,8 @@ func (g *redisGauge) fallbackInc(ctx context.Context, limit int64) (int64, bool,
 // Dec releases a slot: one taken locally if any, else one of this replica's in Redis. It does not
 // fail: a release that cannot reach Redis is written with the next renewal.
 func (g *redisGauge) Dec(ctx context.Context) error {
-	for {
-		v := g.local.n.Load()
-		if v <= 0 {
-			break
-		}
-		if g.local.n.CompareAndSwap(v, v-1) {
-			return nil
-		}
+	if g.decLocal() {
+		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -577,6 +603,20 @@ func (g *redisGauge) Dec(ctx context.Context) error {
 		g.s.failed(ctx, err)
 	}
 	return nil
+}
+
+// decLocal gives back a slot taken from this replica's own share while Redis was unreachable,
+// and reports whether there was one.
+func (g *redisGauge) decLocal() bool {
+	for {
+		v := g.local.n.Load()
+		if v <= 0 {
+			return false
+		}
+		if g.local.n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
 
 // renew extends this replica's lease on its slots, or writes its count after a failed write.

@@ -95,6 +95,15 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 				rec.Cache = CacheHit
 				return true, p.replay(c, e)
 			}
+			// A store shared by replicas: claim the filling of the key, or wait (briefly) for
+			// the replica that holds the claim to store its answer.
+			if sh, ok := m.Store.(*cache.Shared); ok {
+				if e := sh.Claim(ctx, cc.key); e != nil {
+					m.Finish(cc.key, f, e)
+					rec.Cache = CacheCoalesced
+					return true, p.replay(c, e)
+				}
+			}
 			cc.flight = f
 			rec.Cache = CacheMiss
 			return false, nil
@@ -164,8 +173,14 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 	if rec.Served == cc.model.Name && len(rec.Fallbacks) == 0 && !rec.Passed {
 		if e = cc.tee.rec.Entry(rec.Served, p.cache.Now()); e != nil {
 			e.Engine, e.Simulated = rec.Engine, rec.Simulated
+			if sh, ok := cc.model.Store.(*cache.Shared); ok && rec.Cache == CacheRefresh {
+				_ = sh.Delete(context.WithoutCancel(ctx), cc.key) // written once: a refresh replaces it
+			}
 			_ = cc.model.Store.Put(context.WithoutCancel(ctx), cc.key, e, cc.model.Policy.TTL)
 		}
+	}
+	if sh, ok := cc.model.Store.(*cache.Shared); ok && e == nil && cc.flight != nil {
+		sh.Unclaim(context.WithoutCancel(ctx), cc.key) // nothing to store: the waiting replicas go on
 	}
 	if cc.flight != nil {
 		cc.model.Finish(cc.key, cc.flight, e)
@@ -179,6 +194,9 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 func (c *cacheCall) end(ctx context.Context) {
 	if c.flight == nil {
 		return
+	}
+	if sh, ok := c.model.Store.(*cache.Shared); ok {
+		sh.Unclaim(context.WithoutCancel(ctx), c.key) // the call failed: the waiting replicas go on
 	}
 	if ctx.Err() != nil {
 		c.model.Abandon(c.key, c.flight)

@@ -469,6 +469,18 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	return nil
 }
 
+// RateHeader sets the caller's rate-limit headers on h from the call's lease — with a shared
+// store, from the state the request's own limit operations saw, without another round trip — and
+// reports whether it did: false when the call was not admitted by the limits (the caller then
+// reads them with Limiter.Header).
+func (c *Call) RateHeader(h http.Header) bool {
+	if !c.lease.Admitted() {
+		return false
+	}
+	c.lease.Header(h)
+	return true
+}
+
 // rateLimited reports whether err is layer0's own 429.
 func rateLimited(err error) bool {
 	var e *apierr.Error

@@ -596,7 +596,7 @@ func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 	// The caller's rate-limit state on every answer, as the Anthropic and OpenAI APIs send it
 	// (a 429 carries its own, filled when it was refused).
 	if !rec.RateLimited && rec.Status < 400 {
-		if l := x.p.Limits(); l != nil {
+		if l := x.p.Limits(); l != nil && !x.call.RateHeader(h) {
 			l.Header(rec.Key, h)
 		}
 	}

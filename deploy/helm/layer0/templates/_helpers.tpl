@@ -48,6 +48,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.redis.passwordEnv -}}
 {{- $_ := set $store "password_env" .Values.redis.passwordEnv -}}
 {{- end -}}
+{{- if .Values.redis.cache.enabled -}}
+{{- $_ := set $store "cache" (dict "enabled" true "max_entry_bytes" (.Values.redis.cache.maxEntryBytes | int64) "fill_wait" .Values.redis.cache.fillWait) -}}
+{{- end -}}
 {{- $_ := set $cfg "store" $store -}}
 {{- end -}}
 {{- toYaml $cfg -}}

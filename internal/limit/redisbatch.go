@@ -1,0 +1,352 @@
+package limit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A request's limit operations on Redis, each in one round trip whatever the number of cells:
+// admission (concurrency, requests, the output-token check) is one script per scope that checks
+// every cell and takes them all or none; the key's scope and the global one go in one pipeline.
+// Reservations, settlements, charges, undos and releases are the per-cell scripts, pipelined.
+// Each reports false when it did not run (Redis unreachable, or the call failed, which marks it
+// so): the Limiter then runs the cells one by one, which serve from this replica's own state.
+
+// admitScript checks and takes one scope's admission atomically. KEYS: the requests cell, the
+// output-tokens cell, the concurrency slots and leases — all of one hash tag (an absent cell's
+// key is another of the scope's, never touched). ARGV: now (s, ns), the requests interval
+// (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
+// the replica, the slots it holds, the concurrency max (0: unlimited), the lease TTL (ms).
+// Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
+// for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
+// {3, TAT offset} by output tokens. The GCRA arithmetic is gcraScript's.
+var admitScript = redis.NewScript(`
+local nh, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local function rel(k)
+  local s = redis.call('GET', k)
+  if not s then return 0 end
+  local r = (tonumber(string.sub(s, 1, -10)) - nh) * 1e9 + (tonumber(string.sub(s, -9)) - nl)
+  if r < 0 then return 0 end
+  return r
+end
+local cmax, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
+local held, n, now = tonumber(ARGV[8]), 0, 0
+if cmax > 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]) end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now) end
+  local kv = redis.call('HGETALL', KEYS[3])
+  n = held
+  for i = 1, #kv, 2 do
+    if kv[i] ~= ARGV[7] then n = n + tonumber(kv[i + 1]) end
+  end
+  if n >= cmax then return {1, n} end
+end
+local rinc, rnext = tonumber(ARGV[3]), 0
+if rinc > 0 then
+  local r = rel(KEYS[1])
+  rnext = r + rinc
+  if rnext > tonumber(ARGV[4]) then return {2, r} end
+end
+local need, orel = tonumber(ARGV[5]), 0
+if need > 0 then
+  orel = rel(KEYS[2])
+  if tonumber(ARGV[6]) - orel < need then return {3, orel} end
+end
+if cmax > 0 then
+  redis.call('HSET', KEYS[3], ARGV[7], held + 1)
+  redis.call('ZADD', KEYS[4], now + ttl, ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ttl)
+  redis.call('PEXPIRE', KEYS[4], ttl)
+  n = n + 1
+end
+if rinc > 0 then
+  local lo = nl + rnext
+  local carry = math.floor(lo / 1e9)
+  redis.call('SET', KEYS[1], string.format('%d%09d', nh + carry, lo - carry * 1e9), 'PX', math.floor(rnext / 1e6) + 1)
+end
+return {0, n, rnext, orel}
+`)
+
+// scriptCall is one script run of a pipeline.
+type scriptCall struct {
+	sc   *redis.Script
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// pipe runs calls in one round trip, bounded by the store's timeout: each by EVALSHA in one
+// pipeline; those Redis answers NOSCRIPT (it restarted, or never saw the script) go again by EVAL,
+// which loads it. It returns the first error; on success every call's reply is in its cmd.
+func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
+	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+	defer cancel()
+	if len(calls) == 1 {
+		c := &calls[0]
+		c.cmd = c.sc.Run(ctx, s.c.Client, c.keys, c.args...)
+		return c.cmd.Err()
+	}
+	p := s.c.Client.Pipeline()
+	for i := range calls {
+		c := &calls[i]
+		c.cmd = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+	}
+	_, _ = p.Exec(ctx) // each command's error is looked at below
+	var again redis.Pipeliner
+	for i := range calls {
+		if c := &calls[i]; redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			if again == nil {
+				again = s.c.Client.Pipeline()
+			}
+			c.cmd = c.sc.Eval(ctx, again, c.keys, c.args...)
+		}
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
+	for i := range calls {
+		if err := calls[i].cmd.Err(); err != nil {
+			return fmt.Errorf("limit: redis: %w", err)
+		}
+	}
+	return nil
+}
+
+// reply decodes a script's reply of numbers (two, or four for an admission that took).
+func reply(c *scriptCall) (int64, int64, error) {
+	v, err := c.cmd.Slice()
+	if err != nil || len(v) < 2 {
+		return 0, 0, fmt.Errorf("limit: redis: unexpected reply %v %v", v, err)
+	}
+	a, _ := v[0].(int64)
+	b, _ := v[1].(int64)
+	return a, b, nil
+}
+
+// replyAt returns the i-th number of a script's reply, 0 when there is none.
+func replyAt(c *scriptCall, i int) int64 {
+	v, _ := c.cmd.Slice()
+	if i >= len(v) {
+		return 0
+	}
+	n, _ := v[i].(int64)
+	return n
+}
+
+// batched reports whether to run a request's operations in one round trip now: Redis is up. When
+// it is not, the cells one by one count the errors and serve from their fallback.
+func (s *Redis) batched() bool { return s.up.Load() }
+
+// mine returns c as a cell of this store, or nil (a cell of another store, kept by Adopt).
+func (s *Redis) mine(c RateCell) *redisRate {
+	if r, ok := c.(*redisRate); ok && r.s == s {
+		return r
+	}
+	return nil
+}
+
+func (s *Redis) mineGauge(g Gauge) *redisGauge {
+	if r, ok := g.(*redisGauge); ok && r.s == s {
+		return r
+	}
+	return nil
+}
+
+// admission is one scope's outcome of a batched admission.
+type admission struct {
+	refused  step  // stepNone: taken; else the step that refused (stepConc, stepReq, stepOut)
+	n        int64 // the concurrency count, or the refusing cell's TAT (Unix ns)
+	req, out int64 // when taken: the requests cell's TAT after, the output cell's (Unix ns)
+	gauge    *redisGauge
+}
+
+// stepOut marks a refusal by the output-token check (it takes nothing, so it is never undone).
+const stepOut step = 100
+
+// admit runs the admission of every scope that limits anything in one round trip. ok is false
+// when it did not run.
+func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res [2]admission, ok bool) {
+	n := now.UnixNano()
+	var calls [2]scriptCall
+	var idx [2]int
+	nc := 0
+	for i, sc := range scopes {
+		idx[i] = -1
+		if sc.req.cell == nil && sc.out.cell == nil && sc.conc.cell == nil {
+			continue
+		}
+		var keys [4]string
+		req, out, g := s.mine(sc.req.cell), s.mine(sc.out.cell), s.mineGauge(sc.conc.cell)
+		if (sc.req.cell != nil && req == nil) || (sc.out.cell != nil && out == nil) || (sc.conc.cell != nil && g == nil) {
+			return res, false
+		}
+		var some string
+		if g != nil {
+			keys[2], keys[3], some = g.keys[0], g.keys[1], g.keys[0]
+		}
+		var rinc, need int64
+		if req != nil {
+			keys[0], some, rinc = req.key[0], req.key[0], interval(sc.req.rate, 1)
+		}
+		if out != nil {
+			keys[1], some = out.key[0], out.key[0]
+			need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
+		}
+		for k := range keys {
+			if keys[k] == "" {
+				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
+			}
+		}
+		res[i].gauge = g
+		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
+			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), s.c.ReplicaID, int64(0), sc.conc.max, s.ttlMS}}
+		idx[i] = nc
+		nc++
+	}
+	if nc == 0 {
+		return res, true
+	}
+	// Each gauge's count is written exactly, so its writes are ordered: hold both (the key's
+	// first, always) across the round trip.
+	for i := range scopes {
+		if g := res[i].gauge; g != nil {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			calls[idx[i]].args[7] = g.held
+		}
+	}
+	if err := s.pipe(ctx, calls[:nc]); err != nil {
+		for i := range scopes {
+			if g := res[i].gauge; g != nil {
+				g.dirty = true // it may have run: the next renewal writes the count
+			}
+		}
+		s.failed(ctx, err)
+		return res, false
+	}
+	for i := range scopes {
+		if idx[i] < 0 {
+			continue
+		}
+		code, v, err := reply(&calls[idx[i]])
+		if err != nil {
+			s.failed(ctx, err)
+			return res, false
+		}
+		switch code {
+		case 0:
+			if g := res[i].gauge; g != nil {
+				g.held++
+				g.dirty = false
+			}
+			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
+		case 1:
+			res[i].refused, res[i].n = stepConc, v
+		case 2:
+			res[i].refused, res[i].n = stepReq, n+v
+		default:
+			res[i].refused, res[i].n = stepOut, n+v
+		}
+	}
+	return res, true
+}
+
+// rateOp is one operation on a rate cell of a batch: peek (read), take (check and take), or add
+// (unconditionally; a negative cost refunds).
+type rateOp struct {
+	slot *rateSlot
+	peek bool
+	take bool
+	cost int64
+	ok   bool  // the take fitted
+	tat  int64 // the cell's TAT after the operation (Unix ns)
+	ran  bool  // it ran in Redis: tat is the cell's state
+}
+
+// rateOps runs ops in one round trip. ok is false when it did not run.
+func (s *Redis) rateOps(ctx context.Context, now time.Time, ops []rateOp) bool {
+	ran, _ := s.settle(ctx, now, ops, nil)
+	return ran
+}
+
+// release gives back one slot of each gauge in one round trip (see settle). ok is false when it
+// did not run.
+func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
+	_, released := s.settle(ctx, time.Time{}, nil, gauges) // gauges read Redis's own clock
+	return released
+}
+
+// settle runs ops and gives back one slot of each gauge, all in one round trip: the end of a
+// request (its settlement and its release) costs one. A slot taken from the local share while
+// Redis was unreachable goes back there. ran reports that ops ran (else the caller runs them on
+// the cells, whose fallback serves), released that the slots were given back (a write that
+// failed is made by the next renewal); both are false for a cell or gauge of another store.
+func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges []Gauge) (ran, released bool) {
+	var mine [2]*redisGauge
+	for i, gg := range gauges {
+		if mine[i] = s.mineGauge(gg); mine[i] == nil {
+			return false, false
+		}
+	}
+	for i := range ops {
+		if s.mine(ops[i].slot.cell) == nil {
+			return false, false
+		}
+	}
+	n := now.UnixNano()
+	var buf [8]scriptCall
+	calls := buf[:0]
+	for i := range ops {
+		o := &ops[i]
+		c := s.mine(o.slot.cell)
+		op, inc := "add", interval(o.slot.rate, o.cost)
+		switch {
+		case o.peek:
+			op, inc = "peek", 0
+		case o.take:
+			op = "take"
+		case o.cost < 0:
+			op, inc = "refund", interval(o.slot.rate, -o.cost)
+		}
+		calls = append(calls, scriptCall{sc: gcraScript, keys: c.key,
+			args: []any{op, n / 1e9, n % 1e9, inc, int64(o.slot.rate.Period)}})
+	}
+	var held [2]*redisGauge
+	nh := 0
+	for _, g := range mine[:len(gauges)] {
+		if g.decLocal() {
+			continue
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.held = max(g.held-1, 0)
+		held[nh] = g
+		nh++
+		calls = append(calls, scriptCall{sc: gaugeSetScript, keys: g.keys, args: []any{s.c.ReplicaID, g.held, s.ttlMS}})
+	}
+	if len(calls) == 0 {
+		return true, true
+	}
+	if err := s.pipe(ctx, calls); err != nil {
+		for _, g := range held[:nh] {
+			g.dirty = true
+		}
+		s.failed(ctx, err)
+		return false, true
+	}
+	for i := range ops {
+		took, rel, err := reply(&calls[i])
+		if err != nil {
+			s.failed(ctx, err)
+			return false, true
+		}
+		ops[i].ok, ops[i].tat, ops[i].ran = took == 1, n+rel, true
+	}
+	return true, true
+}
