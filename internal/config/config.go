@@ -223,6 +223,10 @@ type Model struct {
 	// Context says what happens to an input larger than every context window of the model's
 	// fallback chain: refused (the default) or cut to fit (docs/directives.md).
 	Context Context `yaml:"context"`
+	// Required makes /readyz answer 503 while no replica of the model can take a request.
+	// Default true; false for a model whose outage should not take the gateway out of a load
+	// balancer.
+	Required *bool `yaml:"required"`
 }
 
 // Cache is a model's response cache policy.
@@ -260,8 +264,27 @@ type Auth struct {
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string `yaml:"level"`
-	// Access enables the JSON access log, one record per request, on stderr. Default true.
+	// Access enables the access log, one record per request. Default true.
 	Access *bool `yaml:"access"`
+	// AccessLog says where the access log goes and how it is written.
+	AccessLog AccessLog `yaml:"access_log"`
+}
+
+// Access log formats.
+const (
+	AccessJSON = "json"
+	AccessText = "text"
+)
+
+// AccessLog says where the access log goes and how it is written.
+type AccessLog struct {
+	// Path is the file the records are appended to, reopened on SIGUSR1 (for logrotate).
+	// Default "" (stderr).
+	Path string `yaml:"path"`
+	// Format is json (one JSON object a line) or text (key=value pairs). Default json.
+	Format string `yaml:"format"`
+	// Scrapes logs the operator's requests too: /healthz, /readyz and /metrics. Default false.
+	Scrapes bool `yaml:"scrapes"`
 }
 
 // Debug configures the decision traces: what each stage decided for the last requests.
@@ -507,6 +530,10 @@ func (c *Config) SetDefaults() {
 		if m.Cache.MaxBytes == 0 {
 			m.Cache.MaxBytes = DefaultCacheMaxBytes
 		}
+		if m.Required == nil {
+			t := true
+			m.Required = &t
+		}
 		c.Models[id] = m
 	}
 	if c.Log.Level == "" {
@@ -515,6 +542,9 @@ func (c *Config) SetDefaults() {
 	if c.Log.Access == nil {
 		t := true
 		c.Log.Access = &t
+	}
+	if c.Log.AccessLog.Format == "" {
+		c.Log.AccessLog.Format = AccessJSON
 	}
 	c.setPolicyDefaults()
 	c.setContextDefaults()
@@ -686,6 +716,14 @@ func (c *Config) Validate(kinds ...string) error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	switch c.Log.AccessLog.Format {
+	case AccessJSON, AccessText:
+	default:
+		errs.add("log.access_log.format", "unknown format %q (want json or text)", c.Log.AccessLog.Format)
+	}
+	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
+		errs.add("log.access_log.path", "%q names a directory, want a file", p)
 	}
 	c.validatePolicy(errs)
 	c.validateContext(errs)
