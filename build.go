@@ -178,7 +178,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		UtilizationThreshold: cfg.Routing.FallbackUtilizationThreshold,
 		Budget: route.BudgetConfig{Ratio: cfg.Routing.RetryBudget.Ratio, MinRetries: cfg.Routing.RetryBudget.MinRetries,
 			Window: cfg.Routing.RetryBudget.Window},
-		Now: o.now,
+		Now:          o.now,
+		RecheckAfter: cfg.Routing.Health.Interval,
 	}
 	pc := cfg.Routing.Prefix
 	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}

@@ -89,8 +89,9 @@ type Server struct {
 	// 536870912 (512 MiB).
 	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
 	// AdminAddr, when set, is a second HOST:PORT serving the operator's endpoints (/metrics,
-	// /metrics/engines/NAME, /healthz, /readyz); /metrics is then not served on Addr, so key
-	// names in its labels are not public. Default "" (metrics on Addr).
+	// /metrics/engines/NAME, /healthz, /readyz, /config, /debug/pprof/, /debug/requests); /metrics
+	// is then not served on Addr, so key names in its labels are not public. It has no auth: a
+	// ":PORT" without a host listens on 127.0.0.1. Default "" (no admin listener; metrics on Addr).
 	AdminAddr string `yaml:"admin_addr"`
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
@@ -501,6 +502,10 @@ func (c *Config) SetDefaults() {
 	}
 	if s.MaxBodyBytesInFlight == 0 {
 		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if strings.HasPrefix(s.AdminAddr, ":") {
+		// The admin listener has no auth: without a host it listens on loopback only.
+		s.AdminAddr = "127.0.0.1" + s.AdminAddr
 	}
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
