@@ -200,3 +200,51 @@ routing: {ejection: {consecutive_failures: 1, base_time: 30s}}
 		}
 	}
 }
+
+// Health checks and metrics scrapes stay out of the access log unless
+// log.access_log.scrapes is set; log.access_log.format text writes key=value lines.
+func TestAccessLogScrapesAndFormat(t *testing.T) {
+	for _, tc := range []struct {
+		settings string
+		scrapes  bool
+		text     bool
+	}{{"{}", false, false}, {"{scrapes: true, format: text}", true, true}} {
+		var access syncBuffer
+		g, base := serveGateway(t, parseConfig(t, "log: {access_log: "+tc.settings+"}\n"), layer0.WithAccessLog(&access))
+		for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/models"} {
+			if status, _, _ := get(t, base+path); status != http.StatusOK {
+				t.Fatalf("%s: %d", path, status)
+			}
+		}
+		g.Close() // writes what is queued
+		logged := map[string]bool{}
+		for line := range strings.Lines(access.String()) {
+			if tc.text {
+				if !strings.HasPrefix(line, "time=") {
+					t.Errorf("%s: not a text line: %q", tc.settings, line)
+				}
+				_, rest, _ := strings.Cut(line, " path=")
+				path, _, _ := strings.Cut(rest, " ")
+				logged[path] = true
+				continue
+			}
+			var rec struct{ Path string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("%s: not JSON: %q", tc.settings, line)
+			}
+			logged[rec.Path] = true
+		}
+		want := map[string]bool{"/v1/models": true}
+		if tc.scrapes {
+			want = map[string]bool{"/v1/models": true, "/healthz": true, "/readyz": true, "/metrics": true}
+		}
+		if len(logged) != len(want) {
+			t.Errorf("%s: logged %v, want %v", tc.settings, logged, want)
+		}
+		for p := range want {
+			if !logged[p] {
+				t.Errorf("%s: %s not logged (logged %v)", tc.settings, p, logged)
+			}
+		}
+	}
+}

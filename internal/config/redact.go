@@ -53,7 +53,12 @@ func redactNode(n *yaml.Node) {
 			redactNode(v)
 		}
 	case yaml.ScalarNode:
-		n.Value = RedactUserinfo(n.Value)
+		// Each of a comma-separated list of URLs (store.url's cluster seeds) on its own.
+		parts := strings.Split(n.Value, ",")
+		for i, p := range parts {
+			parts[i] = RedactUserinfo(p)
+		}
+		n.Value = strings.Join(parts, ",")
 	default:
 		for _, c := range n.Content {
 			redactNode(c)
