@@ -22,6 +22,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/version"
 )
 
 // Outcomes of a request, the values of layer0_requests_total's outcome label.
@@ -146,7 +147,14 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 	}
 	m.other = fb.WithLabelValues("other")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache} {
+	bi := version.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "layer0_build_info",
+		Help:        "Always 1; the labels say which build is running (module version, VCS commit, Go version).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.Go},
+	})
+	build.Set(1)
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}
