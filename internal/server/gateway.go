@@ -29,6 +29,23 @@ func isAPI(path string) bool {
 	return strings.HasPrefix(path, "/v1/") && !isVocabPath(path)
 }
 
+// routeOf is the metrics' route label of an API path (isAPI): the endpoint the request was for.
+func routeOf(path string) string {
+	switch {
+	case path == "/v1/messages", path == "/v1/chat/completions":
+		return metrics.RouteMessages
+	case path == "/v1/messages/count_tokens":
+		return metrics.RouteCountTokens
+	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
+		return metrics.RouteModels
+	case path == "/v1/cache":
+		return metrics.RouteCache
+	case path == "/v1/layer/negotiate":
+		return metrics.RouteNegotiate
+	}
+	return metrics.RouteNotFound
+}
+
 // negotiate serves /v1/layer/negotiate for legacy clients: the routing decision
 // for ?model=NAME (or a JSON body's "model" on POST) as a 302 to the engine the router picks —
 // its base URL, or this server's /v1/messages for an engine embedded here — with Deprecation and

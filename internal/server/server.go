@@ -785,7 +785,7 @@ func (x *exchange) finish() {
 	}
 	total := time.Since(rec.Start)
 	if x.s.metrics != nil && isAPI(x.r.URL.Path) {
-		x.s.metrics.Observe(rec, total)
+		x.s.metrics.Observe(rec, routeOf(x.r.URL.Path), total)
 	}
 	if x.s.access != nil && (x.s.logScrapes || !isScrape(x.r.URL.Path)) {
 		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
