@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,13 @@ store:
 	}
 	if status, _, body := get(t, admin+"/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(body, "heap profile:") {
 		t.Errorf("GET /debug/pprof/heap: %d\n%.300s", status, body)
+	}
+	status, h, body = get(t, admin+"/metrics")
+	if status != http.StatusOK || h.Get("X-Response-Time") == "" || h.Get("X-Processing-Time") == "" || h.Get("X-Request-Id") == "" {
+		t.Errorf("GET /metrics: %d, headers %v: want the timing headers every answer carries", status, h)
+	}
+	if !strings.Contains(body, `layer0_build_info{commit="`) || !strings.Contains(body, `go_version="`+runtime.Version()+`"`) {
+		t.Errorf("/metrics has no layer0_build_info with this Go version:\n%.2000s", body)
 	}
 	for _, path := range []string{"/config", "/debug/pprof/", "/debug/pprof/goroutine", "/debug/pprof/cmdline"} {
 		if status, _, _ := get(t, base+path); status != http.StatusNotFound {
