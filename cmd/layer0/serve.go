@@ -134,7 +134,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 				logger.Error("admin listener stopped", "err", err)
 			}
 		}()
-		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz) on http://%s\n", aln.Addr())
+		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz, /readyz, /config, /debug/pprof/, /debug/requests) on http://%s\n", aln.Addr())
 	}
 	h3done := make(chan struct{})
 	if h3 != nil {
