@@ -108,6 +108,10 @@ store:
 	if status, _, body := get(t, admin+"/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(body, "heap profile:") {
 		t.Errorf("GET /debug/pprof/heap: %d\n%.300s", status, body)
 	}
+	// A CPU profile runs for its seconds: no write deadline cuts it. pprof's format is gzipped.
+	if status, _, body := get(t, admin+"/debug/pprof/profile?seconds=1"); status != http.StatusOK || !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Errorf("GET /debug/pprof/profile?seconds=1: %d, %d bytes, want a gzipped profile", status, len(body))
+	}
 	status, h, body = get(t, admin+"/metrics")
 	if status != http.StatusOK || h.Get("X-Response-Time") == "" || h.Get("X-Processing-Time") == "" || h.Get("X-Request-Id") == "" {
 		t.Errorf("GET /metrics: %d, headers %v: want the timing headers every answer carries", status, h)
