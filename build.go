@@ -184,7 +184,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		UtilizationThreshold: cfg.Routing.FallbackUtilizationThreshold,
 		Budget: route.BudgetConfig{Ratio: cfg.Routing.RetryBudget.Ratio, MinRetries: cfg.Routing.RetryBudget.MinRetries,
 			Window: cfg.Routing.RetryBudget.Window},
-		Now: o.now,
+		Now:          o.now,
+		RecheckAfter: cfg.Routing.Health.Interval,
 	}
 	pc := cfg.Routing.Prefix
 	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}
@@ -390,7 +391,8 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 			FailureRatio: pol.breaker.FailureRatio, OpenTime: pol.breaker.OpenTime, HalfOpenProbes: pol.breaker.HalfOpenProbes},
 		Health: route.Health{UnhealthyThreshold: pol.health.UnhealthyThreshold, HealthyThreshold: pol.health.HealthyThreshold,
 			Timeout: pol.health.Timeout},
-		Now: o.now,
+		Now:    o.now,
+		Logger: o.logger,
 	}
 	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
@@ -497,4 +499,31 @@ func offloadTargets(ts map[string]config.OffloadTarget) map[string]string {
 		m[name] = t.Model
 	}
 	return m
+}
+
+// unready says why the generation cannot serve now: one reason for each model marked required
+// (models.ID.required, the default) none of whose replicas can take a request, naming each
+// replica and why (down, ejected, breaker). Empty when ready.
+func (g *generation) unready() []string {
+	var reasons []string
+	for _, id := range sortedNames(g.cfg.Models) {
+		mc := g.cfg.Models[id]
+		if mc.Required != nil && !*mc.Required {
+			continue
+		}
+		why := make([]string, 0, len(mc.Engines))
+		for _, en := range mc.Engines {
+			r := g.replicas[en]
+			reason := r.route.Unavailable()
+			if reason == "" {
+				why = nil
+				break
+			}
+			why = append(why, en+": "+reason)
+		}
+		if why != nil {
+			reasons = append(reasons, fmt.Sprintf("model %q: no healthy replica (%s)", id, strings.Join(why, ", ")))
+		}
+	}
+	return reasons
 }

@@ -33,7 +33,7 @@ func newHTTPEngine(name string, ec config.Engine, logger *slog.Logger) (engine.E
 		return nil, fmt.Errorf("layer0: engine %s: kind %q is not available in this build", name, ec.Kind)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
+		return nil, fmt.Errorf("layer0: %w", err) // the engine's error names it
 	}
 	return e, nil
 }

@@ -315,7 +315,11 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
 	if o.accessLog != nil {
-		g.access = accesslog.New(o.accessLog, 0)
+		format := accesslog.JSON
+		if cfg.Log.AccessLog.Format == config.AccessText {
+			format = accesslog.Text
+		}
+		g.access = accesslog.New(o.accessLog, 0, format)
 		if err := g.metrics.WatchAccessLog(g.access.Dropped, g.access.Written); err != nil {
 			g.access.Close()
 			return nil, fmt.Errorf("layer0: %w", err)
@@ -324,7 +328,7 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	g.traces = trace.New(cfg.Debug.Requests)
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
-		Traces: g.traces})
+		Traces: g.traces, Ready: g.unready, Config: g.redactedConfig, LogScrapes: cfg.Log.AccessLog.Scrapes})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
@@ -399,9 +403,20 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 	return server.Listen(addr, server.ConnLimit{Max: max, Refused: g.listener.Refused, Logger: g.logger})
 }
 
+// unready says why the live configuration cannot serve now (for /readyz): empty when every
+// required model has a replica that can take a request.
+func (g *Gateway) unready() []string {
+	gen := g.acquire()
+	defer gen.release()
+	return gen.unready()
+}
+
+// redactedConfig is the configuration in force as YAML with its secrets redacted (GET /config).
+func (g *Gateway) redactedConfig() ([]byte, error) { return g.Config().MarshalRedacted() }
+
 // AdminHandler serves the operator's endpoints (/metrics, /metrics/engines/NAME, /healthz,
-// /readyz, and the decision traces at /debug/requests when debug.requests is set), for
-// server.admin_addr. With an admin address configured, the gateway's own handler
+// /readyz, /config with secrets redacted, net/http/pprof's profiles under /debug/pprof/, and the
+// decision traces at /debug/requests when debug.requests is set), for server.admin_addr. With an admin address configured, the gateway's own handler
 // no longer serves the metrics.
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 

@@ -183,8 +183,9 @@ class Panel {
     q('.state').textContent = this.state;
     const ref = panels.find((p) => p.id === 'anthropic');
     const ratio = ref && ref !== this && ref.bytes > 0 && this.state === 'done' && ref.state === 'done'
-      ? ` · ${((this.bytes / ref.bytes) * 100).toFixed(1)}% of Anthropic SSE's bytes` : '';
-    q('.rid').textContent = (this.requestId ? `request ${this.requestId}` : '') + ratio;
+      ? `${((this.bytes / ref.bytes) * 100).toFixed(1)}% of Anthropic SSE's bytes` : '';
+    q('.rid').textContent = this.requestId ? `request ${this.requestId}` : '';
+    q('.ratio').textContent = ratio;
     this.el.dataset.state = this.state;
     this.el.dataset.requestId = this.requestId;
     this.draw();

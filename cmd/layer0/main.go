@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/layer0ai/layer0/internal/version"
 )
 
 const usage = `layer0 — an LLM gateway in one process
@@ -16,13 +18,14 @@ const usage = `layer0 — an LLM gateway in one process
 Usage:
   layer0 serve [--addr HOST:PORT] [--config FILE]   serve the APIs (default: the embedded sim engine)
   layer0 config check FILE                          validate a configuration file
-  layer0 keys new                                   print a fresh API key and the hash to configure
+  layer0 keys new [--name NAME]                     print a fresh API key and the hash (--name: the keys: entry)
   layer0 debug REQUEST_ID [--url ADMIN_URL] [--json] print what layer0 decided for a request
   layer0 debug --verbose [--model M] 'PROMPT'       send PROMPT, print the answer and every decision, timed
   layer0 probe URL [--insecure] [--json]            inspect an endpoint: DNS, TCP, TLS/ALPN, HTTP/2
                                                     SETTINGS, HTTP/3, one timed request per API
   layer0 bench [flags] --url URL                    load-test layer0 or any compatible server (bench -h)
   layer0 bench upstream [--addr HOST:PORT]          a minimal fast upstream to benchmark against
+  layer0 version                                    print the version, commit, build time and Go version
   layer0 help                                       this text
 
 Every command prints its usage with --help (or -h) and exits 0.
@@ -57,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runConfig(args[1:], stdout)
 	case "keys":
 		if help {
-			fmt.Fprintln(stdout, keysUsage)
+			fmt.Fprintln(stdout, keysHelp)
 			return 0
 		}
 		err = runKeys(args[1:], stdout)
@@ -67,6 +70,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runDebug(args[1:], stdout, flagOut)
 	case "probe":
 		err = runProbe(args[1:], stdout, flagOut)
+	case "version", "--version", "-version":
+		if help {
+			fmt.Fprintln(stdout, "usage: layer0 version\n\nPrints the module version, the commit, the build time and the Go version.")
+			return 0
+		}
+		if len(args) > 1 {
+			fmt.Fprintln(stderr, "usage: layer0 version")
+			return 2
+		}
+		fmt.Fprint(stdout, version.Get())
+		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -81,10 +95,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	case err != nil:
-		fmt.Fprintln(stderr, "layer0:", err)
+		fmt.Fprintln(stderr, errorLine(err))
 		return 1
 	}
 	return 0
+}
+
+// errorLine is err as the command prints it: "layer0: " once in front, and not again where a
+// wrapped error of the library repeats it.
+func errorLine(err error) string {
+	return "layer0: " + strings.ReplaceAll(strings.TrimPrefix(err.Error(), "layer0: "), ": layer0: ", ": ")
 }
 
 // wantsHelp reports whether args ask for help: -h, -help or --help before any "--".

@@ -126,9 +126,9 @@ func (r *reloader) reload(why string) bool {
 		if err == nil {
 			s, rs := cfg.Server, running.Server
 			if fileAddr != rs.Addr || s.TLS != rs.TLS || s.HTTP3 != rs.HTTP3 || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
-				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access ||
+				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access || cfg.Log.AccessLog != running.Log.AccessLog ||
 				cfg.Limits.MaxHeaderBytes != running.Limits.MaxHeaderBytes {
-				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, log.access, "+
+				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, log.access, log.access_log, "+
 					"limits.max_header_bytes at the listener) apply only after a restart", "path", r.path)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
 )
@@ -47,6 +48,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *addr != "" {
 		cfg.Server.Addr = *addr
 	}
+	var err error
 	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -60,8 +62,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		stdlog.SetFlags(prevFlags)
 	}()
 	opts := []layer0.Option{layer0.WithLogger(logger)}
+	var accessFile *accesslog.File
 	if *cfg.Log.Access {
-		opts = append(opts, layer0.WithAccessLog(stderr))
+		var w io.Writer = stderr
+		if p := cfg.Log.AccessLog.Path; p != "" {
+			if accessFile, err = accesslog.OpenFile(p); err != nil {
+				return err
+			}
+			defer accessFile.Close()
+			w = accessFile
+		}
+		opts = append(opts, layer0.WithAccessLog(w))
 	}
 	g, err := layer0.New(cfg, opts...)
 	if err != nil {
@@ -70,7 +81,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer g.Close()
+	defer g.Close() // before the access log file closes: it writes what is queued
+	if accessFile != nil {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		defer signal.Stop(usr1)
+		go reopenOnSignal(ctx, usr1, accessFile, logger)
+	}
 	if *path != "" {
 		r := newReloader(*path, g, logger, level)
 		hup := make(chan os.Signal, 1)
@@ -117,7 +134,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 				logger.Error("admin listener stopped", "err", err)
 			}
 		}()
-		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz) on http://%s\n", aln.Addr())
+		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz, /readyz, /config, /debug/pprof/, /debug/requests) on http://%s\n", aln.Addr())
 	}
 	h3done := make(chan struct{})
 	if h3 != nil {
@@ -151,6 +168,23 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// reopenOnSignal reopens the access log file at each signal on sig (SIGUSR1, sent by logrotate
+// after it renamed the file), until ctx ends.
+func reopenOnSignal(ctx context.Context, sig <-chan os.Signal, f *accesslog.File, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			if err := f.Reopen(); err != nil {
+				logger.Error("reopening the access log failed; still writing the previous file", "path", f.Path(), "err", err)
+				continue
+			}
+			logger.Info("access log reopened", "path", f.Path())
+		}
+	}
 }
 
 func modelList(cfg *config.Config) string {

@@ -35,10 +35,22 @@ const BatchDelay = 2 * time.Millisecond
 // maxBatch bounds the bytes encoded before they are written.
 const maxBatch = 256 << 10
 
+// Format is how records are written.
+type Format uint8
+
+// Formats of the records.
+const (
+	// JSON writes each record as one JSON object a line (Append).
+	JSON Format = iota
+	// Text writes each record as one line of key=value pairs, in Append's order (AppendText).
+	Text
+)
+
 // Logger is an asynchronous access log. The zero value is not usable; use New.
 type Logger struct {
 	ch      chan Entry
 	w       io.Writer
+	format  Format
 	dropped atomic.Uint64
 	written atomic.Uint64
 	stopped atomic.Bool   // set by Close: later records are dropped
@@ -47,12 +59,13 @@ type Logger struct {
 	once    sync.Once
 }
 
-// New starts a logger writing JSON lines to w with a queue of size entries (default 8192 when 0).
-func New(w io.Writer, size int) *Logger {
+// New starts a logger writing one line per record to w, in format f, with a queue of size
+// entries (default 8192 when 0).
+func New(w io.Writer, size int, f Format) *Logger {
 	if size <= 0 {
 		size = 8192
 	}
-	l := &Logger{ch: make(chan Entry, size), w: w, quit: make(chan struct{}), done: make(chan struct{})}
+	l := &Logger{ch: make(chan Entry, size), w: w, format: f, quit: make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
@@ -92,6 +105,15 @@ func (l *Logger) Close() {
 func (l *Logger) run() {
 	defer close(l.done)
 	buf := make([]byte, 0, 64<<10)
+	var line []byte // a JSON record being turned into text
+	add := func(e *Entry) {
+		if l.format == Text {
+			line = Append(line[:0], e)
+			buf = AppendText(buf, line)
+			return
+		}
+		buf = Append(buf, e)
+	}
 	for {
 		var e Entry
 		closing := false
@@ -105,13 +127,14 @@ func (l *Logger) run() {
 				return
 			}
 		}
-		buf = Append(buf[:0], &e)
+		buf = buf[:0]
+		add(&e)
 		n := uint64(1)
 	drain:
 		for len(buf) < maxBatch {
 			select {
 			case e = <-l.ch:
-				buf = Append(buf, &e)
+				add(&e)
 				n++
 			default:
 				break drain

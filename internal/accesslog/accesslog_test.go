@@ -23,7 +23,7 @@ import (
 
 func TestWritesOneJSONRecordPerEntry(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(&buf, 16)
+	l := New(&buf, 16, JSON)
 	for i := range 3 {
 		l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-" + string(rune('a'+i)), Status: 200, Model: "sim",
 			Cause: errors.New("engine: boom")}, Method: "POST", Path: "/v1/messages", Key: "team-a", Duration: time.Millisecond})
@@ -51,7 +51,7 @@ func TestWritesOneJSONRecordPerEntry(t *testing.T) {
 // gateway closed) is dropped and counted, not a panic, and that Close may be called twice.
 func TestWriteAfterClose(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(&buf, 16)
+	l := New(&buf, 16, JSON)
 	l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-a", Status: 200}})
 	l.Close()
 	l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-b", Status: 200}})
@@ -73,7 +73,7 @@ func (w *blockingWriter) Write(b []byte) (int, error) {
 
 func TestFullQueueDropsAndCounts(t *testing.T) {
 	w := &blockingWriter{release: make(chan struct{})}
-	l := New(w, 2)
+	l := New(w, 2, JSON)
 	// One record is taken by the writer (blocked), two fill the queue, the rest are dropped.
 	for range 10 {
 		l.Write(&Entry{Record: pipeline.Record{RequestID: "x"}})
@@ -89,7 +89,7 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 }
 
 func BenchmarkWrite(b *testing.B) {
-	l := New(io.Discard, 1<<16)
+	l := New(io.Discard, 1<<16, JSON)
 	defer l.Close()
 	e := &Entry{Record: pipeline.Record{RequestID: "L0-x", Status: 200}, Method: "POST", Path: "/v1/messages"}
 	b.ReportAllocs()
@@ -209,7 +209,7 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 // everything queued.
 func TestBatchesWrites(t *testing.T) {
 	w := &countingWriter{}
-	l := New(w, 1000)
+	l := New(w, 1000, JSON)
 	for range 500 {
 		l.Write(&Entry{Record: pipeline.Record{RequestID: "x"}})
 	}
@@ -227,7 +227,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestFailedWriteCountsDropped(t *testing.T) {
-	l := New(failingWriter{}, 16)
+	l := New(failingWriter{}, 16, JSON)
 	for range 5 {
 		l.Write(&Entry{Record: pipeline.Record{RequestID: "x"}})
 	}

@@ -95,8 +95,9 @@ type Server struct {
 	// 536870912 (512 MiB).
 	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
 	// AdminAddr, when set, is a second HOST:PORT serving the operator's endpoints (/metrics,
-	// /metrics/engines/NAME, /healthz, /readyz); /metrics is then not served on Addr, so key
-	// names in its labels are not public. Default "" (metrics on Addr).
+	// /metrics/engines/NAME, /healthz, /readyz, /config, /debug/pprof/, /debug/requests); /metrics
+	// is then not served on Addr, so key names in its labels are not public. It has no auth: a
+	// ":PORT" without a host listens on 127.0.0.1. Default "" (no admin listener; metrics on Addr).
 	AdminAddr string `yaml:"admin_addr"`
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
@@ -233,6 +234,10 @@ type Model struct {
 	// Context says what happens to an input larger than every context window of the model's
 	// fallback chain: refused (the default) or cut to fit (docs/directives.md).
 	Context Context `yaml:"context"`
+	// Required makes /readyz answer 503 while no replica of the model can take a request.
+	// Default true; false for a model whose outage should not take the gateway out of a load
+	// balancer.
+	Required *bool `yaml:"required"`
 }
 
 // Cache is a model's response cache policy.
@@ -270,8 +275,27 @@ type Auth struct {
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string `yaml:"level"`
-	// Access enables the JSON access log, one record per request, on stderr. Default true.
+	// Access enables the access log, one record per request. Default true.
 	Access *bool `yaml:"access"`
+	// AccessLog says where the access log goes and how it is written.
+	AccessLog AccessLog `yaml:"access_log"`
+}
+
+// Access log formats.
+const (
+	AccessJSON = "json"
+	AccessText = "text"
+)
+
+// AccessLog says where the access log goes and how it is written.
+type AccessLog struct {
+	// Path is the file the records are appended to, reopened on SIGUSR1 (for logrotate).
+	// Default "" (stderr).
+	Path string `yaml:"path"`
+	// Format is json (one JSON object a line) or text (key=value pairs). Default json.
+	Format string `yaml:"format"`
+	// Scrapes logs the operator's requests too: /healthz, /readyz and /metrics. Default false.
+	Scrapes bool `yaml:"scrapes"`
 }
 
 // Debug configures the decision traces: what each stage decided for the last requests.
@@ -489,6 +513,10 @@ func (c *Config) SetDefaults() {
 	if s.MaxBodyBytesInFlight == 0 {
 		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
 	}
+	if strings.HasPrefix(s.AdminAddr, ":") {
+		// The admin listener has no auth: without a host it listens on loopback only.
+		s.AdminAddr = "127.0.0.1" + s.AdminAddr
+	}
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
 		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
@@ -517,6 +545,10 @@ func (c *Config) SetDefaults() {
 		if m.Cache.MaxBytes == 0 {
 			m.Cache.MaxBytes = DefaultCacheMaxBytes
 		}
+		if m.Required == nil {
+			t := true
+			m.Required = &t
+		}
 		c.Models[id] = m
 	}
 	if c.Log.Level == "" {
@@ -525,6 +557,9 @@ func (c *Config) SetDefaults() {
 	if c.Log.Access == nil {
 		t := true
 		c.Log.Access = &t
+	}
+	if c.Log.AccessLog.Format == "" {
+		c.Log.AccessLog.Format = AccessJSON
 	}
 	c.setPolicyDefaults()
 	c.setContextDefaults()
@@ -697,6 +732,14 @@ func (c *Config) Validate(kinds ...string) error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	switch c.Log.AccessLog.Format {
+	case AccessJSON, AccessText:
+	default:
+		errs.add("log.access_log.format", "unknown format %q (want json or text)", c.Log.AccessLog.Format)
+	}
+	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
+		errs.add("log.access_log.path", "%q names a directory, want a file", p)
 	}
 	c.validatePolicy(errs)
 	c.validateContext(errs)

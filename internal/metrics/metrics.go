@@ -22,6 +22,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/route"
+	"github.com/layer0ai/layer0/internal/version"
 )
 
 // Outcomes of a request, the values of layer0_requests_total's outcome label.
@@ -37,6 +38,20 @@ const (
 
 var outcomes = [...]string{OutcomeOK, OutcomeInvalid, OutcomeDenied, OutcomeRateLimited, OutcomeError,
 	OutcomeStreamError, OutcomeCanceled}
+
+// Routes, the values of layer0_requests_total's route label: which endpoint a request was for.
+// Only generations (RouteMessages) are timed and count tokens.
+const (
+	RouteMessages    = "messages"     // a generation: /v1/messages, /v1/chat/completions, the binary protocol
+	RouteCountTokens = "count_tokens" // POST /v1/messages/count_tokens
+	RouteModels      = "models"       // GET /v1/models, /v1/models/{id}
+	RouteCache       = "cache"        // /v1/cache, the prefix-cache probe
+	RouteNegotiate   = "negotiate"    // /v1/layer/negotiate
+	RouteNotFound    = "not_found"    // a /v1/ path that is no endpoint
+)
+
+// Routes are every route label value, in the order above.
+var Routes = [...]string{RouteMessages, RouteCountTokens, RouteModels, RouteCache, RouteNegotiate, RouteNotFound}
 
 // fallbackReasons are every reason the router can give, so each series exists from the start.
 var fallbackReasons = [...]string{route.ReasonRateLimit, route.ReasonOverloaded, route.ReasonServerError,
@@ -62,10 +77,10 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	ttft      *prometheus.HistogramVec
+	itl       *prometheus.HistogramVec
 	overhead  prometheus.Histogram
 	tokens    *prometheus.CounterVec
 	fallbacks map[string]prometheus.Counter
-	other     prometheus.Counter // a reason outside the known set (never expected)
 	retries   *prometheus.CounterVec
 	limited   *prometheus.CounterVec
 	cache     *prometheus.CounterVec
@@ -77,6 +92,7 @@ type Metrics struct {
 type seriesKey struct {
 	model  string
 	format llm.Format
+	route  string
 }
 
 // series are one model and format's resolved metrics.
@@ -84,14 +100,16 @@ type series struct {
 	requests [len(outcomes)]prometheus.Counter
 	duration prometheus.Observer
 	ttft     prometheus.Observer
+	itl      prometheus.Observer
 	tokens   [nTok]prometheus.Counter
 	retries  prometheus.Counter
 }
 
-// Latency buckets in seconds: 5ms to about 80s for requests, and 10µs to about 0.3s for
-// layer0's own overhead.
+// Latency buckets in seconds: 5ms to about 80s for requests, 0.5ms to about 4s between tokens,
+// and 10µs to about 0.3s for layer0's own overhead.
 var (
 	latencyBuckets  = prometheus.ExponentialBuckets(0.005, 2, 15)
+	itlBuckets      = prometheus.ExponentialBuckets(0.0005, 2, 14)
 	overheadBuckets = prometheus.ExponentialBuckets(10e-6, 2, 16)
 )
 
@@ -101,8 +119,8 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "layer0_requests_total",
-			Help: "Requests served, by model asked for, client format and outcome.",
-		}, []string{"model", "format", "outcome"}),
+			Help: "Requests served, by model asked for, client format, route (endpoint) and outcome.",
+		}, []string{"model", "format", "route", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "layer0_request_duration_seconds",
 			Help:    "End-to-end time in layer0, from the request's arrival to its last byte.",
@@ -112,6 +130,11 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			Name:    "layer0_time_to_first_token_seconds",
 			Help:    "Time from the request's arrival to its first content token.",
 			Buckets: latencyBuckets,
+		}, []string{"model", "format"}),
+		itl: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "layer0_inter_token_latency_seconds",
+			Help:    "A generation's mean time between output tokens: from its first token to its end, over the tokens after the first.",
+			Buckets: itlBuckets,
 		}, []string{"model", "format"}),
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "layer0_overhead_seconds",
@@ -144,9 +167,15 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 	for _, r := range fallbackReasons {
 		m.fallbacks[r] = fb.WithLabelValues(r)
 	}
-	m.other = fb.WithLabelValues("other")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache} {
+	bi := version.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "layer0_build_info",
+		Help:        "Always 1; the labels say which build is running (module version, VCS commit, Go version).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.Go},
+	})
+	build.Set(1)
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}
@@ -157,14 +186,26 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 // Handler serves the registry in the Prometheus text format (GET /metrics).
 func (m *Metrics) Handler() http.Handler { return m.handler }
 
-// Observe records one finished request: r as the pipeline and server filled it, and total, the
-// end-to-end time. Call it once per request.
-func (m *Metrics) Observe(r *pipeline.Record, total time.Duration) {
-	s := m.seriesFor(r.Model, r.Format)
+// Observe records one finished request: r as the pipeline and server filled it, route the
+// endpoint it was for (one of Routes), and total, the end-to-end time. Call it once per request.
+// A request other than a generation (RouteMessages) is counted in layer0_requests_total (and
+// layer0_rate_limited_total) only: its time is not a generation's, and the input tokens a
+// count_tokens request counted were not sent to any engine.
+func (m *Metrics) Observe(r *pipeline.Record, rt string, total time.Duration) {
+	s := m.seriesFor(r.Model, r.Format, rt)
 	s.requests[outcomeIndex(r)].Inc()
+	if r.RateLimited {
+		m.limited.WithLabelValues(r.Key).Inc()
+	}
+	if rt != RouteMessages {
+		return
+	}
 	s.duration.Observe(total.Seconds())
 	if r.TTFT > 0 {
 		s.ttft.Observe(r.TTFT.Seconds())
+		if n := r.Usage.OutputTokens; n > 1 && total > r.TTFT && r.Cache != pipeline.CacheHit && r.Cache != pipeline.CacheCoalesced {
+			s.itl.Observe((total - r.TTFT).Seconds() / float64(n-1))
+		}
 	}
 	m.overhead.Observe(max(total-r.EngineTime, 0).Seconds())
 	if r.Cache != "" {
@@ -186,18 +227,15 @@ func (m *Metrics) Observe(r *pipeline.Record, total time.Duration) {
 	for _, reason := range r.Fallbacks {
 		c, ok := m.fallbacks[reason]
 		if !ok {
-			c = m.other
+			c = m.fallbacks[route.ReasonServerError] // the router's own name for an unclassified failure
 		}
 		c.Inc()
-	}
-	if r.RateLimited {
-		m.limited.WithLabelValues(r.Key).Inc()
 	}
 }
 
 // seriesFor returns the resolved series of a model and format, creating them on first use.
-func (m *Metrics) seriesFor(model string, f llm.Format) *series {
-	k := seriesKey{model, f}
+func (m *Metrics) seriesFor(model string, f llm.Format, rt string) *series {
+	k := seriesKey{model, f, rt}
 	m.mu.RLock()
 	s := m.series[k]
 	m.mu.RUnlock()
@@ -210,16 +248,18 @@ func (m *Metrics) seriesFor(model string, f llm.Format) *series {
 		return s
 	}
 	fs := f.String()
-	s = &series{
-		duration: m.duration.WithLabelValues(model, fs),
-		ttft:     m.ttft.WithLabelValues(model, fs),
-		retries:  m.retries.WithLabelValues(model, fs),
-	}
+	s = &series{}
 	for i, o := range outcomes {
-		s.requests[i] = m.requests.WithLabelValues(model, fs, o)
+		s.requests[i] = m.requests.WithLabelValues(model, fs, rt, o)
 	}
-	for i, kind := range tokenKinds {
-		s.tokens[i] = m.tokens.WithLabelValues(model, fs, kind)
+	if rt == RouteMessages {
+		s.duration = m.duration.WithLabelValues(model, fs)
+		s.ttft = m.ttft.WithLabelValues(model, fs)
+		s.itl = m.itl.WithLabelValues(model, fs)
+		s.retries = m.retries.WithLabelValues(model, fs)
+		for i, kind := range tokenKinds {
+			s.tokens[i] = m.tokens.WithLabelValues(model, fs, kind)
+		}
 	}
 	m.series[k] = s
 	return s

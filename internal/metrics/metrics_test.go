@@ -110,36 +110,45 @@ func TestObserve(t *testing.T) {
 	served := pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 200, Attempts: 2,
 		Fallbacks: []string{route.ReasonOverloaded}, TTFT: 30 * time.Millisecond, EngineTime: 40 * time.Millisecond,
 		Usage: llm.Usage{InputTokens: 10, OutputTokens: 5, CacheReadInputTokens: 3}}
-	m.Observe(&served, 50*time.Millisecond)
-	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatOpenAI, Status: 429, Key: "alpha", RateLimited: true}, time.Millisecond)
-	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 429, Key: "alpha"}, time.Millisecond) // the engine's 429
-	m.Observe(&pipeline.Record{Format: llm.FormatAnthropic, Status: 401}, time.Millisecond)
-	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 200, Fallbacks: []string{"a new reason"}}, time.Millisecond)
+	m.Observe(&served, RouteMessages, 50*time.Millisecond)
+	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatOpenAI, Status: 429, Key: "alpha", RateLimited: true}, RouteMessages, time.Millisecond)
+	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 429, Key: "alpha"}, RouteMessages, time.Millisecond) // the engine's 429
+	m.Observe(&pipeline.Record{Format: llm.FormatAnthropic, Status: 401}, RouteMessages, time.Millisecond)
+	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 200, Fallbacks: []string{"a new reason"}}, RouteMessages, time.Millisecond)
+	// Not generations: counted under their own route, not timed, their tokens not engines'.
+	m.Observe(&pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 200, Usage: llm.Usage{InputTokens: 1000}}, RouteCountTokens, time.Millisecond)
+	m.Observe(&pipeline.Record{Format: llm.FormatAnthropic, Status: 200}, RouteModels, time.Millisecond)
 
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "outcome": "ok"}, 2},
+		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "route": "messages", "outcome": "ok"}, 2},
+		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "route": "count_tokens", "outcome": "ok"}, 1},
+		{"layer0_requests_total", map[string]string{"model": "", "format": "anthropic", "route": "models", "outcome": "ok"}, 1},
 		{"layer0_requests_total", map[string]string{"model": "chat", "format": "openai", "outcome": "rate_limited"}, 1},
-		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "outcome": "rate_limited"}, 1},
+		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "route": "messages", "outcome": "rate_limited"}, 1},
 		{"layer0_requests_total", map[string]string{"model": "", "outcome": "denied"}, 1},
-		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "outcome": "error"}, 0},
+		{"layer0_requests_total", map[string]string{"model": "chat", "format": "anthropic", "route": "messages", "outcome": "error"}, 0},
 		{"layer0_tokens_total", map[string]string{"model": "chat", "format": "anthropic", "kind": "input"}, 10},
 		{"layer0_tokens_total", map[string]string{"model": "chat", "format": "anthropic", "kind": "output"}, 5},
 		{"layer0_tokens_total", map[string]string{"model": "chat", "format": "anthropic", "kind": "cache_read"}, 3},
 		{"layer0_fallback_total", map[string]string{"reason": "overloaded"}, 1},
 		{"layer0_fallback_total", map[string]string{"reason": "timeout"}, 0},
-		{"layer0_fallback_total", map[string]string{"reason": "other"}, 1},
+		{"layer0_fallback_total", map[string]string{"reason": "server_error"}, 1}, // the unknown reason
 		{"layer0_retries_total", map[string]string{"model": "chat", "format": "anthropic"}, 1},
 		{"layer0_rate_limited_total", map[string]string{"key": "alpha"}, 1},
 		{"layer0_request_duration_seconds", map[string]string{"model": "chat", "format": "anthropic"}, 3},
 		{"layer0_time_to_first_token_seconds", map[string]string{"model": "chat", "format": "anthropic"}, 1},
+		{"layer0_inter_token_latency_seconds", map[string]string{"model": "chat", "format": "anthropic"}, 1},
 	} {
 		if got := value(t, reg, c.name, c.labels).value; got != c.want {
 			t.Errorf("%s%v: got %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	if itl := value(t, reg, "layer0_inter_token_latency_seconds", map[string]string{"model": "chat"}); itl.sum < 0.0049 || itl.sum > 0.0051 {
+		t.Errorf("inter-token latency: %vs, want (50ms-30ms)/(5-1 tokens) = 5ms", itl.sum)
 	}
 	over := value(t, reg, "layer0_overhead_seconds", nil)
 	if over.value != 5 || over.sum < 0.0099 || over.sum > 0.0141 {
@@ -153,11 +162,11 @@ func TestObserveCache(t *testing.T) {
 	m, reg := newMetrics(t)
 	hit := pipeline.Record{Model: "cached", Format: llm.FormatAnthropic, Status: 200, Cache: pipeline.CacheHit,
 		Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
-	m.Observe(&hit, time.Millisecond)
+	m.Observe(&hit, RouteMessages, time.Millisecond)
 	hit.Cache = pipeline.CacheCoalesced
-	m.Observe(&hit, time.Millisecond)
+	m.Observe(&hit, RouteMessages, time.Millisecond)
 	hit.Cache = pipeline.CacheMiss
-	m.Observe(&hit, time.Millisecond)
+	m.Observe(&hit, RouteMessages, time.Millisecond)
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -181,8 +190,8 @@ func TestObserveAllocs(t *testing.T) {
 	m, _ := newMetrics(t)
 	rec := pipeline.Record{Model: "chat", Format: llm.FormatAnthropic, Status: 200, Attempts: 2,
 		Fallbacks: []string{route.ReasonTimeout}, TTFT: time.Millisecond, Usage: llm.Usage{InputTokens: 3, OutputTokens: 4}}
-	m.Observe(&rec, time.Second)
-	if got := testing.AllocsPerRun(100, func() { m.Observe(&rec, time.Second) }); got != 0 {
+	m.Observe(&rec, RouteMessages, time.Second)
+	if got := testing.AllocsPerRun(100, func() { m.Observe(&rec, RouteMessages, time.Second) }); got != 0 {
 		t.Errorf("got %v allocations per Observe, want 0", got)
 	}
 }
@@ -193,7 +202,7 @@ func BenchmarkObserve(b *testing.B) {
 		TTFT: time.Millisecond, EngineTime: 9 * time.Millisecond, Usage: llm.Usage{InputTokens: 30, OutputTokens: 40}}
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Observe(&rec, 10*time.Millisecond)
+		m.Observe(&rec, RouteMessages, 10*time.Millisecond)
 	}
 }
 
@@ -237,11 +246,11 @@ func TestWatchAccessLogAndHandler(t *testing.T) {
 	if got := value(t, reg, "layer0_access_log_dropped_total", nil).value; got != 7 {
 		t.Errorf("dropped: got %v, want 7", got)
 	}
-	m.Observe(&pipeline.Record{Model: "x", Status: 200}, time.Millisecond)
+	m.Observe(&pipeline.Record{Model: "x", Status: 200}, RouteMessages, time.Millisecond)
 	w := httptest.NewRecorder()
 	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
 	body := w.Body.String()
-	for _, want := range []string{`layer0_requests_total{format="anthropic",model="x",outcome="ok"} 1`,
+	for _, want := range []string{`layer0_requests_total{format="anthropic",model="x",outcome="ok",route="messages"} 1`,
 		"layer0_access_log_written_total 70", "# TYPE layer0_fallback_total counter"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

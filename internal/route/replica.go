@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,9 @@ type Policy struct {
 	Health   Health
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Logger receives one line for each change of the replica's health: ejected and back,
+	// marked down and up by the health checks, breaker opened and closed. Default: discarded.
+	Logger *slog.Logger
 }
 
 func (p *Policy) setDefaults() {
@@ -104,6 +108,9 @@ func (p *Policy) setDefaults() {
 	}
 	if p.Now == nil {
 		p.Now = time.Now
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -253,6 +260,8 @@ func (r *Replica) refreshLocked(now time.Time) {
 	if !r.ejectedUntil.IsZero() && !now.Before(r.ejectedUntil) {
 		r.lastEjection = r.ejectedUntil
 		r.ejectedUntil = time.Time{}
+		// Noticed at the first look after the ejection's end (a pick, a scrape, readiness).
+		r.p.Logger.Info("replica back from ejection", "engine", r.Name, "at", r.lastEjection)
 	}
 	if r.state == Open && !now.Before(r.openUntil) {
 		r.state, r.probes, r.successes = HalfOpen, 0, 0
@@ -362,6 +371,7 @@ func (r *Replica) Report(err error, latency time.Duration) (h Verdict) {
 			if r.successes >= r.p.Breaker.HalfOpenProbes {
 				r.state = Closed
 				r.window = [windowBuckets]bucket{}
+				r.p.Logger.Info("replica breaker closed", "engine", r.Name)
 			}
 		}
 		r.refreshLocked(now)
@@ -392,6 +402,9 @@ func (r *Replica) Report(err error, latency time.Duration) (h Verdict) {
 		r.ejections++
 		r.consecutive = 0
 		h.Ejected = d
+		reason, _ := Classify(err)
+		r.p.Logger.Warn("replica ejected", "engine", r.Name, "for", d.String(), "until", r.ejectedUntil,
+			"consecutive_failures", e.ConsecutiveFailures, "reason", reason, "err", err)
 	}
 	r.refreshLocked(now)
 	return h
@@ -422,6 +435,7 @@ func (r *Replica) openLocked(now time.Time) {
 	r.state = Open
 	r.openUntil = now.Add(r.p.Breaker.OpenTime)
 	r.probes, r.successes = 0, 0
+	r.p.Logger.Warn("replica breaker opened", "engine", r.Name, "until", r.openUntil)
 }
 
 // slot is the window bucket number of now.
@@ -492,15 +506,19 @@ func (r *Replica) Check(ctx context.Context) error {
 	if err != nil {
 		r.checkOKs = 0
 		r.checkFails++
-		if r.checkFails >= r.p.Health.UnhealthyThreshold {
-			r.down.Store(true)
+		if r.checkFails >= r.p.Health.UnhealthyThreshold && !r.down.Swap(true) {
+			r.p.Logger.Warn("replica marked down by health checks", "engine", r.Name, "failed_checks", r.checkFails, "err", err)
 		}
 		return err
 	}
 	r.checkFails = 0
 	r.checkOKs++
-	if r.checkOKs >= r.p.Health.HealthyThreshold {
-		r.down.Store(false)
+	if r.checkOKs >= r.p.Health.HealthyThreshold && r.down.Swap(false) {
+		r.p.Logger.Info("replica marked up by health checks", "engine", r.Name)
 	}
 	return nil
 }
+
+// Unavailable says why the replica cannot take a request now — SkipDown, SkipEjected or
+// SkipBreaker — or "" when it can (readiness asks it).
+func (r *Replica) Unavailable() string { return r.unavailableReason(r.p.Now()) }

@@ -95,6 +95,10 @@ type Config struct {
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n), for non-sticky splits. Default math/rand/v2.IntN.
 	Rand func(n int) int
+	// RecheckAfter is the retry-after of a 503 for no replica when no ejection or breaker
+	// says when one will be back (every replica marked down): when the health checks look
+	// again. Default 10s (config.DefaultHealthInterval).
+	RecheckAfter time.Duration
 }
 
 // Table is an immutable routing table, safe for concurrent use.
@@ -106,6 +110,7 @@ type Table struct {
 	replicas  []*Replica
 	picker    Picker
 	threshold float64
+	recheck   time.Duration
 	now       func() time.Time
 	rand      func(int) int
 }
@@ -145,6 +150,10 @@ func New(c Config) (*Table, error) {
 		threshold: c.UtilizationThreshold,
 		now:       c.Now,
 		rand:      c.Rand,
+		recheck:   c.RecheckAfter,
+	}
+	if t.recheck <= 0 {
+		t.recheck = config.DefaultHealthInterval
 	}
 	if t.picker == nil {
 		t.picker = P2C{}
@@ -629,9 +638,10 @@ func (p *Plan) unavailable(now time.Time) *apierr.Error {
 		}
 	}
 	e := &apierr.Error{Kind: apierr.Unavailable, Code: "NO_REPLICA",
-		Message: "no replica of model " + quote(p.chain[0].name) + " or its fallbacks can take the request now"}
+		Message:    "no replica of model " + quote(p.chain[0].name) + " or its fallbacks can take the request now",
+		RetryAfter: p.t.recheck}
 	if !soonest.IsZero() {
-		e.RetryAfter = soonest.Sub(now)
+		e.RetryAfter = max(soonest.Sub(now), time.Millisecond)
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 
@@ -26,6 +27,23 @@ const sunset = "Fri, 31 Dec 2027 23:59:59 GMT"
 // data clients cache, and health and metrics endpoints are for the operator's network.
 func isAPI(path string) bool {
 	return strings.HasPrefix(path, "/v1/") && !isVocabPath(path)
+}
+
+// routeOf is the metrics' route label of an API path (isAPI): the endpoint the request was for.
+func routeOf(path string) string {
+	switch {
+	case path == "/v1/messages", path == "/v1/chat/completions":
+		return metrics.RouteMessages
+	case path == "/v1/messages/count_tokens":
+		return metrics.RouteCountTokens
+	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
+		return metrics.RouteModels
+	case path == "/v1/cache":
+		return metrics.RouteCache
+	case path == "/v1/layer/negotiate":
+		return metrics.RouteNegotiate
+	}
+	return metrics.RouteNotFound
 }
 
 // negotiate serves /v1/layer/negotiate for legacy clients: the routing decision
@@ -100,24 +118,41 @@ func isAdminPath(path string) bool {
 	return path == "/metrics" || strings.HasPrefix(path, enginePrefix)
 }
 
-// admin serves the operator's endpoints: metrics, engine load, health.
-func (x *exchange) admin() {
+// isScrape reports whether path is a health check or a metrics scrape, which the access log
+// leaves out unless Options.LogScrapes.
+func isScrape(path string) bool {
+	return path == "/healthz" || path == "/readyz" || isAdminPath(path)
+}
+
+// pprofPrefix is where net/http/pprof's handlers are mounted, on the admin listener only.
+const pprofPrefix = "/debug/pprof/"
+
+// admin serves the operator's endpoints: metrics, engine load, health; on the admin listener
+// (adminListener) also the profiles, the running configuration and the decision traces.
+func (x *exchange) admin(adminListener bool) {
 	switch path := x.r.URL.Path; {
 	case path == "/metrics" && x.s.metrics != nil:
 		x.onlyMethod(http.MethodGet, x.serveMetrics)
 	case strings.HasPrefix(path, enginePrefix) && x.s.load != nil:
 		x.onlyMethod(http.MethodGet, func() { x.engineMetrics(strings.TrimPrefix(path, enginePrefix)) })
-	case path == "/healthz" || path == "/readyz":
+	case path == "/healthz":
 		x.onlyMethod(http.MethodGet, x.health)
-	case isDebugPath(path):
+	case path == "/readyz":
+		x.onlyMethod(http.MethodGet, x.readiness)
+	case adminListener && path == "/config" && x.s.config != nil:
+		x.onlyMethod(http.MethodGet, x.serveConfig)
+	case adminListener && (path == pprofPrefix[:len(pprofPrefix)-1] || strings.HasPrefix(path, pprofPrefix)):
+		x.profile(strings.TrimPrefix(path, pprofPrefix))
+	case adminListener && isDebugPath(path):
 		x.onlyMethod(http.MethodGet, x.debugRequests)
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
 	}
 }
 
-// serveMetrics serves GET /metrics.
+// serveMetrics serves GET /metrics, with the timing headers every answer carries.
 func (x *exchange) serveMetrics() {
+	x.writeTimingHeaders(0, -1)
 	x.armWrite()
 	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
 	x.s.metrics.Handler().ServeHTTP(sw, x.r)
@@ -202,4 +237,35 @@ func (x *exchange) debugRequests() {
 		return
 	}
 	x.writeFull(http.StatusOK, "application/json", b)
+}
+
+// serveConfig serves GET /config: the running configuration as YAML, its secrets redacted.
+func (x *exchange) serveConfig() {
+	b, err := x.s.config()
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.writeFull(http.StatusOK, "application/yaml; charset=utf-8", b)
+}
+
+// profile serves net/http/pprof's handlers under /debug/pprof/: the index, the named profiles
+// (heap, goroutine, allocs, block, mutex, threadcreate), and cmdline, profile (CPU), symbol and
+// trace. A CPU profile or execution trace runs for ?seconds=, so no write deadline is armed.
+func (x *exchange) profile(name string) {
+	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
+	switch name {
+	case "cmdline":
+		pprof.Cmdline(sw, x.r)
+	case "profile":
+		pprof.Profile(sw, x.r)
+	case "symbol":
+		pprof.Symbol(sw, x.r)
+	case "trace":
+		pprof.Trace(sw, x.r)
+	default:
+		pprof.Index(sw, x.r) // the index at "", a named profile otherwise, 404 for an unknown one
+	}
+	x.call.Record.Status = sw.status
+	x.wrote = true
 }

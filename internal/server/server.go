@@ -50,6 +50,15 @@ type Options struct {
 	// Traces, when set, keeps every request's decision trace, served at /debug/requests on the
 	// admin handler (and on the Server itself, to keys with debug, when not AdminOnly).
 	Traces *trace.Ring
+	// Ready, when set, says why the gateway cannot serve now: /readyz answers 503 with the
+	// reasons while it returns any. Nil is always ready.
+	Ready func() []string
+	// Config, when set, returns the running configuration with its secrets redacted, served
+	// at GET /config on the admin handler only.
+	Config func() ([]byte, error)
+	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
+	// too; by default they are not.
+	LogScrapes bool
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -118,6 +127,10 @@ type Server struct {
 	metrics  *metrics.Metrics
 	load     func(string) (metrics.Load, bool)
 	traces   *trace.Ring // nil keeps no traces
+	ready    func() []string
+	config   func() ([]byte, error)
+	// logScrapes logs health checks and metrics scrapes in the access log.
+	logScrapes bool
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
 	bufs      sync.Pool
@@ -129,7 +142,7 @@ type Server struct {
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
 	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
-		traces: o.Traces}
+		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -241,7 +254,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
 	if admin {
-		x.admin()
+		x.admin(true)
 		x.finish()
 		return
 	}
@@ -280,12 +293,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.onlyMethod(http.MethodGet, func() { x.openAIModel(strings.TrimPrefix(path, "/v1/models/")) })
 	case strings.HasPrefix(path, "/v1/models/"):
 		x.onlyMethod(http.MethodGet, func() { x.getModel(strings.TrimPrefix(path, "/v1/models/")) })
-	case path == "/healthz" || path == "/readyz":
+	case path == "/healthz":
 		x.onlyMethod(http.MethodGet, x.health)
+	case path == "/readyz":
+		x.onlyMethod(http.MethodGet, x.readiness)
 	case path == "/v1/layer/negotiate":
 		x.negotiate()
 	case !s.adminOnly && isAdminPath(path):
-		x.admin()
+		x.admin(false)
 	case !s.adminOnly && isDebugPath(path):
 		x.debugOnMain()
 	case lv.Playground && (path == "/" || isPlaygroundPath(path)):
@@ -747,6 +762,28 @@ func (x *exchange) health() {
 	x.writeFull(http.StatusOK, "application/json", []byte(`{"status":"ok"}`))
 }
 
+// readiness serves GET /readyz: 200 {"status":"ok"} while the gateway can serve every required
+// model, else 503 {"status":"unavailable","reasons":[…]} naming each model that cannot and why.
+func (x *exchange) readiness() {
+	var reasons []string
+	if x.s.ready != nil {
+		reasons = x.s.ready()
+	}
+	if len(reasons) == 0 {
+		x.health()
+		return
+	}
+	b, err := json.Marshal(struct {
+		Status  string   `json:"status"`
+		Reasons []string `json:"reasons"`
+	}{"unavailable", reasons})
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.writeFull(http.StatusServiceUnavailable, "application/json", b)
+}
+
 // finish completes the record, hands it to the access log and returns the exchange to the
 // pool: x must not be used after it.
 func (x *exchange) finish() {
@@ -765,9 +802,9 @@ func (x *exchange) finish() {
 	}
 	total := time.Since(rec.Start)
 	if x.s.metrics != nil && isAPI(x.r.URL.Path) {
-		x.s.metrics.Observe(rec, total)
+		x.s.metrics.Observe(rec, routeOf(x.r.URL.Path), total)
 	}
-	if x.s.access != nil {
+	if x.s.access != nil && (x.s.logScrapes || !isScrape(x.r.URL.Path)) {
 		e := accesslog.Entry{Record: *rec, Method: x.r.Method, Path: x.r.URL.Path, Key: rec.Key, Duration: total}
 		x.s.access.Write(&e)
 	}

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Redacted is what a secret's value is replaced with by MarshalRedacted.
+const Redacted = "REDACTED"
+
+// secretKeys are the YAML keys whose values are secrets wherever they appear: an API key's
+// hash (which identifies the key, and would let a guess be checked offline), and any password,
+// token or credential a future setting might hold.
+var secretKeys = map[string]bool{"hash": true, "password": true, "token": true, "secret": true, "api_key": true,
+	"credential": true, "credentials": true}
+
+// MarshalRedacted returns c as YAML — every setting, defaults included, as the gateway runs it —
+// with every secret replaced: the values of secret keys (keys[].hash, and any password, token or
+// credential) by Redacted, and the userinfo of every URL (an engine's URL, Redis URLs with a
+// password) as RedactUserinfo does. Settings that name where a secret is (api_key_env,
+// store.password_env) are kept: they are names, not values.
+func (c *Config) MarshalRedacted() ([]byte, error) {
+	var n yaml.Node
+	if err := n.Encode(c); err != nil {
+		return nil, fmt.Errorf("config: encode: %w", err)
+	}
+	redactNode(&n)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, fmt.Errorf("config: encode: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: encode: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// redactNode redacts n's secrets in place.
+func redactNode(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if secretKeys[strings.ToLower(k.Value)] && v.Kind == yaml.ScalarNode && v.Value != "" {
+				v.Value, v.Tag, v.Style = Redacted, "!!str", 0
+				continue
+			}
+			redactNode(v)
+		}
+	case yaml.ScalarNode:
+		// Each of a comma-separated list of URLs (store.url's cluster seeds) on its own.
+		parts := strings.Split(n.Value, ",")
+		for i, p := range parts {
+			parts[i] = RedactUserinfo(p)
+		}
+		n.Value = strings.Join(parts, ",")
+	default:
+		for _, c := range n.Content {
+			redactNode(c)
+		}
+	}
+}
