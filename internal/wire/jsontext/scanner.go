@@ -2,6 +2,7 @@ package jsontext
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -338,50 +339,96 @@ func (f fault) String() string {
 
 // stringEnd checks the inside of the string that starts at s[i] (just after its opening quote)
 // and returns the index of its closing quote, and whether it holds a backslash escape. On a
-// fault it returns the fault and its offset as end. Runs of plain ASCII are checked sixteen
-// bytes at a time (PlainRun). checkUTF8 also refuses bytes that are not UTF-8.
+// fault it returns the fault and its offset as end. checkUTF8 also refuses bytes that are not
+// UTF-8.
+//
+// The next quote, and the next backslash before it, are found with strings.IndexByte (vector
+// instructions), each byte searched at most twice; between them only controls and non-ASCII
+// bytes need a look, which asciiRun takes sixteen bytes at a time.
 func stringEnd(s string, i int, checkUTF8 bool) (end int, esc bool, f fault) {
-	for i < len(s) {
-		i += PlainRun(s[i:])
-		for i < len(s) && safe[s[i]] {
-			i++
+	q, bs := -1, -1 // the next '"' at or after i (len(s) when none), and the next '\\' before it (q when none)
+	for {
+		if q < i {
+			q = indexFrom(s, i, '"')
+		}
+		if bs < i {
+			bs = i + strings.IndexByte(s[i:q], '\\')
+			if bs < i {
+				bs = q
+			}
+		}
+		stop := bs
+		// No quote or backslash before stop: only controls and non-ASCII bytes need a look. A
+		// rune's bytes are all >= 0x80, so one never runs past stop.
+		for i += asciiRun(s[i:stop]); i < stop; i += asciiRun(s[i:stop]) {
+			switch c := s[i]; {
+			case c < 0x20:
+				return i, esc, fControl
+			case c < utf8.RuneSelf:
+				i++
+			case !checkUTF8:
+				i++
+			default:
+				r, n := utf8.DecodeRuneInString(s[i:])
+				if r == utf8.RuneError && n == 1 {
+					return i, esc, fUTF8
+				}
+				i += n
+			}
 		}
 		if i >= len(s) {
-			break
+			return len(s), esc, fEnd
 		}
-		switch c := s[i]; {
-		case c == '"':
+		if i == q {
 			return i, esc, fNone
-		case c == '\\':
-			esc = true
-			if i+1 >= len(s) {
-				return len(s), esc, fEnd
+		}
+		// A backslash.
+		esc = true
+		if i+1 >= len(s) {
+			return len(s), esc, fEnd
+		}
+		switch s[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if hex4(s, i+2) < 0 {
+				return i, esc, fUnicode
 			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if hex4(s, i+2) < 0 {
-					return i, esc, fUnicode
-				}
-				i += 6
-			default:
-				return i, esc, fEscape
-			}
-		case c < 0x20:
-			return i, esc, fControl
-		case !checkUTF8:
-			i++
+			i += 6
 		default:
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && n == 1 {
-				return i, esc, fUTF8
-			}
-			i += n
+			return i, esc, fEscape
 		}
 	}
-	return len(s), esc, fEnd
 }
+
+// indexFrom returns the index of the first c in s at or after i, or len(s).
+func indexFrom(s string, i int, c byte) int {
+	if j := strings.IndexByte(s[i:], c); j >= 0 {
+		return i + j
+	}
+	return len(s)
+}
+
+// asciiRun returns the length of the prefix of s, in whole 8-byte words, without controls and
+// non-ASCII bytes.
+func asciiRun(s string) int {
+	i := 0
+	for ; i+16 <= len(s); i += 16 {
+		w := s[i : i+16]
+		if ctlOrHigh(le64(w[:8]))|ctlOrHigh(le64(w[8:])) != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(s); i += 8 {
+		if ctlOrHigh(le64(s[i:i+8])) != 0 {
+			break
+		}
+	}
+	return i
+}
+
+// ctlOrHigh is non-zero when a byte of v is a control (< 0x20) or not ASCII (>= 0x80).
+func ctlOrHigh(v uint64) uint64 { return ((v - lsb*0x20) | v) & msb }
 
 // unescape appends the value of the inside of a string that stringEnd checked: escapes
 // decoded, lone surrogates as U+FFFD.
