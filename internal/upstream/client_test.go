@@ -274,10 +274,10 @@ func TestH1Timeouts(t *testing.T) {
 }
 
 // TestH1CancelClosesConnection: the client's cancel reaches the engine (its connection closes)
-// within 100 ms (watchDelay), and the call returns the context's error: early in the call, when
-// the watchdog checks the context, and later, when it watches it.
+// within 100 ms, and the call returns the context's error: early in the call, when the watchdog
+// checks the context, and later, when it watches it.
 func TestH1CancelClosesConnection(t *testing.T) {
-	for _, after := range []time.Duration{50 * time.Millisecond, 3 * watchDelay / 2} {
+	for _, after := range []time.Duration{watchDelay / 2, 3 * watchDelay} {
 		t.Run(after.String(), func(t *testing.T) { testH1Cancel(t, after) })
 	}
 }
@@ -315,9 +315,9 @@ func testH1Cancel(t *testing.T, after time.Duration) {
 	cancel()
 	select {
 	case got := <-closed:
-		// watchDelay at most, with room for a loaded machine's scheduling.
-		if d := got.Sub(at); d > watchDelay+150*time.Millisecond {
-			t.Errorf("the engine saw the cancel after %v, want within %v", d, watchDelay)
+		// watchDelay (50 ms) at most; the 100 ms promised, with room for a loaded machine.
+		if d := got.Sub(at); d > 100*time.Millisecond+watchDelay {
+			t.Errorf("the engine saw the cancel after %v, want within 100ms", d)
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("the engine never saw the cancel")

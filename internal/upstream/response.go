@@ -209,8 +209,9 @@ func (r *Response) attach(conn *h1.Conn) error {
 }
 
 // watchDelay is how long a call runs before the client's context is watched rather than checked
-// by the watchdog: the longest a client's cancel takes to reach the engine.
-const watchDelay = 100 * time.Millisecond
+// by the watchdog: the longest a client's cancel takes to reach the engine, half the 100 ms the
+// gateway promises end to end (the server must notice the client leave first).
+const watchDelay = 50 * time.Millisecond
 
 // parentDone runs when the client's context ends: the call is aborted at once.
 func (r *Response) parentDone() {
