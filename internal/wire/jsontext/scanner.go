@@ -342,64 +342,65 @@ func (f fault) String() string {
 // fault it returns the fault and its offset as end. checkUTF8 also refuses bytes that are not
 // UTF-8.
 //
-// The next quote, and the next backslash before it, are found with strings.IndexByte (vector
-// instructions), each byte searched at most twice; between them only controls and non-ASCII
-// bytes need a look, which asciiRun takes sixteen bytes at a time.
+// Runs of plain ASCII are checked sixteen bytes at a time (PlainRun). A run longer than longRun
+// is text, not a key or a short value: there the next quote, and the next backslash before it,
+// are found with strings.IndexByte (vector instructions, each byte searched at most twice), and
+// between them only controls and non-ASCII bytes need a look (asciiRun, a cheaper test).
 func stringEnd(s string, i int, checkUTF8 bool) (end int, esc bool, f fault) {
-	q, bs := -1, -1 // the next '"' at or after i (len(s) when none), and the next '\\' before it (q when none)
+	q, bs := -1, -1 // in long text: the next '"' at or after i (len(s) when none), the next '\\' before it (q when none)
 	for {
-		if q < i {
-			q = indexFrom(s, i, '"')
-		}
-		if bs < i {
-			bs = i + strings.IndexByte(s[i:q], '\\')
-			if bs < i {
-				bs = q
+		j := i + PlainRun(s[i:min(len(s), i+longRun)])
+		if j-i == longRun {
+			if q < j {
+				q = indexFrom(s, j, '"')
 			}
-		}
-		stop := bs
-		// No quote or backslash before stop: only controls and non-ASCII bytes need a look. A
-		// rune's bytes are all >= 0x80, so one never runs past stop.
-		for i += asciiRun(s[i:stop]); i < stop; i += asciiRun(s[i:stop]) {
-			switch c := s[i]; {
-			case c < 0x20:
-				return i, esc, fControl
-			case c < utf8.RuneSelf:
-				i++
-			case !checkUTF8:
-				i++
-			default:
-				r, n := utf8.DecodeRuneInString(s[i:])
-				if r == utf8.RuneError && n == 1 {
-					return i, esc, fUTF8
+			if bs < j {
+				if bs = j + strings.IndexByte(s[j:q], '\\'); bs < j {
+					bs = q
 				}
-				i += n
 			}
+			j += asciiRun(s[j:bs])
+		}
+		for i = j; i < len(s) && safe[s[i]]; i++ {
 		}
 		if i >= len(s) {
 			return len(s), esc, fEnd
 		}
-		if i == q {
+		switch c := s[i]; {
+		case c == '"':
 			return i, esc, fNone
-		}
-		// A backslash.
-		esc = true
-		if i+1 >= len(s) {
-			return len(s), esc, fEnd
-		}
-		switch s[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if hex4(s, i+2) < 0 {
-				return i, esc, fUnicode
+		case c == '\\':
+			esc = true
+			if i+1 >= len(s) {
+				return len(s), esc, fEnd
 			}
-			i += 6
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if hex4(s, i+2) < 0 {
+					return i, esc, fUnicode
+				}
+				i += 6
+			default:
+				return i, esc, fEscape
+			}
+		case c < 0x20:
+			return i, esc, fControl
+		case !checkUTF8:
+			i++
 		default:
-			return i, esc, fEscape
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				return i, esc, fUTF8
+			}
+			i += n
 		}
 	}
 }
+
+// longRun is how many plain bytes make a string long text (see stringEnd).
+const longRun = 64
 
 // indexFrom returns the index of the first c in s at or after i, or len(s).
 func indexFrom(s string, i int, c byte) int {
