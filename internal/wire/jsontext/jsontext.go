@@ -35,16 +35,22 @@ const (
 // allows, checking sixteen bytes at a time where it can (the zero-byte tests of "Bit Twiddling
 // Hacks"). Callers handle the rest byte by byte, so a word it stops at costs speed, never
 // correctness.
-func PlainRun(s string) int {
+func PlainRun(s string) int { return wordRun(s, true) }
+
+// asciiRun is PlainRun letting quotes and backslashes through: the prefix, in whole words,
+// without controls and non-ASCII bytes.
+func asciiRun(s string) int { return wordRun(s, false) }
+
+func wordRun(s string, full bool) int {
 	i := 0
 	for ; i+16 <= len(s); i += 16 {
 		w := s[i : i+16]
-		if unsafeBytes(le64(w[:8]))|unsafeBytes(le64(w[8:])) != 0 {
+		if stops(le64(w[:8]), full)|stops(le64(w[8:]), full) != 0 {
 			break
 		}
 	}
 	for ; i+8 <= len(s); i += 8 {
-		if unsafeBytes(le64(s[i:i+8])) != 0 {
+		if stops(le64(s[i:i+8]), full) != 0 {
 			break
 		}
 	}
@@ -58,14 +64,17 @@ func le64(w string) uint64 {
 		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 }
 
-// unsafeBytes is non-zero when a byte of v is not Safe: a control, '"', '\\' or >= 0x80.
-func unsafeBytes(v uint64) uint64 {
-	ctl := (v - lsb*0x20) &^ v // high bit set in a byte < 0x20
-	q := v ^ (lsb * '"')       // zero where v has '"'
-	bs := v ^ (lsb * '\\')     // zero where v has '\\'
-	q = (q - lsb) &^ q
-	bs = (bs - lsb) &^ bs
-	return (ctl | q | bs | v) & msb // v's own high bits: a byte >= 0x80
+// stops is non-zero when a byte of v is a control (< 0x20) or not ASCII (>= 0x80), or, with
+// full, a '"' or a '\\': when v holds a byte that Safe refuses.
+func stops(v uint64, full bool) uint64 {
+	m := (v - lsb*0x20) | v // high bit set in a byte < 0x20 or >= 0x80
+	if full {
+		q := v ^ (lsb * '"')   // zero where v has '"'
+		bs := v ^ (lsb * '\\') // zero where v has '\\'
+		m |= (q - lsb) &^ q
+		m |= (bs - lsb) &^ bs
+	}
+	return m & msb
 }
 
 // AppendString appends s as a quoted JSON string.

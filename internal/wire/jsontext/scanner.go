@@ -410,27 +410,6 @@ func indexFrom(s string, i int, c byte) int {
 	return len(s)
 }
 
-// asciiRun returns the length of the prefix of s, in whole 8-byte words, without controls and
-// non-ASCII bytes.
-func asciiRun(s string) int {
-	i := 0
-	for ; i+16 <= len(s); i += 16 {
-		w := s[i : i+16]
-		if ctlOrHigh(le64(w[:8]))|ctlOrHigh(le64(w[8:])) != 0 {
-			break
-		}
-	}
-	for ; i+8 <= len(s); i += 8 {
-		if ctlOrHigh(le64(s[i:i+8])) != 0 {
-			break
-		}
-	}
-	return i
-}
-
-// ctlOrHigh is non-zero when a byte of v is a control (< 0x20) or not ASCII (>= 0x80).
-func ctlOrHigh(v uint64) uint64 { return ((v - lsb*0x20) | v) & msb }
-
 // unescape appends the value of the inside of a string that stringEnd checked: escapes
 // decoded, lone surrogates as U+FFFD.
 func unescape(buf []byte, s string) []byte {
