@@ -11,6 +11,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -127,34 +128,58 @@ type Model struct {
 	flights map[Key]*Flight
 }
 
-// Flight is one answer being produced for a key: the leader calls the engine, followers wait
+// Flight is one answer being produced for a request: the leader calls the engine, followers wait
 // for its answer.
 type Flight struct {
 	done      chan struct{}
+	request   []byte // the leader's canonical encoding, valid while the flight is joinable
 	entry     *Entry // the answer; nil when the leader did not produce a complete one
 	abandoned bool   // the leader's own client went away before the answer was complete
 }
 
-// Join returns the flight of k, and leader set when there was none: the caller then produces
-// the answer and must call Finish, whatever happens. A follower calls Wait.
-func (m *Model) Join(k Key) (f *Flight, leader bool) {
+// Get returns the live answer to the request c encodes: an entry under its key stored for the
+// same encoding (another encoding under the same key is a collision, and a miss).
+func (m *Model) Get(ctx context.Context, c *Canon) (*Entry, bool) {
+	e, ok := m.Store.Get(ctx, c.Key)
+	if !ok || !bytes.Equal(e.Request, c.Bytes) {
+		return nil, false
+	}
+	return e, true
+}
+
+// Put stores e as the answer to the request c encodes, for the policy's TTL. e keeps a copy of
+// the encoding, to confirm hits with.
+func (m *Model) Put(ctx context.Context, c *Canon, e *Entry) error {
+	e.Request = bytes.Clone(c.Bytes)
+	return m.Store.Put(ctx, c.Key, e, m.Policy.TTL)
+}
+
+// Join returns the flight of the request c encodes, and leader set when there was none: the
+// caller then produces the answer and must call Finish, whatever happens, and keep c until then.
+// A follower calls Wait. f is nil when another request with the same key is in flight (a
+// collision): the caller neither leads nor follows.
+func (m *Model) Join(c *Canon) (f *Flight, leader bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f := m.flights[k]; f != nil {
+	if f := m.flights[c.Key]; f != nil {
+		if !bytes.Equal(f.request, c.Bytes) {
+			return nil, false
+		}
 		return f, false
 	}
-	f = &Flight{done: make(chan struct{})}
-	m.flights[k] = f
+	f = &Flight{done: make(chan struct{}), request: c.Bytes}
+	m.flights[c.Key] = f
 	return f, true
 }
 
 // Finish ends the leader's flight with its answer, or nil when there is none to share; the
 // followers wake up.
-func (m *Model) Finish(k Key, f *Flight, e *Entry) {
+func (m *Model) Finish(c *Canon, f *Flight, e *Entry) {
 	m.mu.Lock()
-	if m.flights[k] == f {
-		delete(m.flights, k)
+	if m.flights[c.Key] == f {
+		delete(m.flights, c.Key)
 	}
+	f.request = nil
 	m.mu.Unlock()
 	f.entry = e
 	close(f.done)
@@ -163,9 +188,9 @@ func (m *Model) Finish(k Key, f *Flight, e *Entry) {
 // Abandon ends the leader's flight without an answer because the leader's own client went away:
 // the answer itself did not fail, so the followers may elect a new leader (Abandoned) instead of
 // each going to the engine.
-func (m *Model) Abandon(k Key, f *Flight) {
+func (m *Model) Abandon(c *Canon, f *Flight) {
 	f.abandoned = true
-	m.Finish(k, f, nil)
+	m.Finish(c, f, nil)
 }
 
 // Abandoned reports, after Wait returned no entry, whether the leader's client went away (Abandon)

@@ -125,7 +125,8 @@ func TestFlight(t *testing.T) {
 	if c.Model("alias") != m || c.Model("to-split") != nil || c.Model("other") != nil {
 		t.Fatal("aliases share their model's cache; other names have none")
 	}
-	k := key("q")
+	k := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}})
+	defer k.Release()
 	f, leader := m.Join(k)
 	if !leader {
 		t.Fatal("the first is not the leader")
@@ -196,5 +197,54 @@ func TestRecorderKeepsOnlyCompleteAnswers(t *testing.T) {
 	e := r.Entry("m", time.Time{})
 	if e == nil || len(e.Events) != 5 || e.Events[0].ID != "" || e.Events[2].Text != "hi" || e.Usage.OutputTokens != 1 || e.Model != "up" {
 		t.Fatalf("entry %+v", e)
+	}
+}
+
+// TestCollision gives two different requests the same key, as a collision of the hash would:
+// neither is ever answered with the other's entry, and the second neither leads nor follows the
+// first's flight.
+func TestCollision(t *testing.T) {
+	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
+	m := c.Model("m")
+	ctx := context.Background()
+	a := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "a"}}}}})
+	b := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "b"}}}}})
+	defer a.Release()
+	defer b.Release()
+	if a.Key == b.Key {
+		t.Fatal("different requests, same key")
+	}
+	b.Key = a.Key // the collision
+	e := entry("a's answer")
+	if err := m.Put(ctx, a, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := m.Get(ctx, a); !ok || got != e {
+		t.Fatalf("a's own lookup: %v %v", got, ok)
+	}
+	if got, ok := m.Get(ctx, b); ok {
+		t.Fatalf("b was answered with a's entry %v", got)
+	}
+	fa, leader := m.Join(a)
+	if !leader {
+		t.Fatal("a does not lead")
+	}
+	if fb, lead := m.Join(b); fb != nil || lead {
+		t.Fatalf("b joined a's flight: %v leader %v", fb, lead)
+	}
+	if fa2, lead := m.Join(a); fa2 != fa || lead {
+		t.Fatal("a second a does not follow a's flight")
+	}
+	m.Finish(a, fa, e)
+	// b's own answer replaces a's under the shared key; a then misses, b hits.
+	eb := entry("b's answer")
+	if err := m.Put(ctx, b, eb); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Get(ctx, a); ok {
+		t.Fatal("a answered with b's entry")
+	}
+	if got, ok := m.Get(ctx, b); !ok || got != eb {
+		t.Fatalf("b's own lookup: %v %v", got, ok)
 	}
 }

@@ -27,15 +27,18 @@ type Entry struct {
 	Usage llm.Usage
 	// Stored is when the answer was stored.
 	Stored time.Time
+	// Request is the canonical encoding of the request it answers (Encode), which a lookup
+	// compares: keys are short hashes, which can collide.
+	Request []byte
 }
 
 // eventSize is what an event costs in memory beyond its strings.
 const eventSize = int64(unsafe.Sizeof(llm.Event{}))
 
 // Size is the entry's footprint in bytes, as the store's budget counts it: the events, their
-// strings, and a fixed overhead for the entry and its index.
+// strings, the request's encoding, and a fixed overhead for the entry and its index.
 func (e *Entry) Size() int64 {
-	n := int64(unsafe.Sizeof(*e)) + 128 + int64(len(e.Model)+len(e.Served)+len(e.Engine))
+	n := int64(unsafe.Sizeof(*e)) + 128 + int64(len(e.Model)+len(e.Served)+len(e.Engine)+len(e.Request))
 	for i := range e.Events {
 		ev := &e.Events[i]
 		n += eventSize + int64(len(ev.ID)+len(ev.Name)+len(ev.Model)+len(ev.Text)+len(ev.StopSequence))

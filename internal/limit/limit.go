@@ -596,6 +596,13 @@ func roundUp(d time.Duration) time.Duration {
 	return d
 }
 
+// CountsInput reports whether Reserve takes input tokens: an input-token limit applies to the
+// lease's key or globally. Without one the caller need not count the request (Reserve with any
+// count is then a no-op).
+func (ls *Lease) CountsInput() bool {
+	return ls.l != nil && ls.held && (ls.key.in.cell != nil || ls.l.global.in.cell != nil)
+}
+
 // Settle replaces the input-token reservation with the engine's count (refunding or charging
 // the difference) and brings the output tokens charged up, or down, to the engine's count. Call
 // it once the engine reports usage; a request that never reached an engine settles with 0, 0.

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -30,7 +31,7 @@ const (
 // cacheCall is a call's state in the cache stage.
 type cacheCall struct {
 	model  *cache.Model  // the model's cache; nil when the call will not be stored
-	key    cache.Key     // the request's key, when model is set
+	canon  *cache.Canon  // the request's encoding and key, when model is set
 	flight *cache.Flight // the flight this call leads, until it is finished
 	tee    teeSink       // the client's sink with the recorder beside it
 	ev     llm.Event     // the event being replayed (sinks may modify what they are sent)
@@ -72,7 +73,7 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		return false, nil
 	}
 	cc := &c.cache
-	cc.model, cc.key = m, cache.KeyOf(m.Name, c.request())
+	cc.model, cc.canon = m, cache.Encode(m.Name, c.request())
 	// The pass-through path answers with the engine's bytes, which could not be replayed in
 	// another format: a request whose answer will be stored takes the event path.
 	c.Forward = nil
@@ -82,29 +83,32 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		return false, nil
 	}
 	for elections := 0; ; elections++ {
-		if e, ok := m.Store.Get(ctx, cc.key); ok {
-			rec.Cache = CacheHit
-			return true, p.replay(c, e)
+		if e, ok := m.Get(ctx, cc.canon); ok {
+			return true, p.hit(c, e, CacheHit)
 		}
-		f, leader := m.Join(cc.key)
+		f, leader := m.Join(cc.canon)
 		if leader {
 			// A leader that finished between the lookup and Join stored its answer before it
 			// left: look again, or this call would be a second engine call for the same answer.
-			if e, ok := m.Store.Get(ctx, cc.key); ok {
-				m.Finish(cc.key, f, e)
-				rec.Cache = CacheHit
-				return true, p.replay(c, e)
+			if e, ok := m.Get(ctx, cc.canon); ok {
+				m.Finish(cc.canon, f, e)
+				return true, p.hit(c, e, CacheHit)
 			}
 			// A store shared by replicas: claim the filling of the key, or wait (briefly) for
 			// the replica that holds the claim to store its answer.
 			if sh, ok := m.Store.(*cache.Shared); ok {
-				if e := sh.Claim(ctx, cc.key); e != nil {
-					m.Finish(cc.key, f, e)
-					rec.Cache = CacheCoalesced
-					return true, p.replay(c, e)
+				if e := sh.Claim(ctx, cc.canon.Key); e != nil && bytes.Equal(e.Request, cc.canon.Bytes) {
+					m.Finish(cc.canon, f, e)
+					return true, p.hit(c, e, CacheCoalesced)
 				}
 			}
 			cc.flight = f
+			rec.Cache = CacheMiss
+			return false, nil
+		}
+		if f == nil {
+			// Another request with the same key is in flight: a collision of the hash, so
+			// this one goes to the engine on its own (and stores its answer).
 			rec.Cache = CacheMiss
 			return false, nil
 		}
@@ -115,17 +119,34 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		// answer.
 		e, err := f.Wait(ctx)
 		if err != nil {
+			cc.release()
 			return true, err
 		}
 		if e != nil {
-			rec.Cache = CacheCoalesced
-			return true, p.replay(c, e)
+			return true, p.hit(c, e, CacheCoalesced)
 		}
 		if !f.Abandoned() || elections == maxElections {
 			rec.Cache = CacheMiss
 			return false, nil
 		}
 	}
+}
+
+// hit replays e as the call's answer, recorded as how (CacheHit or CacheCoalesced); the call is
+// done with the cache.
+func (p *Pipeline) hit(c *Call, e *cache.Entry, how string) error {
+	c.cache.release()
+	c.Record.Cache = how
+	return p.replay(c, e)
+}
+
+// release returns the call's encoding to its pool, once no flight it leads needs it.
+func (c *cacheCall) release() {
+	if c.canon != nil {
+		c.canon.Release()
+		c.canon = nil
+	}
+	c.model = nil
 }
 
 // maxElections bounds how often a follower takes part in electing a new leader after a leader's
@@ -174,16 +195,16 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 		if e = cc.tee.rec.Entry(rec.Served, p.cache.Now()); e != nil {
 			e.Engine, e.Simulated = rec.Engine, rec.Simulated
 			if sh, ok := cc.model.Store.(*cache.Shared); ok && rec.Cache == CacheRefresh {
-				_ = sh.Delete(context.WithoutCancel(ctx), cc.key) // written once: a refresh replaces it
+				_ = sh.Delete(context.WithoutCancel(ctx), cc.canon.Key) // written once: a refresh replaces it
 			}
-			_ = cc.model.Store.Put(context.WithoutCancel(ctx), cc.key, e, cc.model.Policy.TTL)
+			_ = cc.model.Put(context.WithoutCancel(ctx), cc.canon, e)
 		}
 	}
 	if sh, ok := cc.model.Store.(*cache.Shared); ok && e == nil && cc.flight != nil {
-		sh.Unclaim(context.WithoutCancel(ctx), cc.key) // nothing to store: the waiting replicas go on
+		sh.Unclaim(context.WithoutCancel(ctx), cc.canon.Key) // nothing to store: the waiting replicas go on
 	}
 	if cc.flight != nil {
-		cc.model.Finish(cc.key, cc.flight, e)
+		cc.model.Finish(cc.canon, cc.flight, e)
 		cc.flight = nil
 	}
 }
@@ -192,16 +213,16 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 // When the call's own client went away the followers elect a new leader; otherwise each goes to
 // the engine itself.
 func (c *cacheCall) end(ctx context.Context) {
-	if c.flight == nil {
-		return
+	if c.flight != nil {
+		if sh, ok := c.model.Store.(*cache.Shared); ok {
+			sh.Unclaim(context.WithoutCancel(ctx), c.canon.Key) // the call failed: the waiting replicas go on
+		}
+		if ctx.Err() != nil {
+			c.model.Abandon(c.canon, c.flight)
+		} else {
+			c.model.Finish(c.canon, c.flight, nil)
+		}
+		c.flight = nil
 	}
-	if sh, ok := c.model.Store.(*cache.Shared); ok {
-		sh.Unclaim(context.WithoutCancel(ctx), c.key) // the call failed: the waiting replicas go on
-	}
-	if ctx.Err() != nil {
-		c.model.Abandon(c.key, c.flight)
-	} else {
-		c.model.Finish(c.key, c.flight, nil)
-	}
-	c.flight = nil
+	c.release()
 }

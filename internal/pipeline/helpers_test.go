@@ -33,6 +33,7 @@ type scripted struct {
 	hang     bool     // wait for the context after the prelude
 	words    []string // the answer's deltas; default: "one", " two", " three"
 	input    int      // input tokens reported; default 10
+	lateIn   bool     // report the input only at the stop (the start says 0), as OpenAI streams do
 	release  chan struct{}
 	calls    atomic.Int32
 	entered  chan struct{} // receives a value when Generate starts, if not nil
@@ -66,6 +67,9 @@ func (e *scripted) Generate(ctx context.Context, req *llm.Request, sink llm.Sink
 		words = []string{"one", " two", " three"}
 	}
 	ev := llm.Event{Kind: llm.EventStart, Model: req.Model, Usage: llm.Usage{InputTokens: in}}
+	if e.lateIn {
+		ev.Usage.InputTokens = 0
+	}
 	if err := sink.Send(&ev); err != nil {
 		return err
 	}

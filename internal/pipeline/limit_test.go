@@ -11,6 +11,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 // countingCounter counts its calls and every request as n tokens.
@@ -67,4 +68,66 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// startSink notes the input tokens of the start event that reaches the client.
+type startSink struct{ input int }
+
+func (s *startSink) Send(ev *llm.Event) error {
+	if ev.Kind == llm.EventStart {
+		s.input = ev.Usage.InputTokens
+	}
+	return nil
+}
+
+func (s *startSink) Flush() error { return nil }
+
+// TestServeCountsOnlyWhenNeeded checks that the input is counted only where something needs the
+// count: an input-token limit or a context window before the engine runs, or a start event
+// without the engine's own count (it then carries the estimate). Otherwise — a pass-through, an
+// engine that counts its input — the tokenizer never runs.
+func TestServeCountsOnlyWhenNeeded(t *testing.T) {
+	specs := []auth.Spec{{Name: "limited", Hash: auth.HashHex("l0-limited"), Limits: limit.Limits{InputTokensPerMinute: 1000}},
+		{Name: "free", Hash: auth.HashHex("l0-free"), Limits: limit.Limits{RequestsPerMinute: 1000}}}
+	engines := map[string]any{"counts": &scripted{}, "late": &scripted{lateIn: true},
+		"pass": &forwarder{format: llm.FormatAnthropic, body: `{"type":"message"}`}}
+	r := newRig(t, engines, []rigModel{{name: "counts", engines: []string{"counts"}}, {name: "late", engines: []string{"late"}},
+		{name: "pass", engines: []string{"pass"}}, {name: "windowed", engines: []string{"counts"}, window: 1000}},
+		rigOptions{keys: specs})
+	counter := &countingCounter{n: 42}
+	r.p.tokens = counter
+	for _, tc := range []struct {
+		key, model string
+		pass       bool
+		calls      int32
+		start      int // the start event's input tokens as the client sees them
+	}{
+		{"free", "counts", false, 0, 10},
+		{"free", "pass", true, 0, 0},
+		{"free", "late", false, 1, 42},
+		{"free", "windowed", false, 1, 10},
+		{"limited", "counts", false, 1, 10},
+		{"limited", "pass", true, 1, 0},
+		{"limited", "late", false, 1, 42}, // counted once, for the limit, and that count reused
+	} {
+		before := counter.calls.Load()
+		sink := &startSink{}
+		req := request(tc.model, "hello")
+		req.Format = llm.FormatAnthropic
+		c := Call{Request: req, Sink: sink, Header: headerWithKey("l0-" + tc.key)}
+		if tc.pass {
+			var out strings.Builder
+			c.Forward = &Forward{Body: []byte(`{}`), Out: fake.Writer(&out)}
+		}
+		if err := r.p.Serve(context.Background(), &c); err != nil {
+			t.Fatalf("%s on %s: %v", tc.key, tc.model, err)
+		}
+		if c.Record.Passed != tc.pass {
+			t.Fatalf("%s on %s: passed %v, want %v", tc.key, tc.model, c.Record.Passed, tc.pass)
+		}
+		if got := counter.calls.Load() - before; got != tc.calls || sink.input != tc.start {
+			t.Errorf("%s on %s: counted %d times, start input %d; want %d and %d", tc.key, tc.model, got, sink.input,
+				tc.calls, tc.start)
+		}
+	}
 }

@@ -380,10 +380,18 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		}
 		defer c.cache.end(ctx)
 	}
-	input, err := p.countPrompt(c, name, req)
-	defer c.putPrompt()
-	if err != nil {
-		return err
+	// Input tokens, counted only where a stage needs them before the engine runs: an input-token
+	// limit, a context window or truncate budget, the prefix index. Otherwise the count waits
+	// until something asks for it (the start event's estimate, attemptSink.estimate), which on the
+	// pass-through path and for most engines is never.
+	var input int
+	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
+	if counted {
+		input, err = p.countPrompt(c, name, req)
+		defer c.putPrompt()
+		if err != nil {
+			return err
+		}
 	}
 	if err := lease.Reserve(ctx, input); err != nil {
 		rec.RateLimited = rateLimited(err)
@@ -412,7 +420,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// final; before it, the plan decides between another replica, the next fallback model, or
 	// giving up with the most useful error.
 	s := &c.att
-	s.init(c, lease, input)
+	s.init(p, c, name, lease, input, counted)
 	for {
 		a, err := plan.Next()
 		if err != nil {
@@ -451,7 +459,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 			// sent its own count).
 			_ = lease.Settle(input, rec.Deltas)
 			if rec.Usage.OutputTokens == 0 {
-				rec.Usage.InputTokens, rec.Usage.OutputTokens = input, rec.Deltas
+				rec.Usage.InputTokens, rec.Usage.OutputTokens = s.estimate(), rec.Deltas
 			}
 			return err
 		}
@@ -563,8 +571,15 @@ type attemptSink struct {
 	rec   *Record
 	lease *limit.Lease
 	timer *time.Timer
-	input int       // the request's input tokens as estimated by the tokenizer
 	start llm.Event // a start event completed with input, without allocating
+
+	// The request's input tokens as estimated by the tokenizer, once counted (estimate counts
+	// them on first use when Serve did not need to).
+	input   int
+	counted bool
+	p       *Pipeline
+	call    *Call
+	name    string
 
 	held      [maxHeld]llm.Event
 	nheld     int
@@ -577,10 +592,21 @@ type attemptSink struct {
 	tee       *teeSink      // the recorder of an answer to be stored, when inner is it
 }
 
-func (s *attemptSink) init(c *Call, lease *limit.Lease, input int) {
-	s.inner, s.rec, s.lease, s.input = c.Sink, &c.Record, lease, input
+func (s *attemptSink) init(p *Pipeline, c *Call, name string, lease *limit.Lease, input int, counted bool) {
+	s.inner, s.rec, s.lease = c.Sink, &c.Record, lease
+	s.input, s.counted, s.p, s.call, s.name = input, counted, p, c, name
 	s.col, _ = c.Sink.(*llm.Collector)
 	c.cache.tap(s)
+}
+
+// estimate returns the request's input tokens as the tokenizer counts them, counting them now
+// if Serve did not (0 when the count fails: it is only an estimate).
+func (s *attemptSink) estimate() int {
+	if !s.counted {
+		s.counted = true
+		s.input, _ = s.p.count(s.name, s.call.request())
+	}
+	return s.input
 }
 
 // noteSimulated sets the record's Simulated from the attempt's engine: a simulator, or an engine
@@ -646,12 +672,12 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 		s.inSink += time.Since(t)
 		return err
 	default:
-		if ev.Kind == llm.EventStart && ev.Usage.InputTokens == 0 && ev.Usage.CacheReadInputTokens == 0 && s.input > 0 {
+		if ev.Kind == llm.EventStart && ev.Usage.InputTokens == 0 && ev.Usage.CacheReadInputTokens == 0 && s.estimate() > 0 {
 			// Engines that count input only at the end (OpenAI-compatible streams) start with 0;
 			// clients read message_start's input_tokens, so it carries the tokenizer's estimate
 			// until the engine's own count arrives with the stop.
 			s.start = *ev
-			s.start.Usage.InputTokens = s.input
+			s.start.Usage.InputTokens = s.estimate()
 			ev = &s.start
 		}
 		if !s.committed && s.col == nil {

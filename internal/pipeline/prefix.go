@@ -10,13 +10,19 @@ import (
 // Prefix is the prefix index the pipeline records served prompts in; nil when none.
 func (p *Pipeline) Prefix() *prefix.Index { return p.prefix }
 
+// indexed reports whether name has replicas in the prefix index, whose picker and records need
+// the prompt's tokens.
+func (p *Pipeline) indexed(name string) bool {
+	return p.prefix != nil && len(p.prefix.Replicas(name)) > 0
+}
+
 // countPrompt counts the request's input tokens. For a name whose replicas are indexed it
 // renders the prompt into tokens instead of only counting them — about 20% more work than
 // counting; the index renders prompts as those engines see them, and the count is the
 // rendering's length — and
 // keeps them on the call for the router and for recording what the replica served.
 func (p *Pipeline) countPrompt(c *Call, name string, req *llm.Request) (int, error) {
-	if p.prefix == nil || len(p.prefix.Replicas(name)) == 0 {
+	if !p.indexed(name) {
 		return p.count(name, req)
 	}
 	c.pr = prefix.GetPrompt()

@@ -26,6 +26,33 @@ func (t *Table) Window(name string) int {
 	return w
 }
 
+// Windowed reports whether some model name may be served by — any arm of a split, any model of a
+// fallback chain — has a context window: only then does Plan need the input's size.
+func (t *Table) Windowed(name string) bool {
+	e := t.lookup(name)
+	if e == nil {
+		return false
+	}
+	if e.split == nil {
+		return anyWindow(e.model)
+	}
+	for _, m := range e.split.targets {
+		if anyWindow(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyWindow(m *model) bool {
+	for _, cm := range m.chain {
+		if cm.window > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // chainWindow is the largest window of m's fallback chain, 0 when one model has none.
 func chainWindow(m *model) int {
 	w := 0

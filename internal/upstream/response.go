@@ -35,6 +35,7 @@ type Response struct {
 	// their own goroutines.
 	mu       sync.Mutex
 	due      time.Time // when the watchdog's current bound ends; zero when none runs
+	watchAt  time.Time // when the watchdog hands the client's context to a watch; zero when not pending
 	total    time.Time // when the total bound ends; zero when there is none
 	gotFirst bool      // a streamed body returned its first byte, or a non-streamed answer its headers
 	cause    error
@@ -68,7 +69,7 @@ func (c *Client) newResponse(ctx context.Context, start time.Time) *Response {
 	r.Status, r.ContentType, r.Body = 0, "", nil
 	r.c, r.parent = c, ctx
 	r.body = watchedBody{r}
-	r.due, r.total, r.gotFirst = time.Time{}, time.Time{}, false
+	r.due, r.watchAt, r.total, r.gotFirst = time.Time{}, time.Time{}, time.Time{}, false
 	r.cause, r.closed, r.conn, r.dial, r.stop, r.hr, r.cancel = nil, false, nil, nil, nil, nil, nil
 	t := c.t
 	if t.Total > 0 {
@@ -108,24 +109,44 @@ func (r *Response) rearmLocked(due time.Time) {
 		return
 	}
 	r.due = due
-	if due.IsZero() {
+	if t := r.nextFire(); t.IsZero() {
 		r.timer.Stop()
-		return
+	} else {
+		r.timer.Reset(time.Until(t))
 	}
-	r.timer.Reset(time.Until(due))
 }
 
-// expire runs when the watchdog fires. A bound that is not due (a read re-armed it while the
-// timer fired, or the fire is from an earlier use of a pooled Response) is left running.
+// nextFire is when the watchdog must fire next: the bound, or the watch's hand-over if sooner.
+func (r *Response) nextFire() time.Time {
+	t := r.due
+	if !r.watchAt.IsZero() && (t.IsZero() || r.watchAt.Before(t)) {
+		t = r.watchAt
+	}
+	return t
+}
+
+// expire runs when the watchdog fires. At the watch's hand-over it checks the client's context
+// and watches it from then on; a bound that is not due (a read re-armed it while the timer
+// fired, or the fire is from an earlier use of a pooled Response) is left running.
 func (r *Response) expire() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.due.IsZero() {
+	if r.closed {
 		return
 	}
 	now := time.Now()
-	if now.Before(r.due) {
-		r.timer.Reset(r.due.Sub(now))
+	if !r.watchAt.IsZero() && !now.Before(r.watchAt) {
+		r.watchAt = time.Time{}
+		if r.parent.Err() != nil {
+			r.abortLocked(errCanceled)
+			return
+		}
+		r.stop = context.AfterFunc(r.parent, r.onDone) // runs onDone in its own goroutine
+	}
+	if r.due.IsZero() || now.Before(r.due) {
+		if t := r.nextFire(); !t.IsZero() {
+			r.timer.Reset(t.Sub(now))
+		}
 		return
 	}
 	switch {
@@ -173,16 +194,24 @@ func (r *Response) attach(conn *h1.Conn) error {
 		return r.cause
 	}
 	r.conn = conn
-	watch := r.stop == nil && r.parent.Done() != nil
-	r.mu.Unlock()
-	if watch {
-		stop := context.AfterFunc(r.parent, r.onDone)
-		r.mu.Lock()
-		r.stop = stop
-		r.mu.Unlock()
+	if r.stop == nil && r.watchAt.IsZero() && r.parent.Done() != nil {
+		// The client's context is watched (context.AfterFunc: 4 allocations) only by calls
+		// still running after watchDelay; until then the watchdog fires by that time and checks
+		// it. A client's cancel reaches the engine within watchDelay either way, and most calls
+		// end before it without allocating.
+		r.watchAt = time.Now().Add(watchDelay)
+		if r.due.IsZero() || r.watchAt.Before(r.due) {
+			r.timer.Reset(watchDelay)
+		}
 	}
+	r.mu.Unlock()
 	return nil
 }
+
+// watchDelay is how long a call runs before the client's context is watched rather than checked
+// by the watchdog: the longest a client's cancel takes to reach the engine, half the 100 ms the
+// gateway promises end to end (the server must notice the client leave first).
+const watchDelay = 50 * time.Millisecond
 
 // parentDone runs when the client's context ends: the call is aborted at once.
 func (r *Response) parentDone() {
@@ -213,7 +242,7 @@ func (r *Response) Close() {
 		return
 	}
 	r.closed = true
-	r.due = time.Time{}
+	r.due, r.watchAt = time.Time{}, time.Time{}
 	r.timer.Stop()
 	conn, cause, stop, hr, cancel := r.conn, r.cause, r.stop, r.hr, r.cancel
 	r.conn, r.hr, r.cancel, r.stop = nil, nil, nil, nil

@@ -3,7 +3,7 @@
 // and model lists for the server, and it encodes requests and parses responses and streams for
 // the engine that calls the hosted API.
 //
-// Design: JSON is read by a small hand-rolled scanner over one string copy of the body (strings
+// Design: JSON is read by jsontext.Scanner over one string copy of the body (strings
 // in the decoded Request are substrings of that copy, so a typical request costs a handful of
 // allocations), validated completely (syntax, UTF-8, types, ranges, unknown fields) with error
 // messages that name the offending field by its path, as the real API does. JSON is written by

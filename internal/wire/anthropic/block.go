@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // blockCtx is where a list of content blocks appears; it decides which block types are allowed.
@@ -139,9 +140,9 @@ type contentInfo struct {
 // lists, bounding the recursion through tool_result and document content.
 func (d *decoder) content(ctx blockCtx, depth int) ([]llm.Block, contentInfo, error) {
 	info := contentInfo{toolUse: -1, toolResult: -1}
-	switch k := d.peek(); k {
-	case kindString:
-		s, err := d.str()
+	switch k := d.Peek(); k {
+	case jsontext.KindString:
+		s, err := d.Str()
 		if err != nil {
 			return nil, info, d.syntax(err)
 		}
@@ -150,8 +151,8 @@ func (d *decoder) content(ctx blockCtx, depth int) ([]llm.Block, contentInfo, er
 			return nil, info, nil
 		}
 		return []llm.Block{{Type: llm.BlockText, Text: s}}, info, nil
-	case kindArray:
-		d.i++
+	case jsontext.KindArray:
+		d.Pos++
 	default:
 		want := "a string or an array of content blocks"
 		if ctx == ctxSystem {

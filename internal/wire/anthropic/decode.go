@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // DecodeRequest decodes and validates the body of POST /v1/messages. Every error is an
@@ -26,7 +27,7 @@ func DecodeCountTokens(body []byte) (*llm.Request, error) {
 }
 
 func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
-	d := decoder{scanner: scanner{s: string(body)}}
+	d := decoder{scanner: newScanner(string(body))}
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	if err := d.request(r, needMaxTokens); err != nil {
 		return nil, err
@@ -118,10 +119,10 @@ func topLevelBit(k string) uint32 {
 const firstIgnored = 16
 
 func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
-	switch k := d.peek(); k {
-	case kindObject:
-		d.i++
-	case kindEOF:
+	switch k := d.Peek(); k {
+	case jsontext.KindObject:
+		d.Pos++
+	case jsontext.KindEOF:
 		return d.fail("request body is empty; want a JSON object")
 	default:
 		return d.typeErr("a JSON object", k)
@@ -192,7 +193,7 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 		}
 		d.leave()
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return d.syntax(err)
 	}
 	switch {
@@ -471,11 +472,11 @@ func (d *decoder) tool(t *llm.Tool) error {
 // schema reads a JSON Schema object whose type, when given, must be "object", and returns it
 // compacted.
 func (d *decoder) schema() (json.RawMessage, error) {
-	if k := d.peek(); k != kindObject {
+	if k := d.Peek(); k != jsontext.KindObject {
 		return nil, d.typeErr("an object", k)
 	}
-	start := d.i
-	d.i++
+	start := d.Pos
+	d.Pos++
 	for n := 0; ; {
 		k, ok, err := d.key(&n)
 		if err != nil {
@@ -485,7 +486,7 @@ func (d *decoder) schema() (json.RawMessage, error) {
 			break
 		}
 		if k == "type" {
-			if kd := d.peek(); kd != kindString {
+			if kd := d.Peek(); kd != jsontext.KindString {
 				return nil, d.typeErr(`"object"`, kd)
 			}
 			s, err := d.readString()
@@ -500,19 +501,19 @@ func (d *decoder) schema() (json.RawMessage, error) {
 		}
 		d.leave()
 	}
-	return compact(d.s[start:d.i]), nil
+	return jsontext.Compact(d.Text[start:d.Pos]), nil
 }
 
 // rawObject reads any JSON object and returns it compacted.
 func (d *decoder) rawObject() (json.RawMessage, error) {
-	if k := d.peek(); k != kindObject {
+	if k := d.Peek(); k != jsontext.KindObject {
 		return nil, d.typeErr("an object", k)
 	}
-	start := d.i
-	if err := d.skip(1); err != nil {
+	start := d.Pos
+	if err := d.Skip(1); err != nil {
 		return nil, d.syntax(err)
 	}
-	return compact(d.s[start:d.i]), nil
+	return jsontext.Compact(d.Text[start:d.Pos]), nil
 }
 
 func (d *decoder) toolChoice(r *llm.Request) error {

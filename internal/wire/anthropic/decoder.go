@@ -6,7 +6,16 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
+
+// scanner is the JSON scanner (jsontext.Scanner) with this package's nesting bound and the
+// readers of the hosted API's answers (read.go).
+type scanner struct{ jsontext.Scanner }
+
+func newScanner(s string) scanner {
+	return scanner{jsontext.Scanner{Text: s, MaxDepth: maxDepth}}
+}
 
 // seg is one step of a field path: an object member, or an array index when idx >= 0.
 type seg struct {
@@ -79,29 +88,29 @@ func (d *decoder) required(key string) error { return d.failAt(key, "field requi
 
 // syntax reports a scanner error found inside the current value.
 func (d *decoder) syntax(err error) error {
-	se, ok := err.(*syntaxError)
+	se, ok := err.(*jsontext.SyntaxError)
 	if !ok {
 		return err
 	}
-	if se.badUTF8 {
-		return d.fail("string is not valid UTF-8 (byte offset %d)", se.off)
+	if se.BadUTF8 {
+		return d.fail("string is not valid UTF-8 (byte offset %d)", se.Offset)
 	}
-	return d.fail("invalid JSON at byte offset %d: %s", se.off, se.msg)
+	return d.fail("invalid JSON at byte offset %d: %s", se.Offset, se.Msg)
 }
 
 // typeErr reports a value of kind k where want was expected.
-func (d *decoder) typeErr(want string, k kind) error {
+func (d *decoder) typeErr(want string, k jsontext.Kind) error {
 	// A scalar of the wrong type must at least be valid JSON to be called by its type.
 	var err error
 	switch k {
-	case kindInvalid, kindEOF:
-		err = d.unexpected(want)
-	case kindBool, kindNull:
-		_, err = d.literal()
-	case kindNumber:
-		_, err = d.number()
-	case kindString:
-		err = d.skipStr()
+	case jsontext.KindInvalid, jsontext.KindEOF:
+		err = d.Unexpected(want)
+	case jsontext.KindBool, jsontext.KindNull:
+		_, err = d.Literal()
+	case jsontext.KindNumber:
+		_, err = d.Number()
+	case jsontext.KindString:
+		err = d.SkipStr()
 	}
 	if err != nil {
 		return d.syntax(err)
@@ -111,8 +120,8 @@ func (d *decoder) typeErr(want string, k kind) error {
 
 // null consumes a null at the position, if there is one.
 func (d *decoder) null() bool {
-	if d.peek() == kindNull && strings.HasPrefix(d.s[d.i:], "null") {
-		d.i += len("null")
+	if d.Peek() == jsontext.KindNull && strings.HasPrefix(d.Text[d.Pos:], "null") {
+		d.Pos += len("null")
 		return true
 	}
 	return false
@@ -120,7 +129,7 @@ func (d *decoder) null() bool {
 
 // key reads the next member name and enters it; the caller leaves after the value.
 func (d *decoder) key(n *int) (string, bool, error) {
-	k, ok, err := d.nextKey(n)
+	k, ok, err := d.NextKey(n)
 	if err != nil {
 		return "", false, d.syntax(err)
 	}
@@ -132,7 +141,7 @@ func (d *decoder) key(n *int) (string, bool, error) {
 
 // elem moves to the next array element and enters its index; the caller leaves after it.
 func (d *decoder) elem(n *int) (bool, error) {
-	ok, err := d.nextElem(n)
+	ok, err := d.NextElem(n)
 	if err != nil {
 		return false, d.syntax(err)
 	}
@@ -143,36 +152,36 @@ func (d *decoder) elem(n *int) (bool, error) {
 }
 
 func (d *decoder) object() error {
-	if k := d.peek(); k != kindObject {
+	if k := d.Peek(); k != jsontext.KindObject {
 		return d.typeErr("an object", k)
 	}
-	d.i++
+	d.Pos++
 	return nil
 }
 
 func (d *decoder) array() error {
-	if k := d.peek(); k != kindArray {
+	if k := d.Peek(); k != jsontext.KindArray {
 		return d.typeErr("an array", k)
 	}
-	d.i++
+	d.Pos++
 	return nil
 }
 
 func (d *decoder) skipValue() error {
-	if k := d.peek(); k == kindInvalid || k == kindEOF {
+	if k := d.Peek(); k == jsontext.KindInvalid || k == jsontext.KindEOF {
 		return d.typeErr("a value", k)
 	}
-	if err := d.skip(1); err != nil {
+	if err := d.Skip(1); err != nil {
 		return d.syntax(err)
 	}
 	return nil
 }
 
 func (d *decoder) readString() (string, error) {
-	if k := d.peek(); k != kindString {
+	if k := d.Peek(); k != jsontext.KindString {
 		return "", d.typeErr("a string", k)
 	}
-	s, err := d.str()
+	s, err := d.Str()
 	if err != nil {
 		return "", d.syntax(err)
 	}
@@ -192,10 +201,10 @@ func (d *decoder) readBool() (bool, error) {
 	if d.null() {
 		return false, nil
 	}
-	if k := d.peek(); k != kindBool {
+	if k := d.Peek(); k != jsontext.KindBool {
 		return false, d.typeErr("a boolean", k)
 	}
-	lit, err := d.literal()
+	lit, err := d.Literal()
 	if err != nil {
 		return false, d.syntax(err)
 	}
@@ -203,10 +212,10 @@ func (d *decoder) readBool() (bool, error) {
 }
 
 func (d *decoder) readNumber(want string) (string, error) {
-	if k := d.peek(); k != kindNumber {
+	if k := d.Peek(); k != jsontext.KindNumber {
 		return "", d.typeErr(want, k)
 	}
-	lit, err := d.number()
+	lit, err := d.Number()
 	if err != nil {
 		return "", d.syntax(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"unsafe"
+	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -31,18 +31,8 @@ func appendInput(dst []byte, in json.RawMessage) []byte {
 	return append(dst, in...)
 }
 
-// validObject reports whether b is exactly one valid JSON object. It scans b in place: the
-// string view is used only during the call and nothing derived from it is kept.
-func validObject(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	d := scanner{s: unsafe.String(unsafe.SliceData(b), len(b))}
-	if d.peek() != kindObject {
-		return false
-	}
-	return d.skip(0) == nil && d.end() == nil
-}
+// validObject reports whether b is exactly one valid JSON object, its strings UTF-8.
+func validObject(b []byte) bool { return jsontext.ValidObject(b) && utf8.Valid(b) }
 
 // appendUsage appends the usage object of a message.
 func appendUsage(dst []byte, u *llm.Usage, outputTokens int) []byte {

@@ -55,8 +55,8 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("appendString(%q) decodes to %q, want %q", s, back, want)
 		}
 		// Our own scanner reads it back too.
-		d := scanner{s: string(out)}
-		got, err := d.str()
+		d := newScanner(string(out))
+		got, err := d.Str()
 		if err != nil || got != back {
 			t.Fatalf("scanner reads %q as %q, %v; want %q", out, got, err, back)
 		}

@@ -21,10 +21,10 @@ func FuzzPlainTextDelta(f *testing.F) {
 			return
 		}
 		var e sseEvent
-		d := scanner{s: string(data)}
+		d := newScanner(string(data))
 		err := e.read(&d)
 		if err == nil {
-			err = d.end()
+			err = d.End()
 		}
 		if err != nil {
 			t.Fatalf("fast path took %q, which the scanner refuses: %v", data, err)

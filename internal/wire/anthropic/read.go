@@ -9,6 +9,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
@@ -64,17 +65,17 @@ func upstreamError(status int, typ, msg, requestID string) *apierr.Error {
 // upstream message as the message. The engine decides what a client should see of it (an
 // upstream authentication error is layer0's problem, not the client's).
 func DecodeError(status int, body []byte) *apierr.Error {
-	d := scanner{s: string(body)}
+	d := newScanner(string(body))
 	var typ, msg, reqID string
 	var e errorObject
-	if d.peek() == kindObject && d.readTop(func(k string) error {
+	if d.Peek() == jsontext.KindObject && d.readTop(func(k string) error {
 		switch k {
 		case "error":
 			return e.read(&d)
 		case "request_id":
 			return d.optString(&reqID)
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	}) == nil {
 		typ, msg = e.typ, e.msg
 	}
@@ -90,8 +91,8 @@ func DecodeError(status int, body []byte) *apierr.Error {
 type errorObject struct{ typ, msg string }
 
 func (e *errorObject) read(d *scanner) error {
-	if d.peek() != kindObject {
-		return d.skip(1)
+	if d.Peek() != jsontext.KindObject {
+		return d.Skip(1)
 	}
 	return d.readTop(func(k string) error {
 		switch k {
@@ -100,18 +101,18 @@ func (e *errorObject) read(d *scanner) error {
 		case "message":
 			return d.optString(&e.msg)
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 }
 
 // readTop reads the members of the object at the position, calling member for each value.
 func (d *scanner) readTop(member func(k string) error) error {
-	if d.peek() != kindObject {
-		return d.unexpected("an object")
+	if d.Peek() != jsontext.KindObject {
+		return d.Unexpected("an object")
 	}
-	d.i++
+	d.Pos++
 	for n := 0; ; {
-		k, ok, err := d.nextKey(&n)
+		k, ok, err := d.NextKey(&n)
 		if err != nil {
 			return err
 		}
@@ -126,20 +127,20 @@ func (d *scanner) readTop(member func(k string) error) error {
 
 // optString reads a string into *s; any other value is skipped and leaves *s alone.
 func (d *scanner) optString(s *string) error {
-	if d.peek() != kindString {
-		return d.skip(1)
+	if d.Peek() != jsontext.KindString {
+		return d.Skip(1)
 	}
-	v, err := d.str()
+	v, err := d.Str()
 	*s = v
 	return err
 }
 
 // optInt reads a non-negative integer into *v and sets *set; other values are skipped.
 func (d *scanner) optInt(v *int, set *bool) error {
-	if d.peek() != kindNumber {
-		return d.skip(1)
+	if d.Peek() != jsontext.KindNumber {
+		return d.Skip(1)
 	}
-	lit, err := d.number()
+	lit, err := d.Number()
 	if err != nil {
 		return err
 	}
@@ -156,8 +157,8 @@ type usageFields struct {
 }
 
 func (u *usageFields) read(d *scanner) error {
-	if d.peek() != kindObject {
-		return d.skip(1)
+	if d.Peek() != jsontext.KindObject {
+		return d.Skip(1)
 	}
 	return d.readTop(func(k string) error {
 		switch k {
@@ -170,7 +171,7 @@ func (u *usageFields) read(d *scanner) error {
 		case "cache_read_input_tokens":
 			return d.optInt(&u.u.CacheReadInputTokens, &u.hasRead)
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 }
 
@@ -197,8 +198,8 @@ type blockFields struct {
 }
 
 func (b *blockFields) read(d *scanner) error {
-	if d.peek() != kindObject {
-		return d.skip(1)
+	if d.Peek() != jsontext.KindObject {
+		return d.Skip(1)
 	}
 	return d.readTop(func(k string) error {
 		switch k {
@@ -211,15 +212,15 @@ func (b *blockFields) read(d *scanner) error {
 		case "name":
 			return d.optString(&b.name)
 		case "input":
-			d.ws()
-			start := d.i
-			if err := d.skip(1); err != nil {
+			d.WS()
+			start := d.Pos
+			if err := d.Skip(1); err != nil {
 				return err
 			}
-			b.input = d.s[start:d.i]
+			b.input = d.Text[start:d.Pos]
 			return nil
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 }
 
@@ -264,8 +265,8 @@ func (e *sseEvent) read(d *scanner) error {
 		case "index":
 			return d.optInt(&e.index, &e.hasIndex)
 		case "message":
-			if d.peek() != kindObject {
-				return d.skip(1)
+			if d.Peek() != jsontext.KindObject {
+				return d.Skip(1)
 			}
 			return d.readTop(func(k string) error {
 				switch k {
@@ -276,13 +277,13 @@ func (e *sseEvent) read(d *scanner) error {
 				case "usage":
 					return e.msgUsage.read(d)
 				}
-				return d.skip(1)
+				return d.Skip(1)
 			})
 		case "content_block":
 			return e.block.read(d)
 		case "delta":
-			if d.peek() != kindObject {
-				return d.skip(1)
+			if d.Peek() != jsontext.KindObject {
+				return d.Skip(1)
 			}
 			return d.readTop(func(k string) error {
 				switch k {
@@ -298,14 +299,14 @@ func (e *sseEvent) read(d *scanner) error {
 				case "stop_sequence":
 					return d.optString(&e.stopSequence)
 				}
-				return d.skip(1)
+				return d.Skip(1)
 			})
 		case "usage":
 			return e.usage.read(d)
 		case "error":
 			return e.err.read(d)
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 }
 
@@ -419,10 +420,10 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 	}
 	var e sseEvent
 	if len(data) > 0 {
-		d := scanner{s: string(data)}
+		d := newScanner(string(data))
 		err := e.read(&d)
 		if err == nil {
-			err = d.end()
+			err = d.End()
 		}
 		if err != nil {
 			return false, apierr.Wrap(apierr.BadGateway, err, "the engine sent an invalid stream")
@@ -535,7 +536,7 @@ func (sr *streamReader) send() error {
 // events of a stream (so one Collector or encoder serves both), then flushes. An error body
 // ({"type":"error",…}) returns its *apierr.Error.
 func ReadResponse(body []byte, sink llm.Sink) error {
-	d := scanner{s: string(body)}
+	d := newScanner(string(body))
 	var typ, id, model, stopReason, stopSeq string
 	var usage usageFields
 	var blocks []blockFields
@@ -557,12 +558,12 @@ func ReadResponse(body []byte, sink llm.Sink) error {
 		case "error":
 			return eo.read(&d)
 		case "content":
-			if d.peek() != kindArray {
-				return d.skip(1)
+			if d.Peek() != jsontext.KindArray {
+				return d.Skip(1)
 			}
-			d.i++
+			d.Pos++
 			for n := 0; ; {
-				ok, err := d.nextElem(&n)
+				ok, err := d.NextElem(&n)
 				if err != nil || !ok {
 					return err
 				}
@@ -573,10 +574,10 @@ func ReadResponse(body []byte, sink llm.Sink) error {
 				blocks = append(blocks, b)
 			}
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 	if err == nil {
-		err = d.end()
+		err = d.End()
 	}
 	if err != nil {
 		return apierr.Wrap(apierr.BadGateway, err, "the engine sent an invalid response")
@@ -614,7 +615,7 @@ func ReadResponse(body []byte, sink llm.Sink) error {
 				return err
 			}
 			if b.input != "" {
-				ev = llm.Event{Kind: llm.EventToolDelta, Index: idx, Text: string(compact(b.input))}
+				ev = llm.Event{Kind: llm.EventToolDelta, Index: idx, Text: string(jsontext.Compact(b.input))}
 				if err := sink.Send(&ev); err != nil {
 					return err
 				}

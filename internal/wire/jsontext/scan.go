@@ -113,7 +113,8 @@ func KeyIs(k []byte, esc bool, key string) bool {
 	return json.Unmarshal(q, &s) == nil && s == key
 }
 
-func skipWS(b []byte, i int) int {
+// skipWS returns the index of the first byte at or after i that is not JSON whitespace.
+func skipWS[T string | []byte](b T, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}

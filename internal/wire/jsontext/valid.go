@@ -1,5 +1,7 @@
 package jsontext
 
+import "unsafe"
+
 // maxDepth bounds the nesting Valid accepts: deeper answers are refused (encoding/json's own
 // bound is 10,000; no engine's answer nests beyond a few dozen levels).
 const maxDepth = 1024
@@ -41,16 +43,17 @@ func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' 
 // Valid reports whether b is one complete JSON value with only whitespace around it. Nesting
 // deeper than 1024 levels is refused. It allocates nothing.
 func Valid(b []byte) bool {
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // read only during the call
 	// stack holds one bit per open container: 1 for an object, 0 for an array.
 	var stack [maxDepth / 64]uint64
 	depth := 0
-	i := skipWS(b, 0)
+	i := skipWS(s, 0)
 	for {
-		// A value starts at b[i].
-		if i >= len(b) {
+		// A value starts at s[i].
+		if i >= len(s) {
 			return false
 		}
-		switch c := b[i]; c {
+		switch c := s[i]; c {
 		case '{', '[':
 			if depth == maxDepth {
 				return false
@@ -61,58 +64,58 @@ func Valid(b []byte) bool {
 				stack[depth/64] &^= 1 << (depth % 64)
 			}
 			depth++
-			i = skipWS(b, i+1)
-			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
+			i = skipWS(s, i+1)
+			if i < len(s) && (c == '{' && s[i] == '}' || c == '[' && s[i] == ']') {
 				depth--
 				i++
 				break
 			}
 			if c == '{' {
-				if i = validKey(b, i); i < 0 {
+				if i = validKey(s, i); i < 0 {
 					return false
 				}
 			}
 			continue
 		case '"':
-			if i = validString(b, i); i < 0 {
+			if i = validString(s, i); i < 0 {
 				return false
 			}
 		case 't':
-			if i = validLiteral(b, i, "true"); i < 0 {
+			if i = literalEnd(s, i, "true"); i < 0 {
 				return false
 			}
 		case 'f':
-			if i = validLiteral(b, i, "false"); i < 0 {
+			if i = literalEnd(s, i, "false"); i < 0 {
 				return false
 			}
 		case 'n':
-			if i = validLiteral(b, i, "null"); i < 0 {
+			if i = literalEnd(s, i, "null"); i < 0 {
 				return false
 			}
 		default:
-			if i = validNumber(b, i); i < 0 {
+			if i = validNumber(s, i); i < 0 {
 				return false
 			}
 		}
-		// A value ended at b[i]: close containers, or go on to the next member or element.
+		// A value ended at s[i]: close containers, or go on to the next member or element.
 		for {
-			i = skipWS(b, i)
+			i = skipWS(s, i)
 			if depth == 0 {
-				return i == len(b)
+				return i == len(s)
 			}
-			if i >= len(b) {
+			if i >= len(s) {
 				return false
 			}
 			obj := stack[(depth-1)/64]&(1<<((depth-1)%64)) != 0
 			switch {
-			case b[i] == ',':
-				i = skipWS(b, i+1)
+			case s[i] == ',':
+				i = skipWS(s, i+1)
 				if obj {
-					if i = validKey(b, i); i < 0 {
+					if i = validKey(s, i); i < 0 {
 						return false
 					}
 				}
-			case obj && b[i] == '}', !obj && b[i] == ']':
+			case obj && s[i] == '}', !obj && s[i] == ']':
 				depth--
 				i++
 				continue
@@ -124,115 +127,36 @@ func Valid(b []byte) bool {
 	}
 }
 
-// plain marks the bytes a string holds as they are: not a quote, a backslash or a control.
-var plain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// validKey checks an object's key and its colon at b[i], returning where the value starts.
-func validKey(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
+// validKey checks an object's key and its colon at s[i], returning where the value starts.
+func validKey(s string, i int) int {
+	if i >= len(s) || s[i] != '"' {
 		return -1
 	}
-	if i = validString(b, i); i < 0 {
+	if i = validString(s, i); i < 0 {
 		return -1
 	}
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != ':' {
+	i = skipWS(s, i)
+	if i >= len(s) || s[i] != ':' {
 		return -1
 	}
-	return skipWS(b, i+1)
+	return skipWS(s, i+1)
 }
 
-// validString checks the string at b[i] == '"' and returns the index after it, or -1.
-func validString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			return -1
-		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c < 0x20:
-			return -1
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) {
-					return -1
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return -1
-					}
-				}
-				i += 4
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
-}
-
-// validLiteral checks that b[i:] starts with lit.
-func validLiteral(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+// validString checks the string at s[i] == '"' and returns the index after it, or -1. Bytes
+// that are not UTF-8 are let through, as encoding/json's Valid does.
+func validString(s string, i int) int {
+	end, _, f := stringEnd(s, i+1, false)
+	if f != fNone {
 		return -1
 	}
-	return i + len(lit)
+	return end + 1
 }
 
-// validNumber checks the number at b[i] and returns the index after it, or -1.
-func validNumber(b []byte, i int) int {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(b):
-		return -1
-	case b[i] == '0':
-		i++
-	case '1' <= b[i] && b[i] <= '9':
-		i = digits(b, i)
-	default:
+// validNumber checks the number at s[i] and returns the index after it, or -1.
+func validNumber(s string, i int) int {
+	end, f := numberEnd(s, i)
+	if f != fNone {
 		return -1
 	}
-	if i < len(b) && b[i] == '.' {
-		j := digits(b, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digits(b, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func digits(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
+	return end
 }
