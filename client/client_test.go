@@ -240,8 +240,12 @@ func TestConnectionReuse(t *testing.T) {
 				}
 			}
 		}
-		if got := g.conns.Load(); got != 1 {
-			t.Errorf("%v: the server saw %d connections, want 1", tr, got)
+		// One connection serves them all. net/http's client gives a connection back for reuse
+		// only once its writer confirms the request was written, and waits 50ms for that: on a
+		// starved machine it can miss that window once and dial a second connection. Without
+		// reuse there would be one per request (20, and up to 70 over h2c).
+		if got := g.conns.Load(); got < 1 || got > 2 {
+			t.Errorf("%v: the server saw %d connections for 20 requests or more, want 1 (2 under heavy load)", tr, got)
 		}
 	}
 }
