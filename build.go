@@ -27,6 +27,7 @@ import (
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/telemetry"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,9 @@ type generation struct {
 	// redis is the shared store of the limit counters; nil with the in-memory store. A reload
 	// with the same store settings keeps it.
 	redis *limit.Redis
+	// tel is the OpenTelemetry provider; nil when tracing is off. A reload with the same
+	// telemetry settings keeps it; the last generation holding it shuts it down.
+	tel *telemetry.Provider
 
 	users   atomic.Int64 // requests and background ticks using the generation now
 	retired atomic.Bool  // set once the generation is no longer live
@@ -81,6 +85,16 @@ func (g *generation) drain() {
 				g.logger.Warn("closing a retired engine failed", "engine", name, "err", err)
 			}
 		}
+	}
+	if t := g.tel; t != nil && t.Holders.Add(-1) == 0 {
+		// Off the releasing request's path: the queued spans go out first.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), t.Config().OTLP.Timeout)
+			defer cancel()
+			if err := t.Shutdown(ctx); err != nil {
+				g.logger.Warn("shutting down the previous telemetry exporter", "err", err)
+			}
+		}()
 	}
 }
 
@@ -157,12 +171,25 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			for _, r := range g.replicas {
 				r.holders.Add(1)
 			}
+			if g.tel != nil {
+				g.tel.Holders.Add(1)
+			}
 			return
 		}
 		for _, r := range made {
 			_ = r.close() // never used: nothing to report beyond err
 		}
+		if g.tel != nil && (old == nil || old.tel != g.tel) {
+			_ = g.tel.Shutdown(context.Background()) // never used: nothing queued
+		}
 	}()
+	if tc := cfg.Telemetry; tc.Enabled() {
+		if old != nil && old.tel != nil && reflect.DeepEqual(old.tel.Config(), tc) {
+			g.tel = old.tel
+		} else if g.tel, err = telemetry.New(tc); err != nil {
+			return nil, fmt.Errorf("layer0: %w", err)
+		}
+	}
 	for _, name := range sortedNames(cfg.Engines) {
 		ec := cfg.Engines[name]
 		if old != nil {
@@ -322,6 +349,13 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	g.snap.CORS = server.NewCORS(cfg.CORS)
 	g.snap.Playground = cfg.Playground
 	g.snap.Done = g.release
+	if g.tel != nil {
+		kinds := make(map[string]string, len(cfg.Engines))
+		for name, ec := range cfg.Engines {
+			kinds[name] = ec.Kind
+		}
+		g.snap.Tracer = g.tel.Tracer(kinds)
+	}
 	return g, nil
 }
 

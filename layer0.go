@@ -438,6 +438,14 @@ func (g *Gateway) Close() error {
 	g.cancel()
 	<-g.done
 	g.gen.Load().closeStore(nil, 0)
+	if t := g.gen.Load().tel; t != nil {
+		// The spans queued so far are exported now, within the export timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), t.Config().OTLP.Timeout)
+		if err := t.Shutdown(ctx); err != nil {
+			g.logger.Warn("flushing the telemetry spans on close", "err", err)
+		}
+		cancel()
+	}
 	g.gen.Load().retire()
 	if g.access != nil {
 		g.access.Close()

@@ -60,6 +60,9 @@ type Config struct {
 	// page comparing the transports side by side. Default false in a file, true in the
 	// embedded default (Default).
 	Playground bool `yaml:"playground"`
+	// Telemetry exports OpenTelemetry traces of the requests (docs/operations.md); off by
+	// default.
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Server configures the listener.
@@ -565,6 +568,7 @@ func (c *Config) SetDefaults() {
 	c.setContextDefaults()
 	c.Store.setDefaults()
 	c.CORS.setDefaults()
+	c.Telemetry.setDefaults()
 }
 
 func (e *Engine) setDefaults() {
@@ -745,6 +749,7 @@ func (c *Config) Validate(kinds ...string) error {
 	c.validateContext(errs)
 	c.Store.validate(errs)
 	c.validateCORS(errs)
+	c.Telemetry.validate(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

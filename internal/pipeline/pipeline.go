@@ -29,6 +29,7 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Model is a name clients may ask for — a model, an alias or a split — as the models list shows
@@ -186,6 +187,11 @@ type Call struct {
 	Forward *Forward
 	// Record is filled in by the stages; the server writes metrics and the log from it.
 	Record Record
+	// Traced is set when the context Serve is given carries the request's recorded span: each
+	// attempt then gets a span id of its own (Try.Span), sent to its engine as the parent, for
+	// the attempt's span built from the Record. Otherwise the engines are sent the context's
+	// span, if any, unchanged.
+	Traced bool
 
 	up    llm.Request // the request as the engine sees it
 	st    stage       // what the directive and context stages made of the request
@@ -259,6 +265,12 @@ type Record struct {
 	// Tries are the first MaxTries attempts in order (Attempts counts them all): for the
 	// decision trace, which must not allocate on the request path.
 	Tries [MaxTries]Try
+	// ResponseID and ResponseModel are the id and model the serving engine's answer started
+	// with; Stop is why it ended, when Stopped. The pass-through path leaves them unset.
+	ResponseID    string
+	ResponseModel string
+	Stop          llm.StopReason
+	Stopped       bool
 }
 
 // MaxTries is how many attempts a Record keeps the detail of.
@@ -273,8 +285,13 @@ type Try struct {
 	Left     route.Skip    // for a first attempt off the primary: a replica of the model left, and why
 	At       time.Duration // when the attempt began, from the Record's Start
 	Took     time.Duration
-	Err      error         // nil when the attempt served
-	Verdict  route.Verdict // what the failure did to the replica: ejected, breaker opened
+	// FirstByte is when the attempt's first content arrived, from its start; 0 when none did.
+	FirstByte time.Duration
+	// Span is the id of the attempt's span, the parent the engine was sent in its
+	// traceparent; zero when the request is not traced.
+	Span    trace.SpanID
+	Err     error         // nil when the attempt served
+	Verdict route.Verdict // what the failure did to the replica: ejected, breaker opened
 }
 
 // Simulator is implemented by engines that simulate a model, or that can tell an answer came
@@ -437,17 +454,25 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		// The replica holds the prompt's blocks from its prefill on: recorded now, the
 		// requests routed while this one runs find them (prefix.go).
 		p.record(c, a.Replica)
+		actx, span := ctx, trace.SpanID{}
+		if c.Traced {
+			actx, span = attemptContext(ctx)
+		}
+		ttft := rec.TTFT
 		t0 := time.Now()
-		err = p.attempt(ctx, c, &a, t0)
+		err = p.attempt(actx, c, &a, t0)
 		took := time.Since(t0)
 		verdict := plan.Report(err, took)
 		if n := rec.Attempts - 1; n < MaxTries {
-			var at time.Duration // 0 for a caller that keeps no Start
+			var at, fb time.Duration // 0 for a caller that keeps no Start
 			if !rec.Start.IsZero() {
 				at = t0.Sub(rec.Start)
+				if rec.TTFT != ttft {
+					fb = rec.TTFT - at
+				}
 			}
 			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback,
-				Left: a.Left, At: at, Took: took, Err: err, Verdict: verdict}
+				Left: a.Left, At: at, Took: took, FirstByte: fb, Span: span, Err: err, Verdict: verdict}
 		}
 		if err == nil {
 			s.noteSimulated() // an engine behind a URL knows once it has answered
@@ -627,6 +652,7 @@ func (s *attemptSink) discard() {
 	s.nheld = 0
 	s.pending = 0
 	s.rec.Usage = llm.Usage{}
+	s.rec.ResponseID, s.rec.ResponseModel, s.rec.Stop, s.rec.Stopped = "", "", 0, false
 	if s.col != nil {
 		*s.col = llm.Collector{}
 	}
@@ -659,6 +685,7 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 	case llm.EventStop:
 		s.stopped = true
 		s.rec.Usage = ev.Usage
+		s.rec.Stop, s.rec.Stopped = ev.Stop, true
 		if s.timer != nil {
 			s.timer.Stop()
 		}
@@ -672,6 +699,9 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 		s.inSink += time.Since(t)
 		return err
 	default:
+		if ev.Kind == llm.EventStart {
+			s.rec.ResponseID, s.rec.ResponseModel = ev.ID, ev.Model
+		}
 		if ev.Kind == llm.EventStart && ev.Usage.InputTokens == 0 && ev.Usage.CacheReadInputTokens == 0 && s.estimate() > 0 {
 			// Engines that count input only at the end (OpenAI-compatible streams) start with 0;
 			// clients read message_start's input_tokens, so it carries the tokenizer's estimate

@@ -178,7 +178,7 @@ func (x *exchange) serveMessage() {
 	if !stream {
 		c := &x.col
 		x.call.Sink = c
-		if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
+		if err := x.p.Serve(x.ctx, &x.call); err != nil {
 			x.fail(err)
 			return
 		}
@@ -203,7 +203,7 @@ func (x *exchange) serveMessage() {
 	}
 	x.call.Sink = x.endAt(&x.enc)
 	x.streamErr = &x.enc
-	if err := x.p.Serve(x.r.Context(), &x.call); err != nil {
+	if err := x.p.Serve(x.ctx, &x.call); err != nil {
 		x.fail(err)
 		return
 	}

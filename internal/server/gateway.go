@@ -269,3 +269,7 @@ func (x *exchange) profile(name string) {
 	x.call.Record.Status = sw.status
 	x.wrote = true
 }
+
+// isGeneration reports whether path is one of the endpoints that generate (the requests traced
+// with OpenTelemetry).
+func isGeneration(path string) bool { return path == "/v1/messages" || path == "/v1/chat/completions" }

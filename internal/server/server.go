@@ -29,8 +29,10 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/telemetry"
 	"github.com/layer0ai/layer0/internal/trace"
 	"github.com/layer0ai/layer0/internal/wire/binary"
+	otrace "go.opentelemetry.io/otel/trace"
 )
 
 // Options configure a Server. The zero value is usable: no access log, no metrics.
@@ -109,6 +111,9 @@ type Snapshot struct {
 	// Done, when set, is called as each request served from the snapshot ends, once per call
 	// of the live function: the owner counts the requests a snapshot still serves.
 	Done func()
+	// Tracer, when set, traces the generation requests (/v1/messages, /v1/chat/completions)
+	// with OpenTelemetry: a span per request, its context sent to the engines.
+	Tracer *telemetry.Tracer
 }
 
 // NewSnapshot returns the snapshot of p with lim, its zero fields set to their defaults.
@@ -204,6 +209,11 @@ type exchange struct {
 	mode         binary.Mode
 	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
 	debug bool
+	// ctx is the request's context, carrying its span when it is traced (span non-nil, ended
+	// by finish with tel).
+	ctx  context.Context
+	span otrace.Span
+	tel  *telemetry.Tracer
 }
 
 // errorWriter ends a stream that failed after it began with the format's error event.
@@ -238,11 +248,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	if x == nil {
 		x = new(exchange)
 	}
-	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r)}
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r), ctx: r.Context()}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
 	rec.RequestID = ids.Request()
+	if lv.Tracer != nil && !admin && isGeneration(r.URL.Path) {
+		x.tel = lv.Tracer
+		x.ctx, x.span = x.tel.Start(x.ctx, r.Header, rec.Start)
+		x.call.Traced = x.span.IsRecording()
+	}
 	h := w.Header()
 	x.hv = new(headerValues)
 	x.hv[hvRequestID] = rec.RequestID
@@ -277,7 +292,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	}
 
 	switch path := r.URL.Path; {
-	case path == "/v1/messages", path == "/v1/chat/completions":
+	case isGeneration(path):
 		x.onlyMethod(http.MethodPost, x.serveMessage)
 	case isVocabPath(path):
 		x.vocabulary()
@@ -810,6 +825,9 @@ func (x *exchange) finish() {
 	}
 	if x.s.traces != nil && isAPI(x.r.URL.Path) {
 		x.s.traces.Add(rec, x.r.Method, x.r.URL.Path, total)
+	}
+	if x.span != nil {
+		x.tel.End(x.span, rec, x.call.Request, rec.Start.Add(total))
 	}
 	if x.held != 0 {
 		x.s.inFlight.Add(-x.held)

@@ -91,7 +91,9 @@ func (c *Client) doH1(ctx context.Context, resp *Response, r *Request) (answer, 
 	}
 	buf := c.Buffer()
 	defer c.PutBuffer(buf)
-	req := h1.AppendRequest(*buf, http.MethodPost, c.targetOf(r.Path), c.host, len(r.Body), hdr, c.authLine)
+	var tb [256]byte
+	req := h1.AppendRequest(*buf, http.MethodPost, c.targetOf(r.Path), c.host, len(r.Body), hdr, c.authLine,
+		appendTraceContext(tb[:0], ctx))
 	req = append(req, r.Body...)
 	*buf = req
 	for attempt := 0; ; attempt++ {
@@ -205,6 +207,7 @@ func (c *Client) doStd(ctx context.Context, resp *Response, r *Request) (answer,
 			req.Header[k] = v
 		}
 	}
+	setTraceContext(req.Header, ctx)
 	if k := c.key.v; k != "" {
 		if c.auth == "Authorization" {
 			req.Header.Set("Authorization", "Bearer "+k)
