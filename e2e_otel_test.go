@@ -40,11 +40,16 @@ type otlpReceiver struct {
 	got []otlpSpan
 	// auth is the Authorization header of the exports.
 	auth []string
+	// discard drops what arrives (for benchmarks).
+	discard bool
 }
 
 func (o *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest, auth string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.discard {
+		return
+	}
 	o.auth = append(o.auth, auth)
 	for _, rs := range req.GetResourceSpans() {
 		svc := ""
@@ -61,13 +66,20 @@ func (o *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest, auth strin
 	}
 }
 
+// drop has the receiver answer exports without keeping them (for benchmarks).
+func (o *otlpReceiver) drop() {
+	o.mu.Lock()
+	o.discard = true
+	o.mu.Unlock()
+}
+
 func (o *otlpReceiver) spans() []otlpSpan {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]otlpSpan(nil), o.got...)
 }
 
-func newOTLPHTTPReceiver(t *testing.T) *otlpReceiver {
+func newOTLPHTTPReceiver(t testing.TB) *otlpReceiver {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

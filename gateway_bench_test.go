@@ -31,9 +31,10 @@ models:
   sim-backup: {engines: [backup]}
 `
 
-// benchGateway runs one request shape through ServeHTTP with auth and limits on.
-func benchGateway(b *testing.B, body []byte) {
-	cfg, err := config.Parse([]byte(benchGatewayConfig))
+// benchGateway runs one request shape through ServeHTTP with auth and limits on, and the
+// configuration's extra sections.
+func benchGateway(b *testing.B, extra string, body []byte) {
+	cfg, err := config.Parse([]byte(extra + benchGatewayConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,9 +60,30 @@ func benchGateway(b *testing.B, body []byte) {
 
 // BenchmarkServeHTTPGatewayNonStreaming is BenchmarkServeHTTPNonStreaming with auth, rate limits
 // in every dimension, size limits and a fallback chain configured.
-func BenchmarkServeHTTPGatewayNonStreaming(b *testing.B) { benchGateway(b, benchBody) }
+func BenchmarkServeHTTPGatewayNonStreaming(b *testing.B) { benchGateway(b, "", benchBody) }
 
 // BenchmarkServeHTTPGatewayStreaming is the same request streamed as SSE.
-func BenchmarkServeHTTPGatewayStreaming(b *testing.B) {
-	benchGateway(b, bytes.Replace(benchBody, []byte(`"max_tokens":20`), []byte(`"max_tokens":20,"stream":true`), 1))
+func BenchmarkServeHTTPGatewayStreaming(b *testing.B) { benchGateway(b, "", benchStreamBody) }
+
+var benchStreamBody = bytes.Replace(benchBody, []byte(`"max_tokens":20`), []byte(`"max_tokens":20,"stream":true`), 1)
+
+// BenchmarkServeHTTPGatewayTraced is BenchmarkServeHTTPGatewayNonStreaming with every request
+// traced (sample_ratio 1), its spans exported to an OTLP/HTTP receiver on loopback; …Unsampled
+// with tracing on at ratio 0 (the request span exists, for the engines' traceparent, but is not
+// recorded).
+func BenchmarkServeHTTPGatewayTraced(b *testing.B) {
+	recv := newOTLPHTTPReceiver(b)
+	recv.drop()
+	benchGateway(b, "telemetry: {sample_ratio: 1, otlp: {endpoint: \""+recv.URL+"\"}}\n", benchBody)
+}
+
+func BenchmarkServeHTTPGatewayTracedStreaming(b *testing.B) {
+	recv := newOTLPHTTPReceiver(b)
+	recv.drop()
+	benchGateway(b, "telemetry: {sample_ratio: 1, otlp: {endpoint: \""+recv.URL+"\"}}\n", benchStreamBody)
+}
+
+func BenchmarkServeHTTPGatewayUnsampled(b *testing.B) {
+	recv := newOTLPHTTPReceiver(b)
+	benchGateway(b, "telemetry: {sample_ratio: 0, otlp: {endpoint: \""+recv.URL+"\"}}\n", benchBody)
 }
