@@ -421,7 +421,8 @@ func (g *Gateway) redactedConfig() ([]byte, error) { return g.Config().MarshalRe
 func (g *Gateway) AdminHandler() http.Handler { return g.srv.Admin() }
 
 // Close stops the background loop (utilisation and health checks), writes the queued access
-// log records, disconnects from a shared rate-limit store (store.kind redis, whose concurrency
+// log records, exports the queued OpenTelemetry spans (within telemetry.otlp.timeout) and stops
+// the exporter, disconnects from a shared rate-limit store (store.kind redis, whose concurrency
 // slots still held then expire after store.lease_ttl), and closes the engines — their idle
 // connections and probes — once the requests in flight have ended; it does not wait for them
 // (their access log records are lost). Stop serving first (http.Server.Shutdown): requests that
