@@ -8,11 +8,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// attemptContext gives an attempt of a traced request (one whose context carries a valid span
-// context: the request's span) the span context of its own span, so that the engine is sent
-// the attempt as its parent. The attempt's span itself is built from the Record once the
-// request ends, under the id returned here (zero for a request not traced, whose context is
-// returned unchanged, without allocating).
+// attemptContext gives an attempt of a traced request (Call.Traced: its context carries the
+// request's span) the span context of its own span, so that the engine is sent the attempt as
+// its parent. The attempt's span itself is built from the Record once the request ends, under
+// the id returned here (zero, with ctx unchanged, when ctx carries no span).
 func attemptContext(ctx context.Context) (context.Context, trace.SpanID) {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {

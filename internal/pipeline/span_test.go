@@ -24,14 +24,3 @@ func TestAttemptContext(t *testing.T) {
 	}
 }
 
-// BenchmarkAttemptContextOff is what an attempt of an untraced request pays for tracing: one
-// context lookup, no allocation.
-func BenchmarkAttemptContextOff(b *testing.B) {
-	ctx := context.WithValue(context.Background(), struct{}{}, 1)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, id := attemptContext(ctx); id.IsValid() {
-			b.Fatal("traced")
-		}
-	}
-}
