@@ -23,4 +23,3 @@ func TestAttemptContext(t *testing.T) {
 		t.Error("two attempts got the same span id")
 	}
 }
-
