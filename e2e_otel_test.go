@@ -3,6 +3,7 @@ package layer0_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -463,5 +464,67 @@ func TestOTelReload(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if has(recv1, off) || has(recv2, off) {
 		t.Error("a request was traced with tracing off")
+	}
+}
+
+// TestOTelFailureAndClientDecision: a request no engine can serve is a span with status Error,
+// its error type and the failed attempt; a client's traceparent with the sampled flag unset is
+// followed — no span is exported — yet the engine is still sent the client's trace, unsampled.
+func TestOTelFailureAndClientDecision(t *testing.T) {
+	recv := newOTLPHTTPReceiver(t)
+	down := serveLogged(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(529)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	}))
+	gw, base := serveGateway(t, parseConfig(t, `
+telemetry: {sample_ratio: 1, otlp: {endpoint: "`+recv.URL+`"}}
+engines:
+  down: {kind: anthropic, url: "`+down.URL+`"}
+models:
+  m: {engines: [down]}
+`))
+	ask := func(opts ...option.RequestOption) string {
+		t.Helper()
+		var resp *http.Response
+		c := anthropicClient(base, append(opts, option.WithResponseInto(&resp))...)
+		_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "m", MaxTokens: 5, Messages: userText("hi")})
+		var e *anthropic.Error
+		if !errors.As(err, &e) || e.StatusCode != 529 {
+			t.Fatalf("got %v, want the engine's 529", err)
+		}
+		return e.Response.Header.Get("Request-Id")
+	}
+	failed := ask()
+	const unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+	declined := ask(option.WithHeader("Traceparent", unsampled))
+	if err := gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var span *tracepb.Span
+	for _, s := range recv.spans() {
+		switch attrString(s.Span, "layer0.request_id") {
+		case failed:
+			span = s.Span
+		case declined:
+			t.Errorf("the request whose client declined sampling was exported: %v", s.Span)
+		}
+	}
+	if span == nil {
+		t.Fatalf("no span for the failed request %q", failed)
+	}
+	if span.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || attrString(span, "error.type") != "overloaded_error" ||
+		attrInt(span, "http.response.status_code") != 529 || attrInt(span, "layer0.attempts") != 1 {
+		t.Errorf("failed request's span: status %v, attributes %v: want Error, overloaded_error, 529, 1 attempt", span.Status, span.Attributes)
+	}
+	tps := down.traceparents()
+	if len(tps) != 2 || !strings.HasPrefix(tps[0], "00-"+hexID(span.TraceId)+"-") || !strings.HasSuffix(tps[0], "-01") {
+		t.Fatalf("engine traceparents %q: want the failed request's trace, sampled, first", tps)
+	}
+	// layer0's own (unrecorded) span under the client's, in the client's trace, unsampled.
+	if !strings.HasPrefix(tps[1], unsampled[:36]) || !strings.HasSuffix(tps[1], "-00") || tps[1] == unsampled {
+		t.Errorf("engine traceparent for the declined request %q, want layer0's span in the client's trace %q, unsampled",
+			tps[1], unsampled)
 	}
 }
