@@ -186,7 +186,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	if tc := cfg.Telemetry; tc.Enabled() {
 		if old != nil && old.tel != nil && reflect.DeepEqual(old.tel.Config(), tc) {
 			g.tel = old.tel
-		} else if g.tel, err = telemetry.New(tc); err != nil {
+		} else if g.tel, err = telemetry.New(tc, o.logger); err != nil {
 			return nil, fmt.Errorf("layer0: %w", err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -526,5 +527,34 @@ models:
 	if !strings.HasPrefix(tps[1], unsampled[:36]) || !strings.HasSuffix(tps[1], "-00") || tps[1] == unsampled {
 		t.Errorf("engine traceparent for the declined request %q, want layer0's span in the client's trace %q, unsampled",
 			tps[1], unsampled)
+	}
+}
+
+// TestOTelExportFailureLogged: a collector that cannot be reached costs the spans, never the
+// request, and the failure is in the process log (JSON, like every line), without the export's
+// header values.
+func TestOTelExportFailureLogged(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logs syncBuffer
+	gw, base := serveGateway(t, parseConfig(t, `
+telemetry: {sample_ratio: 1, otlp: {endpoint: "`+dead+`", timeout: 2s, headers: {Authorization: "Bearer otel-secret"}}}
+engines:
+  sim: {kind: sim}
+models:
+  m: {engines: [sim]}
+`), layer0.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	c := anthropicClient(base)
+	if _, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "m", MaxTokens: 5, Messages: userText("hi")}); err != nil {
+		t.Fatalf("a request with the collector down: %v", err)
+	}
+	_ = gw.Close() // the flush fails
+	out := logs.String()
+	if !strings.Contains(out, `"level":"WARN"`) || !strings.Contains(out, "telemetry") || strings.Contains(out, "otel-secret") {
+		t.Errorf("log %q: want a WARN line about the failed export, without the header's value", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/config"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -47,8 +49,16 @@ type Provider struct {
 
 // New builds the provider of c (c.Enabled must hold): an OTLP exporter behind a batch span
 // processor, sampling c's ratio of the requests whose client did not decide. The exporter
-// connects lazily: a collector that is down costs dropped spans, never a failed start.
-func New(c config.Telemetry) (*Provider, error) {
+// connects lazily: a collector that is down costs dropped spans, never a failed start. Export
+// failures are logged to logger (nil discards), at WARN: the SDK reports them to the process's
+// one OpenTelemetry error handler, which New sets.
+func New(c config.Telemetry, logger *slog.Logger) (*Provider, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("telemetry: exporting spans failed", "err", err)
+	}))
 	exp, err := exporter(c.OTLP)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: the OTLP exporter: %w", err)
