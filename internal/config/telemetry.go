@@ -113,18 +113,19 @@ func (t *Telemetry) validate(errs *Errors) {
 	}
 }
 
-// Secret is a value that must not be shown: it formats as [redacted] with every verb and
-// marshals so, and only Reveal gives it out, to the one place that sends it.
+// Secret is a value that must not be shown: it formats as Redacted with every verb and
+// marshals so (MarshalRedacted, /config), and only Reveal gives it out, to the one place that
+// sends it.
 type Secret string
 
 // Reveal returns the secret itself.
 func (s Secret) Reveal() string { return string(s) }
 
 // String implements fmt.Stringer.
-func (Secret) String() string { return "[redacted]" }
+func (Secret) String() string { return Redacted }
 
 // GoString implements fmt.GoStringer.
-func (Secret) GoString() string { return "[redacted]" }
+func (Secret) GoString() string { return Redacted }
 
 // MarshalText keeps the secret out of JSON and YAML renderings of the configuration.
-func (Secret) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
+func (Secret) MarshalText() ([]byte, error) { return []byte(Redacted), nil }

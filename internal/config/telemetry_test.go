@@ -29,7 +29,14 @@ telemetry:
 	}
 	// The header's value never shows: not formatted, not marshalled.
 	b, _ := json.Marshal(tc)
-	for _, s := range []string{fmt.Sprintf("%v %+v %#v %s", tc, tc, tc, tc.OTLP.Headers), string(b)} {
+	y, err := c.MarshalRedacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "Authorization: "+Redacted) {
+		t.Errorf("the running configuration's header: %s, want it %s", y, Redacted)
+	}
+	for _, s := range []string{fmt.Sprintf("%v %+v %#v %s", tc, tc, tc, tc.OTLP.Headers), string(b), string(y)} {
 		if strings.Contains(s, "s3cret") {
 			t.Errorf("the header's secret shows: %s", s)
 		}
