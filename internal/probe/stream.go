@@ -279,6 +279,10 @@ func openAIEvent(data []byte, x *Exchange, prev error) (string, error) {
 	return "", prev
 }
 
+// maxEvent bounds one SSE event's data, as the scanner bounds one line: a server that sends data
+// lines without the blank line that ends an event is refused past it.
+const maxEvent = 4 << 20
+
 // readSSE calls fn for each comment line (comment set, without its colon) and each event's data
 // (data set; several data lines joined by "\n"), until the body ends.
 func readSSE(r io.Reader, fn func(comment, data []byte)) error {
@@ -298,10 +302,15 @@ func readSSE(r io.Reader, fn func(comment, data []byte)) error {
 		default:
 			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 				v = bytes.TrimPrefix(v, []byte(" "))
-				if data != nil {
+				if len(data)+1+len(v) > maxEvent {
+					return fmt.Errorf("an event larger than %d bytes", maxEvent)
+				}
+				if data == nil {
+					data = make([]byte, 0, len(v)) // non-nil: an empty data line is an event
+				} else {
 					data = append(data, '\n')
 				}
-				data = append(append([]byte{}, data...), v...)
+				data = append(data, v...) // a copy: v is the scanner's buffer
 			}
 		}
 	}
