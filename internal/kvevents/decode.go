@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -338,7 +339,7 @@ func (x *Decoder) tokens(e *Event) error {
 	if err != nil {
 		return err
 	}
-	e.Tokens = growTokens(e.Tokens, n)
+	e.Tokens = slices.Grow(e.Tokens, n) // amortized: a field repeated many times stays linear
 	for i := 0; i < n; i++ {
 		v, err := x.d.DecodeInt64()
 		if err != nil {
@@ -350,13 +351,6 @@ func (x *Decoder) tokens(e *Event) error {
 		e.Tokens = append(e.Tokens, uint32(v))
 	}
 	return nil
-}
-
-func growTokens(s []uint32, n int) []uint32 {
-	if cap(s)-len(s) < n {
-		return append(make([]uint32, 0, len(s)+n), s...)
-	}
-	return s
 }
 
 // hash decodes a block hash: an integer, or a byte string folded to 64 bits.

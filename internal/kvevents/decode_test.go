@@ -235,3 +235,27 @@ func BenchmarkDecodeBlockStored(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeRepeatedFieldsAllocateLinearly: an event in the map form that repeats token_ids
+// many times, one id each, allocates in proportion to the payload, not to its square.
+func TestDecodeRepeatedFieldsAllocateLinearly(t *testing.T) {
+	const repeats = 8000
+	p := []byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x91, 0xde, byte((repeats + 1) >> 8), byte((repeats + 1) & 0xff),
+		0xa4, 't', 'y', 'p', 'e', 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd'}
+	for range repeats {
+		p = append(p, 0xa9, 't', 'o', 'k', 'e', 'n', '_', 'i', 'd', 's', 0x91, 0x01)
+	}
+	var b Batch
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := NewDecoder().Decode(p, &b); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if len(b.Events) != 1 || len(b.Events[0].Tokens) != repeats {
+		t.Fatalf("decoded %+v", b.Events)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64*uint64(len(p)) {
+		t.Fatalf("a %d-byte payload allocated %d bytes", len(p), n)
+	}
+}
