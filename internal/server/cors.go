@@ -149,12 +149,17 @@ func corsMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodPost || m == http.MethodHead
 }
 
-// actual sets the headers of an answer (any status) to a request that named its origin.
+// actual sets the headers of an answer (any status): Vary: Origin on every one, since the
+// answer differs with the Origin sent or not (a cache must not replay an answer to a request
+// without Origin to an allowed page), and the allow headers for an allowed origin.
 func (c *CORS) actual(h http.Header, r *http.Request) {
-	if c == nil || len(r.Header["Origin"]) == 0 {
+	if c == nil {
 		return
 	}
 	h["Vary"] = c.vary
+	if len(r.Header["Origin"]) == 0 {
+		return
+	}
 	allow := c.allowed(r)
 	if allow == nil {
 		return

@@ -397,3 +397,18 @@ models: {sim: {engines: [s]}}
 		})
 	}
 }
+
+// TestCORSVaryWithoutOrigin: with origins configured, an answer to a request that sent no
+// Origin (a navigation, curl) still carries Vary: Origin, so that a cache — the browser's own
+// included — does not replay it, without Access-Control-Allow-Origin, to an allowed page.
+func TestCORSVaryWithoutOrigin(t *testing.T) {
+	base, _, _ := serveCORS(t, keyed(`cors: {allowed_origins: ["`+corsOrigin+`"]}`))
+	for _, path := range []string{"/v1/models", "/v1/binary/vocab"} {
+		resp := do(t, http.MethodGet, base+path, "", map[string]string{"x-api-key": corsKey, "anthropic-version": "2023-06-01"})
+		if resp.StatusCode != http.StatusOK || !list(strings.Join(resp.Header.Values("Vary"), ","))["origin"] ||
+			resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("GET %s without Origin: %d, Vary %q, ACAO %q; want 200, Origin and none", path, resp.StatusCode,
+				resp.Header.Values("Vary"), resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+}
