@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,5 +36,26 @@ func TestStreamHostileEventBounded(t *testing.T) {
 	}
 	if x.Bytes > int64(maxEvent)+int64(len(line))+64<<10 {
 		t.Fatalf("read %d bytes of a stream whose event passed %d bytes", x.Bytes, maxEvent)
+	}
+}
+
+// TestStreamInvalidTraceComment: a stream whose layer0-trace comment is not JSON leaves the
+// exchange without a trace, so the report still renders as JSON (--json).
+func TestStreamInvalidTraceComment(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n" + //nolint:errcheck
+			": layer0-trace {not json\n\n"))
+	}))
+	defer srv.Close()
+	x, err := Stream(context.Background(), srv.Client(), Call{API: Anthropic, Base: srv.URL, Model: "m", Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Text != "hi" || x.Trace != nil {
+		t.Fatalf("text %q, trace %q; want hi and no trace", x.Text, x.Trace)
+	}
+	if _, err := json.Marshal(x); err != nil {
+		t.Fatalf("the exchange does not render as JSON: %v", err)
 	}
 }

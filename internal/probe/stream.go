@@ -190,7 +190,8 @@ func streamSSE(ctx context.Context, hc *http.Client, c *Call, x *Exchange, start
 	var streamErr error
 	err = readSSE(resp.Body, func(comment, data []byte) {
 		if comment != nil {
-			if t, ok := bytes.CutPrefix(comment, []byte(" layer0-trace ")); ok {
+			if t, ok := bytes.CutPrefix(comment, []byte(" layer0-trace ")); ok && json.Valid(t) {
+				// Kept only when it is JSON: the report is rendered with it (--json).
 				x.Trace = append(json.RawMessage(nil), t...)
 			}
 			return
