@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // AppendText appends the JSON record line (one object, as Append writes it) to dst as one line
@@ -43,9 +44,12 @@ func AppendText(dst, line []byte) []byte {
 	return append(dst, '\n')
 }
 
-// appendTextValue appends v bare, or quoted when it would not read back as one value.
+// appendTextValue appends v bare, or quoted when it would not read back as one value or holds
+// a character that is not printable (a C1 control, a line separator, invalid UTF-8), which
+// the quoting escapes.
 func appendTextValue(dst []byte, v string) []byte {
-	if v != "" && !strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == '=' || r == 0x7f }) {
+	if v != "" && utf8.ValidString(v) &&
+		!strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == '=' || !strconv.IsPrint(r) }) {
 		return append(dst, v...)
 	}
 	return strconv.AppendQuote(dst, v)

@@ -100,3 +100,21 @@ func TestFileReopen(t *testing.T) {
 		t.Errorf("after a failed reopen the previous file is written: %v", err)
 	}
 }
+
+// TestTextQuotesUnprintable: a value with a character a terminal or a log viewer acts on —
+// C1 controls (U+009B starts an escape sequence), the Unicode line and paragraph separators,
+// invalid UTF-8 — is written quoted and escaped, never bare.
+func TestTextQuotesUnprintable(t *testing.T) {
+	for _, v := range []string{"/v1/a\u009b2J", "/v1/a\u2028b", "/v1/a\u0085b", "/v1/a\xffb"} {
+		line := string(appendTextValue(nil, v))
+		if !strings.HasPrefix(line, `"`) {
+			t.Errorf("%q written bare: %q", v, line)
+			continue
+		}
+		for _, r := range line {
+			if !strconv.IsPrint(r) {
+				t.Errorf("%q written with %U in it: %q", v, r, line)
+			}
+		}
+	}
+}
