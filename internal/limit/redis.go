@@ -513,13 +513,21 @@ redis.call('PEXPIRE', KEYS[2], ttl)
 return {n + 1, 1}
 `)
 
-// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease
-// (or removes both when it holds none).
+// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease.
+// When it holds none, a lease still in the set keeps its expiry and the count is written 0 (the
+// replica's next admission then need not write the lease again: see admitScript); the lease
+// expires unrenewed and the next script to see it expired removes both. Without a lease, the
+// count is removed.
 var gaugeSetScript = redis.NewScript(`
 local held = tonumber(ARGV[2])
 if held <= 0 then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
+  if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    if redis.call('HSET', KEYS[1], ARGV[1], 0) == 1 then
+      redis.call('PEXPIRE', KEYS[1], ARGV[3]) -- a count lost with its lease kept: never without TTL
+    end
+  else
+    redis.call('HDEL', KEYS[1], ARGV[1])
+  end
   return {0, 1}
 end
 local t = redis.call('TIME')
