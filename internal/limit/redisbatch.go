@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -292,11 +293,52 @@ func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
 	return released
 }
 
-// settle runs ops and gives back one slot of each gauge, all in one round trip: the end of a
-// request (its settlement and its release) costs one. A slot taken from the local share while
-// Redis was unreachable goes back there. ran reports that ops ran (else the caller runs them on
-// the cells, whose fallback serves), released that the slots were given back (a write that
-// failed is made by the next renewal); both are false for a cell or gauge of another store.
+// scopeScript runs, in one scope, operations on several rate cells and the write of one gauge's
+// count: the end of a request (its settlement and its release) is one script per scope. KEYS: the
+// m cells, then the gauge's slots and leases if any — all of one hash tag. ARGV: now (s, ns), m,
+// each cell's op, interval and period (gcraScript's), then, for the gauge, the replica, the slots
+// it holds and the lease TTL (ms: gaugeSetScript's). Returns each cell's took and TAT offset, in
+// order.
+var scopeScript = redis.NewScript(gcraLua + gaugeSetLua + `
+local nh, nl, m = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 1, m do
+  local a = i * 3
+  out[2 * i - 1], out[2 * i] = gcra(KEYS[i], ARGV[a + 1], nh, nl, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+end
+local g = m * 3 + 4
+if ARGV[g] then
+  gaugeSet(KEYS[m + 1], KEYS[m + 2], ARGV[g], tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]))
+end
+return out
+`)
+
+// hashTag returns the part of key that Redis Cluster hashes: between its first '{' and the next
+// '}' (every key of this store has one: its scope).
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// scopeCall is the building of one scope's scopeScript call.
+type scopeCall struct {
+	tag   string
+	keys  []string
+	cells []any // op, interval, period of each cell
+	ops   []int // the indexes in ops of its cells
+	gauge *redisGauge
+}
+
+// settle runs ops and gives back one slot of each gauge, all in one round trip of one script per
+// scope: the end of a request (its settlement and its release) costs one. A slot taken from the
+// local share while Redis was unreachable goes back there. ran reports that ops ran (else the
+// caller runs them on the cells, whose fallback serves), released that the slots were given back
+// (a write that failed is made by the next renewal); both are false for a cell or gauge of
+// another store.
 func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges []Gauge) (ran, released bool) {
 	var mine [2]*redisGauge
 	for i, gg := range gauges {
@@ -309,9 +351,18 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			return false, false
 		}
 	}
-	n := now.UnixNano()
-	var buf [8]scriptCall
-	calls := buf[:0]
+	var buf [4]scopeCall
+	scopes := buf[:0]
+	in := func(key string) *scopeCall {
+		tag := hashTag(key)
+		for i := range scopes {
+			if scopes[i].tag == tag {
+				return &scopes[i]
+			}
+		}
+		scopes = append(scopes, scopeCall{tag: tag})
+		return &scopes[len(scopes)-1]
+	}
 	for i := range ops {
 		o := &ops[i]
 		c := s.mine(o.slot.cell)
@@ -324,8 +375,10 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		case o.cost < 0:
 			op, inc = "refund", interval(o.slot.rate, -o.cost)
 		}
-		calls = append(calls, scriptCall{sc: gcraScript, keys: c.key,
-			args: []any{op, n / 1e9, n % 1e9, inc, int64(o.slot.rate.Period)}})
+		sc := in(c.key[0])
+		sc.keys = append(sc.keys, c.key[0])
+		sc.cells = append(sc.cells, op, inc, int64(o.slot.rate.Period))
+		sc.ops = append(sc.ops, i)
 	}
 	var held [2]*redisGauge
 	nh := 0
@@ -338,10 +391,27 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		g.held = max(g.held-1, 0)
 		held[nh] = g
 		nh++
-		calls = append(calls, scriptCall{sc: gaugeSetScript, keys: g.keys, args: []any{s.c.ReplicaID, g.held, s.ttlMS}})
+		if sc := in(g.keys[0]); sc.gauge == nil {
+			sc.gauge = g
+		} else { // two gauges of one scope: never from a Limiter, but each is written
+			scopes = append(scopes, scopeCall{tag: sc.tag, gauge: g})
+		}
 	}
-	if len(calls) == 0 {
+	if len(scopes) == 0 {
 		return true, true
+	}
+	n := now.UnixNano()
+	calls := make([]scriptCall, len(scopes))
+	for i := range scopes {
+		sc := &scopes[i]
+		args := make([]any, 0, 3+len(sc.cells)+3)
+		args = append(args, n/1e9, n%1e9, len(sc.ops))
+		args = append(args, sc.cells...)
+		if g := sc.gauge; g != nil {
+			sc.keys = append(sc.keys, g.keys...)
+			args = append(args, s.c.ReplicaID, g.held, s.ttlMS)
+		}
+		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
 	}
 	if err := s.pipe(ctx, calls); err != nil {
 		for _, g := range held[:nh] {
@@ -350,13 +420,17 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		s.failed(ctx, err)
 		return false, true
 	}
-	for i := range ops {
-		took, rel, err := reply(&calls[i])
-		if err != nil {
-			s.failed(ctx, err)
+	for i := range scopes {
+		v, err := calls[i].cmd.Slice()
+		if err != nil || len(v) != 2*len(scopes[i].ops) {
+			s.failed(ctx, fmt.Errorf("limit: redis: unexpected reply %v %v", v, err))
 			return false, true
 		}
-		ops[i].ok, ops[i].tat, ops[i].ran = took == 1, n+rel, true
+		for j, k := range scopes[i].ops {
+			took, _ := v[2*j].(int64)
+			rel, _ := v[2*j+1].(int64)
+			ops[k].ok, ops[k].tat, ops[k].ran = took == 1, n+rel, true
+		}
 	}
 	return true, true
 }
