@@ -24,7 +24,7 @@ import (
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
 // {3, TAT offset} by output tokens. The GCRA arithmetic is gcraScript's. The lease is written
-// (ZADD and both keys' PEXPIRE, 7 of the script's 11 µs of concurrency work) only when this
+// (ZADD and both keys' PEXPIRE: 7 of the 16 µs its concurrency cells cost Redis) only when this
 // replica's entry is new or its lease has less than two thirds of the TTL left: a current lease
 // outlives the next renewal (every TTL/3), and the keys' TTL, set with every lease write, is
 // never shorter than a lease in them.
