@@ -329,9 +329,11 @@ func TestRedisCluster(t *testing.T) {
 	t0 := time.Now()
 	keys := map[string]Limits{}
 	for i := range 8 {
-		keys[string(rune('a'+i))] = Limits{RequestsPerMinute: 20, Concurrent: 3}
+		keys[string(rune('a'+i))] = Limits{RequestsPerMinute: 20, Concurrent: 3, InputTokensPerMinute: 1e9,
+			OutputTokensPerMinute: 1e9}
 	}
 	var lims []*Limiter
+	var stores []*Redis
 	for i := range 3 {
 		client, err := DialRedis(c.URLs(), "", 5*time.Second)
 		if err != nil {
@@ -342,12 +344,16 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000}, Store: st,
+		// Every limit globally too: the reservation and the end of a request then touch two
+		// scopes, on two shards, in one round trip.
+		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000, Concurrent: 1000,
+			InputTokensPerMinute: 1e9, OutputTokensPerMinute: 1e9}, Store: st,
 			Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lims = append(lims, l)
+		stores = append(stores, st)
 	}
 	ctx := context.Background()
 	for name := range keys {
@@ -359,6 +365,12 @@ func TestRedisCluster(t *testing.T) {
 			switch {
 			case err == nil:
 				admitted++
+				if err := ls.Reserve(ctx, 100); err != nil {
+					t.Fatalf("key %s: reserve: %v", name, err)
+				}
+				if err := ls.Settle(90, 10); err != nil {
+					t.Fatalf("key %s: settle: %v", name, err)
+				}
 				held = append(held, ls)
 				if len(held) == 3 { // the concurrency limit: release to go on
 					for _, h := range held {
@@ -376,6 +388,11 @@ func TestRedisCluster(t *testing.T) {
 		}
 		if admitted != 20 {
 			t.Errorf("key %s: %d admitted of 60 over 3 replicas, want 20", name, admitted)
+		}
+	}
+	for i, st := range stores {
+		if n := st.Errors(); n != 0 {
+			t.Errorf("replica %d: %d operations could not use the cluster", i, n)
 		}
 	}
 	// The cells are spread over the masters.

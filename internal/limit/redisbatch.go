@@ -12,7 +12,8 @@ import (
 // A request's limit operations on Redis, each in one round trip whatever the number of cells:
 // admission (concurrency, requests, the output-token check) is one script per scope that checks
 // every cell and takes them all or none; the key's scope and the global one go in one pipeline.
-// Reservations, settlements, charges, undos and releases are the per-cell scripts, pipelined.
+// Reservations, settlements, charges, undos and releases are one scopeScript running the
+// per-cell operations: one for all the cells on one Redis, one per scope on a Redis Cluster.
 // Each reports false when it did not run (Redis unreachable, or the call failed, which marks it
 // so): the Limiter then runs the cells one by one, which serve from this replica's own state.
 
@@ -293,11 +294,11 @@ func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
 	return released
 }
 
-// scopeScript runs, in one scope, operations on several rate cells and the write of one gauge's
-// count: the end of a request (its settlement and its release) is one script per scope. KEYS: the
-// m cells, then the gauge's slots and leases if any — all of one hash tag. ARGV: now (s, ns), m,
-// each cell's op, interval and period (gcraScript's), then, for the gauge, the replica, the slots
-// it holds and the lease TTL (ms: gaugeSetScript's). Returns each cell's took and TAT offset, in
+// scopeScript runs operations on several rate cells and writes gauges' counts, in one scope
+// (one hash tag) on a Redis Cluster, else in any: the end of a request (its settlement and its
+// release) is one script. KEYS: the m cells, then each gauge's slots and leases. ARGV: now (s, ns),
+// m, each cell's op, interval and period (gcraScript's), then the replica, the lease TTL (ms) and
+// the slots it holds in each gauge (gaugeSetScript's). Returns each cell's took and TAT offset, in
 // order.
 var scopeScript = redis.NewScript(gcraLua + gaugeSetLua + `
 local nh, nl, m = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -307,8 +308,9 @@ for i = 1, m do
   out[2 * i - 1], out[2 * i] = gcra(KEYS[i], ARGV[a + 1], nh, nl, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
 end
 local g = m * 3 + 4
-if ARGV[g] then
-  gaugeSet(KEYS[m + 1], KEYS[m + 2], ARGV[g], tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]))
+for j = g + 2, #ARGV do
+  local k = m + 2 * (j - g - 2)
+  gaugeSet(KEYS[k + 1], KEYS[k + 2], ARGV[g], tonumber(ARGV[j]), tonumber(ARGV[g + 1]))
 end
 return out
 `)
@@ -326,15 +328,15 @@ func hashTag(key string) string {
 
 // scopeCall is the building of one scope's scopeScript call.
 type scopeCall struct {
-	tag   string
-	keys  []string
-	cells []any // op, interval, period of each cell
-	ops   []int // the indexes in ops of its cells
-	gauge *redisGauge
+	tag    string
+	keys   []string
+	cells  []any // op, interval, period of each cell
+	ops    []int // the indexes in ops of its cells
+	gauges []*redisGauge
 }
 
-// settle runs ops and gives back one slot of each gauge, all in one round trip of one script per
-// scope: the end of a request (its settlement and its release) costs one. A slot taken from the
+// settle runs ops and gives back one slot of each gauge, all in one round trip of one script (one
+// per scope on a Redis Cluster, whose scripts take keys of one shard only): the end of a request (its settlement and its release) costs one. A slot taken from the
 // local share while Redis was unreachable goes back there. ran reports that ops ran (else the
 // caller runs them on the cells, whose fallback serves), released that the slots were given back
 // (a write that failed is made by the next renewal); both are false for a cell or gauge of
@@ -353,8 +355,12 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 	}
 	var buf [4]scopeCall
 	scopes := buf[:0]
+	_, cluster := s.c.Client.(*redis.ClusterClient)
 	in := func(key string) *scopeCall {
-		tag := hashTag(key)
+		tag := "" // one Redis: every scope in one script
+		if cluster {
+			tag = hashTag(key) // each scope's keys on their own shard
+		}
 		for i := range scopes {
 			if scopes[i].tag == tag {
 				return &scopes[i]
@@ -391,11 +397,8 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		g.held = max(g.held-1, 0)
 		held[nh] = g
 		nh++
-		if sc := in(g.keys[0]); sc.gauge == nil {
-			sc.gauge = g
-		} else { // two gauges of one scope: never from a Limiter, but each is written
-			scopes = append(scopes, scopeCall{tag: sc.tag, gauge: g})
-		}
+		sc := in(g.keys[0])
+		sc.gauges = append(sc.gauges, g)
 	}
 	if len(scopes) == 0 {
 		return true, true
@@ -404,12 +407,15 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 	calls := make([]scriptCall, len(scopes))
 	for i := range scopes {
 		sc := &scopes[i]
-		args := make([]any, 0, 3+len(sc.cells)+3)
+		args := make([]any, 0, 3+len(sc.cells)+2+len(sc.gauges))
 		args = append(args, n/1e9, n%1e9, len(sc.ops))
 		args = append(args, sc.cells...)
-		if g := sc.gauge; g != nil {
+		if len(sc.gauges) > 0 {
+			args = append(args, s.c.ReplicaID, s.ttlMS)
+		}
+		for _, g := range sc.gauges {
 			sc.keys = append(sc.keys, g.keys...)
-			args = append(args, s.c.ReplicaID, g.held, s.ttlMS)
+			args = append(args, g.held)
 		}
 		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
 	}
