@@ -358,36 +358,43 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args .
 // nanoseconds and only the offset from now (well within 2^53 ns, 104 days) is a number. It
 // returns {taken, offset of the TAT from now after the call}, the Go side computing the Status
 // with the same functions as the Memory store. The key expires when the cell is full again.
-var gcraScript = redis.NewScript(`
-local nh, nl = tonumber(ARGV[2]), tonumber(ARGV[3])
-local rel = 0
-local s = redis.call('GET', KEYS[1])
-if s then
-  rel = (tonumber(string.sub(s, 1, -10)) - nh) * 1e9 + (tonumber(string.sub(s, -9)) - nl)
-  if rel < 0 then rel = 0 end
-end
-local op = ARGV[1]
-if op == 'peek' then return {0, rel} end
-local inc, period = tonumber(ARGV[4]), tonumber(ARGV[5])
-local nxt
-if op == 'take' then
-  nxt = rel + inc
-  if nxt > period then return {0, rel} end
-elseif op == 'refund' then
-  nxt = rel - inc
-  if nxt < 0 then nxt = 0 end
-else
-  nxt = rel + inc
-end
-if nxt <= 0 then
-  redis.call('DEL', KEYS[1])
-else
-  local lo = nl + nxt
-  local carry = math.floor(lo / 1e9)
-  redis.call('SET', KEYS[1], string.format('%d%09d', nh + carry, lo - carry * 1e9), 'PX', math.floor(nxt / 1e6) + 1)
-end
-return {1, nxt}
+var gcraScript = redis.NewScript(gcraLua + `
+local took, rel = gcra(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+return {took, rel}
 `)
+
+// gcraLua defines gcra(key, op, now s, now ns, inc, period), the GCRA script's operation on one
+// cell, returning took (1 or 0) and the TAT's offset from now after it; the batched scripts
+// (redisbatch.go) run the same function on several cells of one scope.
+const gcraLua = `
+local function gcra(key, op, nh, nl, inc, period)
+  local rel = 0
+  local s = redis.call('GET', key)
+  if s then
+    rel = (tonumber(string.sub(s, 1, -10)) - nh) * 1e9 + (tonumber(string.sub(s, -9)) - nl)
+    if rel < 0 then rel = 0 end
+  end
+  if op == 'peek' then return 0, rel end
+  local nxt
+  if op == 'take' then
+    nxt = rel + inc
+    if nxt > period then return 0, rel end
+  elseif op == 'refund' then
+    nxt = rel - inc
+    if nxt < 0 then nxt = 0 end
+  else
+    nxt = rel + inc
+  end
+  if nxt <= 0 then
+    redis.call('DEL', key)
+  else
+    local lo = nl + nxt
+    local carry = math.floor(lo / 1e9)
+    redis.call('SET', key, string.format('%d%09d', nh + carry, lo - carry * 1e9), 'PX', math.floor(nxt / 1e6) + 1)
+  end
+  return 1, nxt
+end
+`
 
 type redisRate struct {
 	s     *Redis
@@ -513,24 +520,38 @@ redis.call('PEXPIRE', KEYS[2], ttl)
 return {n + 1, 1}
 `)
 
-// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease
-// (or removes both when it holds none).
-var gaugeSetScript = redis.NewScript(`
-local held = tonumber(ARGV[2])
-if held <= 0 then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return {0, 1}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], held)
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-return {held, 1}
+// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease.
+// When it holds none, a lease still in the set keeps its expiry and the count is written 0 (the
+// replica's next admission then need not write the lease again: see admitScript); the lease
+// expires unrenewed and the next script to see it expired removes both. Without a lease, the
+// count is removed.
+var gaugeSetScript = redis.NewScript(gaugeSetLua + `
+gaugeSet(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+return {math.max(tonumber(ARGV[2]), 0), 1}
 `)
+
+// gaugeSetLua defines gaugeSet(slots key, leases key, replica, held, ttl ms), the script's
+// write, which the batched end of a request (redisbatch.go) runs too.
+const gaugeSetLua = `
+local function gaugeSet(slots, leases, replica, held, ttl)
+  if held <= 0 then
+    if redis.call('ZSCORE', leases, replica) then
+      if redis.call('HSET', slots, replica, 0) == 1 then
+        redis.call('PEXPIRE', slots, ttl) -- a count lost with its lease kept: never without TTL
+      end
+    else
+      redis.call('HDEL', slots, replica)
+    end
+    return
+  end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', slots, replica, held)
+  redis.call('ZADD', leases, now + ttl, replica)
+  redis.call('PEXPIRE', slots, ttl)
+  redis.call('PEXPIRE', leases, ttl)
+end
+`
 
 // gaugeValueScript sums the slots of the replicas whose lease is current.
 var gaugeValueScript = redis.NewScript(`

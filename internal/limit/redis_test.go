@@ -329,9 +329,11 @@ func TestRedisCluster(t *testing.T) {
 	t0 := time.Now()
 	keys := map[string]Limits{}
 	for i := range 8 {
-		keys[string(rune('a'+i))] = Limits{RequestsPerMinute: 20, Concurrent: 3}
+		keys[string(rune('a'+i))] = Limits{RequestsPerMinute: 20, Concurrent: 3, InputTokensPerMinute: 1e9,
+			OutputTokensPerMinute: 1e9}
 	}
 	var lims []*Limiter
+	var stores []*Redis
 	for i := range 3 {
 		client, err := DialRedis(c.URLs(), "", 5*time.Second)
 		if err != nil {
@@ -342,12 +344,16 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000}, Store: st,
+		// Every limit globally too: the reservation and the end of a request then touch two
+		// scopes, on two shards, in one round trip.
+		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000, Concurrent: 1000,
+			InputTokensPerMinute: 1e9, OutputTokensPerMinute: 1e9}, Store: st,
 			Now: func() time.Time { return t0 }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lims = append(lims, l)
+		stores = append(stores, st)
 	}
 	ctx := context.Background()
 	for name := range keys {
@@ -359,6 +365,12 @@ func TestRedisCluster(t *testing.T) {
 			switch {
 			case err == nil:
 				admitted++
+				if err := ls.Reserve(ctx, 100); err != nil {
+					t.Fatalf("key %s: reserve: %v", name, err)
+				}
+				if err := ls.Settle(90, 10); err != nil {
+					t.Fatalf("key %s: settle: %v", name, err)
+				}
 				held = append(held, ls)
 				if len(held) == 3 { // the concurrency limit: release to go on
 					for _, h := range held {
@@ -376,6 +388,11 @@ func TestRedisCluster(t *testing.T) {
 		}
 		if admitted != 20 {
 			t.Errorf("key %s: %d admitted of 60 over 3 replicas, want 20", name, admitted)
+		}
+	}
+	for i, st := range stores {
+		if n := st.Errors(); n != 0 {
+			t.Errorf("replica %d: %d operations could not use the cluster", i, n)
 		}
 	}
 	// The cells are spread over the masters.
@@ -458,5 +475,89 @@ func TestRedisTokensAcrossReplicas(t *testing.T) {
 	}
 	if st1.Remaining != st0.Remaining+500 {
 		t.Errorf("after a 500-token refund on one replica another sees %d remaining, want %d", st1.Remaining, st0.Remaining+500)
+	}
+}
+
+// TestRedisLeaseWrittenWhenStale: a batched admission writes its replica's lease when it is new
+// or a third of the TTL spent, not at every admission; a release to zero keeps the lease at
+// count 0 (the gauge reads 0); the keys never outlive less than the lease; and a replica closed
+// while holding a slot frees it within the TTL.
+func TestRedisLeaseWrittenWhenStale(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 3 * time.Second
+	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: ttl})
+	l, err := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g := l.keys["k"].conc.cell.(*redisGauge)
+	slots, leases := g.keys[0], g.keys[1]
+	expiry := func() float64 {
+		t.Helper()
+		v, err := st.c.Client.ZScore(ctx, leases, "a").Result()
+		if err != nil {
+			t.Fatalf("the lease: %v", err)
+		}
+		return v
+	}
+	cycle := func() {
+		t.Helper()
+		ls, err := l.Admit(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Admit(ctx, "k"); err == nil {
+			t.Fatal("a second request admitted over a concurrency limit of 1")
+		}
+		for _, k := range []string{slots, leases} { // the keys last as long as the lease
+			ms, err := st.c.Client.PTTL(ctx, k).Result()
+			if err != nil || ms <= 0 || float64(time.Now().Add(ms).UnixMilli()) < expiry()-50 {
+				t.Errorf("%s: TTL %v %v, shorter than the lease (expiry %v)", k, ms, err, expiry())
+			}
+		}
+		if err := ls.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	first := expiry()
+	if n, err := st.c.Client.HGet(ctx, slots, "a").Int(); err != nil || n != 0 {
+		t.Errorf("after the release: count %d %v, want 0 kept with the lease", n, err)
+	}
+	if v, err := g.Value(ctx); err != nil || v != 0 {
+		t.Errorf("after the release: gauge %d %v, want 0", v, err)
+	}
+	cycle()
+	if e := expiry(); e != first {
+		t.Errorf("a fresh lease was written again: expiry %v, was %v", e, first)
+	}
+	time.Sleep(ttl/3 + 200*time.Millisecond)
+	cycle()
+	if e := expiry(); e <= first {
+		t.Errorf("a lease a third spent was not renewed: expiry %v, was %v", e, first)
+	}
+
+	// Closed while holding a slot (as a killed replica): another replica gets it within the TTL.
+	if _, err := l.Admit(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	closed := time.Now()
+	other := newRedisStore(t, srv, RedisConfig{ReplicaID: "b", LeaseTTL: ttl})
+	l2, err := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ls, err := l2.Admit(ctx, "k")
+		if err == nil {
+			ls.Release()
+			break
+		}
+		if time.Since(closed) > ttl+time.Second {
+			t.Fatalf("the closed replica's slot still held %v after it closed: %v", time.Since(closed), err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
