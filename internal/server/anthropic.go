@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
@@ -27,18 +28,11 @@ func (x *exchange) countTokens() {
 		x.fail(err)
 		return
 	}
-	// A count is a request of the key's: it takes a request and a concurrency slot of its limits
-	// (no tokens), before the tokenizer runs, as a message does.
-	if k := x.call.Key; k != nil {
-		lease, err := x.p.Limits().Admit(x.r.Context(), k.Name)
-		if err != nil {
-			var e *apierr.Error
-			rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
-			x.fail(err)
-			return
-		}
-		defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	lease, ok := x.admitQuery()
+	if !ok {
+		return
 	}
+	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
@@ -106,4 +100,23 @@ func (x *exchange) model(id string) (*pipeline.Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// admitQuery takes what an answer that runs no engine (a token count, a cache query) costs the
+// key's limits: a request and a concurrency slot, no tokens, before the tokenizer runs, as a
+// message takes them. ok is false when the limits refused it, the refusal already answered; else
+// the caller releases the lease (the zero Lease without a key).
+func (x *exchange) admitQuery() (lease limit.Lease, ok bool) {
+	k := x.call.Key
+	if k == nil {
+		return limit.Lease{}, true
+	}
+	lease, err := x.p.Limits().Admit(x.r.Context(), k.Name)
+	if err != nil {
+		var e *apierr.Error
+		x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+		x.fail(err)
+		return limit.Lease{}, false
+	}
+	return lease, true
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -68,18 +67,11 @@ func (x *exchange) cacheQuery() {
 		return
 	}
 	rec.Model = m.ID
-	// A query is a request of the key's: a request and a concurrency slot of its limits (no
-	// tokens), before the tokenizer runs, as a message takes them.
-	if k := x.call.Key; k != nil {
-		lease, err := x.p.Limits().Admit(x.r.Context(), k.Name)
-		if err != nil {
-			var e *apierr.Error
-			rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
-			x.fail(err)
-			return
-		}
-		defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	lease, ok := x.admitQuery()
+	if !ok {
+		return
 	}
+	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 	match, err := x.p.CacheLookup(req)
 	if err != nil {
 		x.fail(err)
