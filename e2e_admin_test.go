@@ -17,6 +17,7 @@ import (
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/fakeclock"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // get fetches url and returns the status, the headers and the body.
@@ -132,7 +133,7 @@ store:
 // replica can take gets 503 with retry-after.
 func TestReadyzFollowsEngines(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var proc syncBuffer
+	var proc syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&proc, nil))
 	g, base := serveGateway(t, parseConfig(t, `
 server: {addr: 127.0.0.1:0, admin_addr: 127.0.0.1:0}
@@ -221,7 +222,7 @@ func TestAccessLogScrapesAndFormat(t *testing.T) {
 		scrapes  bool
 		text     bool
 	}{{"{}", false, false}, {"{scrapes: true, format: text}", true, true}} {
-		var access syncBuffer
+		var access syncbuf.Buffer
 		g, base := serveGateway(t, parseConfig(t, "log: {access_log: "+tc.settings+"}\n"), layer0.WithAccessLog(&access))
 		for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/models"} {
 			if status, _, _ := get(t, base+path); status != http.StatusOK {

@@ -18,6 +18,7 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 	"github.com/layer0ai/layer0/internal/trace"
 )
 
@@ -285,7 +286,7 @@ func TestDecisionTraceInlineInStreams(t *testing.T) {
 
 // The ring is sized at start: a reload that changes debug.requests says so, and traces go on.
 func TestDecisionTraceRingSurvivesReload(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	g, base := serveGateway(t, parseConfig(t, debugConfig(t, "")),
 		layer0.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	cfg := parseConfig(t, strings.Replace(debugConfig(t, ""), "requests: 8", "requests: 100", 1))

@@ -19,6 +19,7 @@ import (
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // The listener's protections, driven over real sockets as a stranger would: slow clients, bodies
@@ -39,9 +40,9 @@ keys:
 
 // serveListener serves cfg the way `layer0 serve` does — the gateway's own capped listener and
 // the configuration's listener timeouts — and returns the gateway, its address, and the log.
-func serveListener(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*layer0.Gateway, string, *syncBuffer) {
+func serveListener(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*layer0.Gateway, string, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	g, err := layer0.New(cfg, append([]layer0.Option{layer0.WithLogger(logger)}, opts...)...)
 	if err != nil {

@@ -1,13 +1,11 @@
 package layer0_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/metrics"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
@@ -154,7 +153,7 @@ func TestGatewaySecretsNotLogged(t *testing.T) {
 	t.Setenv("L0_TEST_ENGINE_KEY", engineKey)
 	vendor := fake.NewOpenAI(fake.Script{Key: "a-different-credential"}) // answers 401 echoing what it got
 	defer vendor.Close()
-	var proc, access syncBuffer
+	var proc, access syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&proc, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	text := `
 keys:
@@ -206,24 +205,6 @@ log: {level: debug}
 			t.Errorf("the logs contain the secret %q:\n%s", secret, logs)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the loggers' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestGatewayMetrics checks the per-request metrics written from the record.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // otlpSpan is one span a receiver got, with its resource's service.name.
@@ -540,7 +541,7 @@ func TestOTelExportFailureLogged(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there now
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	gw, base := serveGateway(t, parseConfig(t, `
 telemetry: {sample_ratio: 1, otlp: {endpoint: "`+dead+`", timeout: 2s, headers: {Authorization: "Bearer otel-secret"}}}
 engines:

@@ -24,6 +24,7 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // badEngine is a loopback HTTP/1.1 engine that answers every request with one scripted
@@ -499,7 +500,7 @@ func TestPassThroughBrokenAfterContent(t *testing.T) {
 // page goes to the process log. A well-formed API error keeps its message, cleaned of control
 // characters and bounded.
 func TestPassThroughEngineErrorBody(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	ant, oe := newBadEngine(t), newBadEngine(t)
 	_, base := serveGateway(t, parseConfig(t, `
 engines:

@@ -5,7 +5,6 @@ package layer0
 // (to wait until every event published has been applied before the next request is placed).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // preciseConfig: two sims whose caches hold 64 blocks of 16 tokens — about three of the six
@@ -40,30 +39,6 @@ models:
   pa: {engines: [a]}
   pb: {engines: [b]}
 `
-
-// lockedBuffer is a bytes.Buffer safe for the access log's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(l.b.String(), "\n"), "\n")
-}
 
 // waitFor polls cond every 5 ms for up to 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -90,7 +65,7 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var access lockedBuffer
+	var access syncbuf.Buffer
 	g, base := servePrecise(t, cfg, WithAccessLog(&access))
 	client := anthropic.NewClient(option.WithBaseURL(base), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
 
@@ -262,11 +237,11 @@ func servePrecise(t *testing.T, cfg *config.Config, opts ...Option) (*Gateway, s
 
 // sendPlaced sends one request with the SDK, waits until the engines' events are applied
 // (applied) and returns the request's access log record.
-func sendPlaced(t *testing.T, client *anthropic.Client, access *lockedBuffer, applied func(), model, system string,
+func sendPlaced(t *testing.T, client *anthropic.Client, access *syncbuf.Buffer, applied func(), model, system string,
 	msgs []anthropic.MessageParam) placed {
 	t.Helper()
 	count := func() int {
-		l := access.lines()
+		l := access.Lines()
 		if len(l) == 1 && l[0] == "" {
 			return 0
 		}
@@ -280,7 +255,7 @@ func sendPlaced(t *testing.T, client *anthropic.Client, access *lockedBuffer, ap
 	}
 	applied()
 	waitFor(t, "the access log record", func() bool { return count() > before })
-	lines := access.lines()
+	lines := access.Lines()
 	var p placed
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &p); err != nil {
 		t.Fatalf("%v: %s", err, lines[len(lines)-1])
@@ -347,7 +322,7 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs, access lockedBuffer
+	var logs, access syncbuf.Buffer
 	front, base := servePrecise(t, frontCfg, WithAccessLog(&access),
 		WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	reps := front.gen.Load().replicas

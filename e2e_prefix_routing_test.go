@@ -13,6 +13,7 @@ import (
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/bench"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // sharedPrefixResult is one placement's outcome on the shared-prefix workload.
@@ -33,7 +34,7 @@ func runSharedPrefix(t *testing.T, routing string, pin bool, skew float64) share
 	if err != nil {
 		t.Fatal(err)
 	}
-	var access syncBuffer
+	var access syncbuf.Buffer
 	_, base := serveGateway(t, parseConfig(t, routing+string(pool)), layer0.WithAccessLog(&access))
 	models := []string{"pool"}
 	if pin {
@@ -191,7 +192,7 @@ models:
   unindexed: {engines: [x, y]}
 `
 	picks := func(routing string) map[string]any {
-		var access syncBuffer
+		var access syncbuf.Buffer
 		_, base := serveGateway(t, parseConfig(t, routing+engines), layer0.WithAccessLog(&access))
 		for _, m := range []string{"pool", "solo", "unindexed"} {
 			served(t, base, prompt{Model: m, System: strings.Repeat("Shared system prompt. ", 40), Messages: []cacheTurn{{"user", "hi"}}})

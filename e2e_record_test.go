@@ -10,13 +10,14 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // TestAccessLogRecordsWhatWasSent checks that a stream which fails or is abandoned after it began
 // is logged with the status the client actually received, why it ended, and the tokens that
 // were streamed — not as a 500 with nothing served.
 func TestAccessLogRecordsWhatWasSent(t *testing.T) {
-	var access syncBuffer
+	var access syncbuf.Buffer
 	_, base := serveGateway(t, parseConfig(t, `
 engines:
   broken: {kind: sim, sim: {fail: {after_tokens: 3, message: "engine fell over"}}}

@@ -12,12 +12,13 @@ import (
 
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // TestShutdownEndsStreamsWithAnError stops a server whose drain time runs out while streams are
 // still going: each stream must end with an error event (not a silent cut) and be logged.
 func TestShutdownEndsStreamsWithAnError(t *testing.T) {
-	var access syncBuffer
+	var access syncbuf.Buffer
 	g, err := layer0.New(parseConfig(t, `
 engines:
   slow: {kind: sim, sim: {inter_token_latency: 20ms}}

@@ -17,6 +17,7 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // stickyPool is four sims behind one model, placed by session.
@@ -47,7 +48,7 @@ func stickyConfig(t *testing.T, pool string) *layer0.Config {
 // only its sessions move; a request without the header keeps to its API key's replica; and a
 // session with more requests in flight than the guard allows spills to a second replica.
 func TestStickyRouting(t *testing.T) {
-	var access syncBuffer
+	var access syncbuf.Buffer
 	g, base := serveGateway(t, stickyConfig(t, "a, b, c, d"), layer0.WithAccessLog(&access))
 	ctx := context.Background()
 	system := strings.Repeat("You answer questions about the pool's house rules, one rule at a time. ", 20)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +14,8 @@ import (
 	"github.com/layer0ai/layer0/internal/bench"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
-
-// lockedBuffer is an access log the test reads while the gateway writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
 
 // TestBenchSharedPrefix runs `layer0 bench --workload shared-prefix` against an in-process
 // layer0 with four sim replicas, in both formats: the report's cached and prompt tokens and its
@@ -54,7 +36,7 @@ models:
 	}
 	for _, format := range []string{"anthropic", "openai"} {
 		t.Run(format, func(t *testing.T) {
-			var access lockedBuffer
+			var access syncbuf.Buffer
 			g, err := layer0.New(cfg, layer0.WithAccessLog(&access))
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +71,7 @@ models:
 			var prompt, cached uint64
 			perReplica := map[string]uint64{}
 			deadline := time.Now().Add(10 * time.Second)
-			for lines := access.lines(); ; lines = access.lines() {
+			for lines := access.Lines(); ; lines = access.Lines() {
 				if len(lines) >= requests || time.Now().After(deadline) {
 					for _, line := range lines {
 						var r struct {

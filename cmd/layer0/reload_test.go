@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,25 +14,8 @@ import (
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader on other goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const cfgOne = "engines: {s: {kind: sim}}\nmodels: {one: {engines: [s]}}\n"
 
@@ -44,7 +26,7 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-func newTestReloader(t *testing.T, text string) (*reloader, *layer0.Gateway, *syncBuffer, *slog.LevelVar) {
+func newTestReloader(t *testing.T, text string) (*reloader, *layer0.Gateway, *syncbuf.Buffer, *slog.LevelVar) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "layer0.yaml")
 	writeFile(t, path, text)
@@ -57,7 +39,7 @@ func newTestReloader(t *testing.T, text string) (*reloader, *layer0.Gateway, *sy
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	var log syncBuffer
+	var log syncbuf.Buffer
 	level := new(slog.LevelVar)
 	r := newReloader(path, g, slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: level})), level)
 	r.settle = 20 * time.Millisecond // every file a test writes is fresh: keep the settling short
@@ -185,7 +167,7 @@ func TestServeRefusesOpenAddrWithoutKeys(t *testing.T) {
 // TestServeSaysWhenAuthless starts the real command on loopback without keys, checks that it
 // says it serves without auth, and stops it with SIGTERM (which it has registered by then).
 func TestServeSaysWhenAuthless(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runServe([]string{"--addr", "127.0.0.1:0"}, &out, &errOut) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -213,7 +195,7 @@ func TestServeSaysWhenAuthless(t *testing.T) {
 
 // rejected checks that the last reload was refused with an ERROR record containing want, and
 // that the running configuration is still was.
-func rejected(t *testing.T, g *layer0.Gateway, was *config.Config, log *syncBuffer, want string) {
+func rejected(t *testing.T, g *layer0.Gateway, was *config.Config, log *syncbuf.Buffer, want string) {
 	t.Helper()
 	if g.Config() != was {
 		t.Errorf("the running configuration was replaced (models now %q)", models(g))

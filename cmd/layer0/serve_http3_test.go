@@ -17,6 +17,7 @@ import (
 
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/layer0ai/layer0/internal/syncbuf"
 	"github.com/layer0ai/layer0/internal/testcert"
 )
 
@@ -30,7 +31,7 @@ func TestServeHTTP3(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runServe([]string{"--config", cfgFile}, &out, &errOut) }()
 	listening := regexp.MustCompile(`listening on https://([0-9.]+:[0-9]+)`)

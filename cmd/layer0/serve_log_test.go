@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/syncbuf"
 	"github.com/layer0ai/layer0/internal/testcert"
 )
 
@@ -47,7 +48,7 @@ func TestServeAccessLogFile(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runServe([]string{"--config", cfgFile}, &out, &errOut) }()
 	listening := regexp.MustCompile(`listening on https://([0-9.]+:[0-9]+)`)

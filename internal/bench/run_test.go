@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
@@ -321,7 +322,7 @@ func TestRunErrorKinds(t *testing.T) {
 func TestRunStopsWhenCanceled(t *testing.T) {
 	_, url := startUpstream(t, UpstreamConfig{Tokens: 5, TTFT: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
-	var progress syncBuffer
+	var progress syncbuf.Buffer
 	done := make(chan *Report, 1)
 	go func() {
 		rep, err := Run(ctx, Config{URL: url, Rate: 200, Duration: time.Hour, Progress: &progress})
@@ -350,23 +351,6 @@ func TestRunStopsWhenCanceled(t *testing.T) {
 	if !strings.HasPrefix(out, "\r[") || !strings.HasSuffix(out, "\n") || !strings.Contains(out, "p99") {
 		t.Errorf("progress output: got %q, want \\r-rewritten lines ending with a newline", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 const (
@@ -34,7 +34,7 @@ func serveCORS(t *testing.T, extra string) (string, *layer0.Gateway, func() stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g, err := layer0.New(cfg, layer0.WithAccessLog(&log))
 	if err != nil {
 		t.Fatal(err)
@@ -324,24 +324,6 @@ func TestPlaygroundServed(t *testing.T) {
 			t.Errorf("without playground, GET %s: %d, want 404", path, resp.StatusCode)
 		}
 	}
-}
-
-// syncBuffer is an access log to read back.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // nullWriter is the cheapest http.ResponseWriter: it keeps the header map between requests
