@@ -180,17 +180,7 @@ func TestServeSaysWhenAuthless(t *testing.T) {
 	if !strings.Contains(errOut.String(), "serving without auth on a loopback address") {
 		t.Errorf("process log: %q, want the warning", errOut.String())
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	stopServe(t, done)
 }
 
 // rejected checks that the last reload was refused with an ERROR record containing want, and
@@ -295,5 +285,22 @@ func TestReloadRefusesRemovingAllKeys(t *testing.T) {
 	r.poll()
 	if len(g.Config().Keys) != 0 {
 		t.Errorf("with auth.allow_none: %d keys in force, want none: %s", len(g.Config().Keys), log.String())
+	}
+}
+
+// stopServe sends this process SIGTERM, as an operator would stop `layer0 serve`, and waits for
+// the command running in the test (its result on done) to drain and return without an error.
+func stopServe(t *testing.T, done <-chan error) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
 	}
 }

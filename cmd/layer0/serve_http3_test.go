@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,15 +76,5 @@ func TestServeHTTP3(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 3 {
 		t.Errorf("over QUIC: %s %s %q, want 200 over HTTP/3", resp.Proto, resp.Status, body)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	stopServe(t, done)
 }

@@ -99,17 +99,7 @@ func TestServeAccessLogFile(t *testing.T) {
 	c.Close()
 	waitUntil(t, "net/http's handshake error", func() bool { return strings.Contains(errOut.String(), "TLS handshake error") })
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	stopServe(t, done)
 	if old := fileLines(logFile + ".1"); len(old) != 1 || !strings.Contains(old[0], `"path":"/v1/models"`) {
 		t.Errorf("the rotated file: %q, want the first API request alone (no health checks)", old)
 	}
