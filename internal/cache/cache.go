@@ -154,6 +154,47 @@ func (m *Model) Put(ctx context.Context, c *Canon, e *Entry) error {
 	return m.Store.Put(ctx, c.Key, e, m.Policy.TTL)
 }
 
+// Replace stores e as Put does, over an answer that may already be stored (a Cache-Control:
+// no-cache refresh): a store that keeps the first entry written (one shared by processes)
+// forgets it first.
+func (m *Model) Replace(ctx context.Context, c *Canon, e *Entry) error {
+	_ = m.Store.Delete(ctx, c.Key) // Put stores it again; a failed delete leaves the old answer
+	return m.Put(ctx, c, e)
+}
+
+// Filler is a Store shared by several processes whose misses coordinate: the one process about
+// to produce an answer claims its filling, and the others wait briefly for that answer instead of
+// calling the engine too (Shared).
+type Filler interface {
+	// Claim claims the filling of k, or waits for the process holding the claim and returns the
+	// entry it stored; nil when the caller is to produce the answer.
+	Claim(ctx context.Context, k Key) *Entry
+	// Unclaim ends this process's claim on k without an entry, so that the waiting ones go on.
+	Unclaim(ctx context.Context, k Key)
+}
+
+// Claim, on a store shared by processes (a Filler), claims the filling of the request c encodes,
+// or waits for the process that holds the claim and returns its answer, confirmed against c as
+// every hit is. nil: the caller produces the answer (and calls Unclaim if it stores none). On
+// any other store it returns nil at once.
+func (m *Model) Claim(ctx context.Context, c *Canon) *Entry {
+	f, ok := m.Store.(Filler)
+	if !ok {
+		return nil
+	}
+	if e := f.Claim(ctx, c.Key); e != nil && bytes.Equal(e.Request, c.Bytes) {
+		return e
+	}
+	return nil
+}
+
+// Unclaim ends a claim Claim took, without an answer: the processes waiting for it go on.
+func (m *Model) Unclaim(ctx context.Context, c *Canon) {
+	if f, ok := m.Store.(Filler); ok {
+		f.Unclaim(ctx, c.Key)
+	}
+}
+
 // Join returns the flight of the request c encodes, and leader set when there was none: the
 // caller then produces the answer and must call Finish, whatever happens, and keep c until then.
 // A follower calls Wait. f is nil when another request with the same key is in flight (a

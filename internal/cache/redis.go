@@ -176,6 +176,8 @@ func (s *Shared) Delete(ctx context.Context, k Key) error {
 	return nil
 }
 
+var _ Filler = (*Shared)(nil)
+
 // Claim is called on a miss by the one call of this replica that is about to produce k's answer.
 // It claims the filling of k (a marker key living FillWait); when another replica holds the claim
 // it waits, up to FillWait, for that replica's entry and returns it. It returns nil when the

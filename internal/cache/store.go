@@ -51,8 +51,9 @@ func (e *Entry) Size() int64 {
 type Store interface {
 	// Get returns the live entry under k, or false when there is none or it expired.
 	Get(ctx context.Context, k Key) (*Entry, bool)
-	// Put stores e under k for ttl, replacing what was there. A store may refuse an entry (one
-	// larger than its whole budget); it is then simply not found later.
+	// Put stores e under k for ttl, replacing what was there — or, in a store shared by
+	// processes, keeping the first entry written (Model.Replace deletes first). A store may refuse
+	// an entry (one larger than its whole budget); it is then simply not found later.
 	Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) error
 	// Delete removes the entry under k, if any.
 	Delete(ctx context.Context, k Key) error

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -96,11 +95,9 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 			}
 			// A store shared by replicas: claim the filling of the key, or wait (briefly) for
 			// the replica that holds the claim to store its answer.
-			if sh, ok := m.Store.(*cache.Shared); ok {
-				if e := sh.Claim(ctx, cc.canon.Key); e != nil && bytes.Equal(e.Request, cc.canon.Bytes) {
-					m.Finish(cc.canon, f, e)
-					return true, p.hit(c, e, CacheCoalesced)
-				}
+			if e := m.Claim(ctx, cc.canon); e != nil {
+				m.Finish(cc.canon, f, e)
+				return true, p.hit(c, e, CacheCoalesced)
 			}
 			cc.flight = f
 			rec.Cache = CacheMiss
@@ -194,14 +191,15 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 	if rec.Served == cc.model.Name && len(rec.Fallbacks) == 0 && !rec.Passed {
 		if e = cc.tee.rec.Entry(rec.Served, p.cache.Now()); e != nil {
 			e.Engine, e.Simulated = rec.Engine, rec.Simulated
-			if sh, ok := cc.model.Store.(*cache.Shared); ok && rec.Cache == CacheRefresh {
-				_ = sh.Delete(context.WithoutCancel(ctx), cc.canon.Key) // written once: a refresh replaces it
+			if rec.Cache == CacheRefresh {
+				_ = cc.model.Replace(context.WithoutCancel(ctx), cc.canon, e)
+			} else {
+				_ = cc.model.Put(context.WithoutCancel(ctx), cc.canon, e)
 			}
-			_ = cc.model.Put(context.WithoutCancel(ctx), cc.canon, e)
 		}
 	}
-	if sh, ok := cc.model.Store.(*cache.Shared); ok && e == nil && cc.flight != nil {
-		sh.Unclaim(context.WithoutCancel(ctx), cc.canon.Key) // nothing to store: the waiting replicas go on
+	if e == nil && cc.flight != nil {
+		cc.model.Unclaim(context.WithoutCancel(ctx), cc.canon) // nothing to store: the waiting replicas go on
 	}
 	if cc.flight != nil {
 		cc.model.Finish(cc.canon, cc.flight, e)
@@ -214,9 +212,7 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 // the engine itself.
 func (c *cacheCall) end(ctx context.Context) {
 	if c.flight != nil {
-		if sh, ok := c.model.Store.(*cache.Shared); ok {
-			sh.Unclaim(context.WithoutCancel(ctx), c.canon.Key) // the call failed: the waiting replicas go on
-		}
+		c.model.Unclaim(context.WithoutCancel(ctx), c.canon) // the call failed: the waiting replicas go on
 		if ctx.Err() != nil {
 			c.model.Abandon(c.canon, c.flight)
 		} else {
