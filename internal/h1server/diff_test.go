@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,9 +26,11 @@ import (
 )
 
 // The limits both servers run with. maxHeaderBytes is small so that the seeds at and over the
-// header limit stay small too; both servers allow 4096 bytes of slack beyond it.
+// header limit stay small too, yet large enough that the head limit (with the 4096 bytes of
+// slack both allow beyond it) is over the lean server's 8 KiB read buffer, which it outgrows
+// for a large head.
 const (
-	maxHeaderBytes    = 1 << 10
+	maxHeaderBytes    = 8 << 10
 	readHeaderTimeout = 5 * time.Second
 	idleTimeout       = 5 * time.Second
 	// execTimeout bounds one exchange: the client's write and its read until the server closes.
@@ -180,8 +183,9 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
 		Header: r.Header.Clone(), ContentLength: r.ContentLength,
 	}
-	if r.URL != nil {
-		s.URL = r.URL.String()
+	if u := r.URL; u != nil {
+		s.URL = fmt.Sprintf("%q scheme=%q opaque=%q user=%q host=%q path=%q rawpath=%q omithost=%v forcequery=%v rawquery=%q fragment=%q rawfragment=%q",
+			u.String(), u.Scheme, u.Opaque, u.User.String(), u.Host, u.Path, u.RawPath, u.OmitHost, u.ForceQuery, u.RawQuery, u.Fragment, u.RawFragment)
 	}
 	if r.Body != nil {
 		b, err := io.ReadAll(r.Body)
@@ -211,6 +215,7 @@ type outcome struct {
 	resp     []byte // everything the client read
 	readErr  error  // nil when the client read to EOF
 	returned bool   // the serve function returned (it closed the connection)
+	panicked string // the serve function's panic and stack, if it panicked
 }
 
 // exchange writes input to a server on a fresh connection, half-closes, reads everything back
@@ -224,11 +229,21 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay time.Duratio
 	}
 	rec := &recorder{delay: delay}
 	served := make(chan struct{})
+	out := &outcome{}
+	var panicked string
 	go func() {
 		defer close(served)
+		// A panic in the server would end the test binary and hide the input: it is recorded
+		// and reported with the input instead (in production it would end the process).
+		defer func() {
+			if v := recover(); v != nil {
+				buf := make([]byte, 8<<10)
+				panicked = fmt.Sprintf("%v\n%s", v, buf[:runtime.Stack(buf, false)])
+				server.Close()
+			}
+		}()
 		serve(server, rec)
 	}()
-	out := &outcome{}
 	if err := client.SetDeadline(time.Now().Add(execTimeout)); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("set client deadline: %w", err)
@@ -242,6 +257,7 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay time.Duratio
 		select {
 		case <-served:
 			out.returned = true
+			out.panicked = panicked
 		case <-time.After(returnGrace):
 		}
 	}
@@ -377,6 +393,9 @@ func compare(ref, got *outcome) []problem {
 	if err := checkAnswers(got); err != nil {
 		add(-1, "answers", "%v", err)
 	}
+	if got.panicked != "" {
+		add(-1, "panic", "serve panicked: %s", got.panicked)
+	}
 	if !got.returned {
 		add(-1, "return", "serve did not return within %v of the client's end (client read error: %v)", returnGrace, got.readErr)
 	}
@@ -451,6 +470,15 @@ type knownDivergence struct {
 
 // knownDivergences are the divergences found and reported, not yet fixed.
 var knownDivergences = []knownDivergence{
+	{
+		// A request head that does not fit the lean server's 8 KiB read buffer panics in
+		// headEnd once the buffer is grown (grow leaves nothing buffered, the search resumes
+		// at the old offset): slice bounds out of range, and the process ends.
+		name: "head-over-8KiB-panics",
+		explain: func(ref, got *outcome, p problem) bool {
+			return p.kind == "panic" && strings.Contains(p.msg, "slice bounds out of range") && strings.Contains(p.msg, "h1server.headEnd")
+		},
+	},
 	{
 		// A client that half-closes after its request gets no answer when the handler runs
 		// for longer than the lean server's watchAfter (20ms): the background read sees EOF,
@@ -767,6 +795,11 @@ var seeds = []seed{
 	{name: "request-line-long", raw: "GET /" + strings.Repeat("a", maxHeaderBytes+4096) + " HTTP/1.1\r\nHost: x\r\n\r\n", reject: true},
 	{name: "request-line-near-limit", raw: "GET /" + strings.Repeat("a", 3000) + " HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "pipelined-second-big", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes+4096) + "\r\n\r\n"},
+	{name: "head-8191", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8191-len("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r\n")) + "\r\n\r\n"},
+	{name: "head-8192", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8192-len("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r\n")) + "\r\n\r\n"},
+	{name: "head-8193-body", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nX-Big: " + strings.Repeat("b", 8193-len("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nX-Big: \r\n\r\n")) + "\r\n\r\nhello" + smuggled},
+	{name: "head-crlf-split-8192", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8191-len("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r")) + "\r\n\r\n" + smuggled},
+	{name: "pipelined-big-chunked", raw: post("Transfer-Encoding: chunked\r\n", "1000\r\n"+strings.Repeat("c", 4096)+"\r\n0\r\n\r\n") + "GET /2 HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("d", 6000) + "\r\n\r\n" + smuggled},
 	{name: "pipelined-then-bad", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n", reject: true, delivered: 1},
 }
 
