@@ -34,6 +34,8 @@ const (
 	readHeaderTimeout = 5 * time.Second
 	idleTimeout       = 5 * time.Second
 	// execTimeout bounds one exchange: the client's write and its read until the server closes.
+	// An exchange that diverged after a timeout on either side is run again with a longer
+	// bound (see diffOne): on a loaded machine a timeout may be the machine's, not the server's.
 	execTimeout = 2 * time.Second
 	// returnGrace bounds the wait for a server's serve function to return once the client has
 	// read to the end or given up.
@@ -187,7 +189,19 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.URL = fmt.Sprintf("%q scheme=%q opaque=%q user=%q host=%q path=%q rawpath=%q omithost=%v forcequery=%v rawquery=%q fragment=%q rawfragment=%q",
 			u.String(), u.Scheme, u.Opaque, u.User.String(), u.Host, u.Path, u.RawPath, u.OmitHost, u.ForceQuery, u.RawQuery, u.Fragment, u.RawFragment)
 	}
-	if r.Body != nil {
+	// The body is read to its end, except for a path starting /noread (left unread: the
+	// server drops it, or ends the connection) or /read1 (one byte read): the framing of the
+	// next request then depends on the server's own handling of a body left over.
+	switch path := r.URL.Path; {
+	case r.Body == nil || strings.HasPrefix(path, "/noread"):
+	case strings.HasPrefix(path, "/read1"):
+		b := make([]byte, 1)
+		n, err := io.ReadFull(r.Body, b)
+		s.Body = string(b[:n])
+		if err != nil && err != io.EOF {
+			s.BodyErr = err.Error()
+		}
+	default:
 		b, err := io.ReadAll(r.Body)
 		s.Body = string(b)
 		if err != nil {
@@ -222,7 +236,7 @@ type outcome struct {
 // until EOF or execTimeout, and returns what the handler saw. When waitReturn is set, or the
 // client did not read to a clean EOF, it waits up to returnGrace for the serve function to
 // return; otherwise the handler calls are already over (the server closes only after them).
-func exchange(serve serveFunc, input []byte, waitReturn bool, delay time.Duration) (*outcome, error) {
+func exchange(serve serveFunc, input []byte, waitReturn bool, delay, timeout time.Duration) (*outcome, error) {
 	client, server, err := tcpPair()
 	if err != nil {
 		return nil, err
@@ -244,7 +258,7 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay time.Duratio
 		}()
 		serve(server, rec)
 	}()
-	if err := client.SetDeadline(time.Now().Add(execTimeout)); err != nil {
+	if err := client.SetDeadline(time.Now().Add(timeout)); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("set client deadline: %w", err)
 	}
@@ -268,17 +282,17 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay time.Duratio
 // both runs input through net/http's server (ref) and the server under test concurrently.
 func both(tb testing.TB, test serveFunc, input []byte) (ref, got *outcome) {
 	tb.Helper()
-	return bothDelayed(tb, test, input, 0)
+	return bothDelayed(tb, test, input, 0, execTimeout)
 }
 
 // bothDelayed is both with handlers that take delay to answer.
-func bothDelayed(tb testing.TB, test serveFunc, input []byte, delay time.Duration) (ref, got *outcome) {
+func bothDelayed(tb testing.TB, test serveFunc, input []byte, delay, timeout time.Duration) (ref, got *outcome) {
 	tb.Helper()
 	var wg sync.WaitGroup
 	var refErr, gotErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); ref, refErr = exchange(netHTTPServe, input, false, delay) }()
-	go func() { defer wg.Done(); got, gotErr = exchange(test, input, true, delay) }()
+	go func() { defer wg.Done(); ref, refErr = exchange(netHTTPServe, input, false, delay, timeout) }()
+	go func() { defer wg.Done(); got, gotErr = exchange(test, input, true, delay, timeout) }()
 	wg.Wait()
 	if err := errors.Join(refErr, gotErr); err != nil {
 		tb.Fatalf("exchange: %v", err)
@@ -393,6 +407,9 @@ func compare(ref, got *outcome) []problem {
 	if err := checkAnswers(got); err != nil {
 		add(-1, "answers", "%v", err)
 	}
+	if timedOut(got) && !timedOut(ref) {
+		add(-1, "hang", "the connection was still open after the client's end, net/http had closed it")
+	}
 	if got.panicked != "" {
 		add(-1, "panic", "serve panicked: %s", got.panicked)
 	}
@@ -442,10 +459,16 @@ func checkAnswers(o *outcome) error {
 // fuzzer goes on looking for new ones.
 func diffOne(t testing.TB, test serveFunc, input []byte, skipKnown bool) (ref, got *outcome) {
 	t.Helper()
-	ref, got = both(t, test, input)
-	problems := compare(ref, got)
-	if len(problems) == 0 {
-		return ref, got
+	var problems []problem
+	for timeout := execTimeout; ; timeout *= 3 {
+		ref, got = bothDelayed(t, test, input, 0, timeout)
+		problems = compare(ref, got)
+		if len(problems) == 0 {
+			return ref, got
+		}
+		if !timedOut(ref) && !timedOut(got) && got.returned || timeout > 5*execTimeout {
+			break
+		}
 	}
 	if skipKnown {
 		if name := explainKnown(ref, got, problems); name != "" {
@@ -459,6 +482,12 @@ func diffOne(t testing.TB, test serveFunc, input []byte, skipKnown bool) (ref, g
 	t.Errorf("input %s:\n\t%s\nnet/http saw %d requests (client: %v, %q)\nlean saw %d requests (client: %v, %q)",
 		short(fmt.Sprintf("%q", input)), strings.Join(msgs, "\n\t"), len(ref.reqs), ref.readErr, trunc(ref.resp), len(got.reqs), got.readErr, trunc(got.resp))
 	return ref, got
+}
+
+// timedOut says the client gave up waiting for the server's end.
+func timedOut(o *outcome) bool {
+	var ne net.Error
+	return errors.As(o.readErr, &ne) && ne.Timeout()
 }
 
 // A knownDivergence is a divergence of the lean server already reported, recognised by the
@@ -800,6 +829,16 @@ var seeds = []seed{
 	{name: "head-8193-body", raw: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nX-Big: " + strings.Repeat("b", 8193-len("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nX-Big: \r\n\r\n")) + "\r\n\r\nhello" + smuggled},
 	{name: "head-crlf-split-8192", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8191-len("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r")) + "\r\n\r\n" + smuggled},
 	{name: "pipelined-big-chunked", raw: post("Transfer-Encoding: chunked\r\n", "1000\r\n"+strings.Repeat("c", 4096)+"\r\n0\r\n\r\n") + "GET /2 HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("d", 6000) + "\r\n\r\n" + smuggled},
+	{name: "noread-cl", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
+	{name: "noread-chunked", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + smuggled},
+	{name: "noread-chunked-bad", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n" + smuggled},
+	{name: "noread-chunked-ext", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;a=b\r\nhello\r\n0\r\n\r\n" + smuggled},
+	{name: "noread-short", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\nhello" + smuggled},
+	{name: "noread-expect", raw: "POST /noread HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
+	{name: "noread-get-body", raw: "GET /noread HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
+	{name: "read1-cl", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
+	{name: "read1-chunked", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n3\r\nllo\r\n0\r\n\r\n" + smuggled},
+	{name: "read1-http10", raw: "POST /read1 HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
 	{name: "pipelined-then-bad", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n", reject: true, delivered: 1},
 }
 
@@ -897,7 +936,7 @@ func TestDiffHarnessCatches(t *testing.T) {
 // TestDiffHalfCloseSlowHandler: a client that half-closes after its request still gets the
 // answer of a handler that takes a while, as net/http gives it.
 func TestDiffHalfCloseSlowHandler(t *testing.T) {
-	ref, got := bothDelayed(t, leanServe, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100*time.Millisecond)
+	ref, got := bothDelayed(t, leanServe, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100*time.Millisecond, execTimeout)
 	if len(ref.reqs) != 1 || !bytes.HasPrefix(ref.resp, []byte("HTTP/1.1 200 OK\r\n")) {
 		t.Fatalf("net/http: %d requests, answer %q", len(ref.reqs), ref.resp)
 	}
