@@ -628,12 +628,15 @@ func trunc(b []byte) []byte {
 
 // seed is one input of the corpus. reject marks a request-smuggling shape that net/http
 // refuses, so that neither server may hand it to its handler; delivered, when set, is how many
-// requests net/http delivers before refusing (for pipelined shapes).
+// requests net/http delivers before refusing (for pipelined shapes). leanReject marks a shape
+// net/http accepts and the lean server refuses by design (its package documentation): both
+// ends of a smuggling pair, Transfer-Encoding beside Content-Length, line folding, bare LF.
 type seed struct {
-	name      string
-	raw       string
-	reject    bool
-	delivered int
+	name       string
+	raw        string
+	reject     bool
+	delivered  int
+	leanReject bool
 }
 
 // Request pieces the seeds share.
@@ -675,9 +678,9 @@ var seeds = []seed{
 	{name: "absolute-form", raw: "GET http://example.com/p?q HTTP/1.1\r\nHost: other\r\n\r\n"},
 	{name: "absolute-form-https", raw: "GET https://example.com:8443/p HTTP/1.1\r\nHost: example.com:8443\r\n\r\n"},
 	{name: "absolute-form-userinfo", raw: "GET http://u:p@example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n"},
-	{name: "connect", raw: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"},
-	{name: "connect-nohost", raw: "CONNECT example.com:443 HTTP/1.1\r\n\r\n"},
-	{name: "connect-path", raw: "CONNECT /path HTTP/1.1\r\nHost: x\r\n\r\n"},
+	{name: "connect", raw: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", leanReject: true},
+	{name: "connect-nohost", raw: "CONNECT example.com:443 HTTP/1.1\r\n\r\n", leanReject: true},
+	{name: "connect-path", raw: "CONNECT /path HTTP/1.1\r\nHost: x\r\n\r\n", leanReject: true},
 	{name: "target-no-slash", raw: "GET foo HTTP/1.1\r\nHost: x\r\n\r\n", reject: true},
 	{name: "target-empty", raw: "GET  HTTP/1.1\r\nHost: x\r\n\r\n", reject: true},
 	{name: "target-space", raw: "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", reject: true},
@@ -691,9 +694,9 @@ var seeds = []seed{
 	{name: "chunk-leading-zeros", raw: post("Transfer-Encoding: chunked\r\n", "0002\r\nhi\r\n0000\r\n\r\n")},
 
 	// Transfer-Encoding and Content-Length together, and odd Transfer-Encodings.
-	{name: "cl-te", raw: post("Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+smuggled)},
-	{name: "te-cl", raw: post("Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", "0\r\n\r\n"+smuggled)},
-	{name: "cl-te-long", raw: post("Content-Length: 40\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+smuggled)},
+	{name: "cl-te", raw: post("Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+smuggled), leanReject: true},
+	{name: "te-cl", raw: post("Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", "0\r\n\r\n"+smuggled), leanReject: true},
+	{name: "cl-te-long", raw: post("Content-Length: 40\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+smuggled), leanReject: true},
 	{name: "te-upper", raw: post("Transfer-Encoding: CHUNKED\r\n", "0\r\n\r\n")},
 	{name: "te-mixed-case-name", raw: post("transfer-ENCODING: chunked\r\n", "0\r\n\r\n")},
 	{name: "te-space-before-colon", raw: post("Transfer-Encoding : chunked\r\nContent-Length: 4\r\n", "0\r\n\r\n"+smuggled), reject: true},
@@ -707,14 +710,14 @@ var seeds = []seed{
 	{name: "te-identity", raw: post("Transfer-Encoding: identity\r\nContent-Length: 2\r\n", "hi"), reject: true},
 	{name: "te-empty", raw: post("Transfer-Encoding:\r\nContent-Length: 2\r\n", "hi"), reject: true},
 	{name: "te-vtab", raw: post("Transfer-Encoding: \vchunked\r\n", "0\r\n\r\n"), reject: true},
-	{name: "te-obs-fold", raw: post("Transfer-Encoding:\r\n chunked\r\nContent-Length: 4\r\n", "0\r\n\r\n"+smuggled)},
-	{name: "te-http10", raw: "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
-	{name: "te-http10-nocl", raw: "POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+	{name: "te-obs-fold", raw: post("Transfer-Encoding:\r\n chunked\r\nContent-Length: 4\r\n", "0\r\n\r\n"+smuggled), leanReject: true},
+	{name: "te-http10", raw: "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", leanReject: true},
+	{name: "te-http10-nocl", raw: "POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, leanReject: true},
 	{name: "te-get", raw: "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"},
 	{name: "trailer-cl", raw: post("Transfer-Encoding: chunked\r\nTrailer: Content-Length\r\n", "0\r\nContent-Length: 5\r\n\r\n"), reject: true},
 
 	// Content-Length shapes.
-	{name: "cl-dup-equal", raw: post("Content-Length: 3\r\nContent-Length: 3\r\n", "abc")},
+	{name: "cl-dup-equal", raw: post("Content-Length: 3\r\nContent-Length: 3\r\n", "abc"), leanReject: true},
 	{name: "cl-dup-differ", raw: post("Content-Length: 3\r\nContent-Length: 4\r\n", "abcd"), reject: true},
 	{name: "cl-list", raw: post("Content-Length: 3, 3\r\n", "abc"), reject: true},
 	{name: "cl-plus", raw: post("Content-Length: +3\r\n", "abc"), reject: true},
@@ -733,20 +736,20 @@ var seeds = []seed{
 	{name: "cl-get-body", raw: "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + smuggled},
 
 	// Line ends, folding and control bytes.
-	{name: "bare-lf", raw: "GET / HTTP/1.1\nHost: x\n\n"},
-	{name: "bare-lf-request-line", raw: "GET / HTTP/1.1\nHost: x\r\n\r\n"},
-	{name: "bare-lf-header", raw: "GET / HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n"},
-	{name: "bare-lf-end", raw: "GET / HTTP/1.1\r\nHost: x\r\n\n"},
+	{name: "bare-lf", raw: "GET / HTTP/1.1\nHost: x\n\n", leanReject: true},
+	{name: "bare-lf-request-line", raw: "GET / HTTP/1.1\nHost: x\r\n\r\n", leanReject: true},
+	{name: "bare-lf-header", raw: "GET / HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n", leanReject: true},
+	{name: "bare-lf-end", raw: "GET / HTTP/1.1\r\nHost: x\r\n\n", leanReject: true},
 	{name: "bare-lf-chunk", raw: post("Transfer-Encoding: chunked\r\n", "2\nhi\n0\n\n")},
 	{name: "bare-lf-chunk-data", raw: post("Transfer-Encoding: chunked\r\n", "2\r\nhi\n0\r\n\r\n")},
 	{name: "bare-cr-request-line", raw: "GET / HTTP/1.1\rHost: x\r\n\r\n", reject: true},
 	{name: "bare-cr-header", raw: "GET / HTTP/1.1\r\nHost: x\rX-A: b\r\n\r\n", reject: true},
 	{name: "bare-cr-value", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n", reject: true},
 	{name: "bare-cr-chunk", raw: post("Transfer-Encoding: chunked\r\n", "2\rhi\r\n0\r\n\r\n")},
-	{name: "obs-fold", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n"},
-	{name: "obs-fold-tab", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n"},
+	{name: "obs-fold", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", leanReject: true},
+	{name: "obs-fold-tab", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n", leanReject: true},
 	{name: "obs-fold-first", raw: "GET / HTTP/1.1\r\n Host: x\r\n\r\n", reject: true},
-	{name: "obs-fold-cl", raw: post("Content-Length:\r\n 3\r\n", "abc")},
+	{name: "obs-fold-cl", raw: post("Content-Length:\r\n 3\r\n", "abc"), leanReject: true},
 	{name: "nul-name", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-\x00A: b\r\n\r\n", reject: true},
 	{name: "nul-value", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", reject: true},
 	{name: "ctl-value", raw: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", reject: true},
@@ -805,11 +808,11 @@ var seeds = []seed{
 	{name: "host-absolute-no-header", raw: "GET http://a/ HTTP/1.1\r\n\r\n", reject: true},
 
 	// Versions.
-	{name: "http12", raw: "GET / HTTP/1.2\r\nHost: x\r\n\r\n"},
-	{name: "http19", raw: "GET / HTTP/1.9\r\nHost: x\r\n\r\n"},
+	{name: "http12", raw: "GET / HTTP/1.2\r\nHost: x\r\n\r\n", leanReject: true},
+	{name: "http19", raw: "GET / HTTP/1.9\r\nHost: x\r\n\r\n", leanReject: true},
 	{name: "http20", raw: "GET / HTTP/2.0\r\nHost: x\r\n\r\n", reject: true},
 	// net/http hands the h2c prior-knowledge preface to the handler (to hijack).
-	{name: "http-pri", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+	{name: "http-pri", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", leanReject: true},
 	{name: "http09", raw: "GET /\r\n\r\n", reject: true},
 	{name: "http-lower", raw: "GET / http/1.1\r\nHost: x\r\n\r\n", reject: true},
 	{name: "http-3digit", raw: "GET / HTTP/1.10\r\nHost: x\r\n\r\n", reject: true},
@@ -853,6 +856,14 @@ func testCorpus(t *testing.T, test serveFunc) {
 	for _, s := range seeds {
 		t.Run(s.name, func(t *testing.T) {
 			ref, got := diffOne(t, test, []byte(s.raw), false)
+			if s.leanReject && !leanIsNetHTTP(test) {
+				if len(got.reqs) > 0 {
+					t.Errorf("lean server delivered a shape it refuses by design: %s", brief(got.reqs...))
+				}
+				if !refusalLine.Match(got.resp) {
+					t.Errorf("lean server answered %q, not a 4xx/5xx refusal", trunc(got.resp))
+				}
+			}
 			if !s.reject {
 				if len(ref.reqs) == 0 {
 					t.Errorf("net/http delivered no request for an accepted seed; answered %q", trunc(ref.resp))
@@ -867,6 +878,11 @@ func testCorpus(t *testing.T, test serveFunc) {
 			}
 		})
 	}
+}
+
+// leanIsNetHTTP says the server under test is net/http's (the harness's self-test).
+func leanIsNetHTTP(test serveFunc) bool {
+	return reflect.ValueOf(test).Pointer() == reflect.ValueOf(netHTTPServe).Pointer()
 }
 
 // TestDiffHarnessSelf runs the corpus with net/http on both sides: the harness itself must see
