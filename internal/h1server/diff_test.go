@@ -236,12 +236,12 @@ type outcome struct {
 // until EOF or execTimeout, and returns what the handler saw. When waitReturn is set, or the
 // client did not read to a clean EOF, it waits up to returnGrace for the serve function to
 // return; otherwise the handler calls are already over (the server closes only after them).
-func exchange(serve serveFunc, input []byte, waitReturn bool, delay, timeout time.Duration) (*outcome, error) {
+func exchange(serve serveFunc, x xfer, waitReturn bool) (*outcome, error) {
 	client, server, err := tcpPair()
 	if err != nil {
 		return nil, err
 	}
-	rec := &recorder{delay: delay}
+	rec := &recorder{delay: x.delay}
 	served := make(chan struct{})
 	out := &outcome{}
 	var panicked string
@@ -258,12 +258,23 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay, timeout tim
 		}()
 		serve(server, rec)
 	}()
-	if err := client.SetDeadline(time.Now().Add(timeout)); err != nil {
+	if err := client.SetDeadline(time.Now().Add(x.timeout)); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("set client deadline: %w", err)
 	}
 	// Write errors are expected: the server may refuse and close before reading all of it.
-	_, _ = client.Write(input)
+	from := 0
+	for _, cut := range x.cuts {
+		if cut <= from || cut >= len(x.input) {
+			continue
+		}
+		if _, err := client.Write(x.input[from:cut]); err != nil {
+			break
+		}
+		from = cut
+		time.Sleep(pieceGap)
+	}
+	_, _ = client.Write(x.input[from:])
 	_ = client.CloseWrite()
 	out.resp, out.readErr = io.ReadAll(client)
 	client.Close()
@@ -279,20 +290,35 @@ func exchange(serve serveFunc, input []byte, waitReturn bool, delay, timeout tim
 	return out, nil
 }
 
+// xfer is what an exchange sends and how.
+type xfer struct {
+	input   []byte
+	cuts    []int         // offsets where input is split into writes pieceGap apart
+	delay   time.Duration // how long the handler takes to answer
+	timeout time.Duration // the bound of the exchange (execTimeout when zero)
+}
+
+// pieceGap separates the writes of a split input, so that the server likely reads the pieces
+// apart: a head or chunk line arriving in parts takes other paths than one arriving whole.
+const pieceGap = time.Millisecond
+
 // both runs input through net/http's server (ref) and the server under test concurrently.
 func both(tb testing.TB, test serveFunc, input []byte) (ref, got *outcome) {
 	tb.Helper()
-	return bothDelayed(tb, test, input, 0, execTimeout)
+	return bothWith(tb, test, xfer{input: input})
 }
 
-// bothDelayed is both with handlers that take delay to answer.
-func bothDelayed(tb testing.TB, test serveFunc, input []byte, delay, timeout time.Duration) (ref, got *outcome) {
+// bothWith is both for an exchange with options.
+func bothWith(tb testing.TB, test serveFunc, x xfer) (ref, got *outcome) {
+	if x.timeout == 0 {
+		x.timeout = execTimeout
+	}
 	tb.Helper()
 	var wg sync.WaitGroup
 	var refErr, gotErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); ref, refErr = exchange(netHTTPServe, input, false, delay, timeout) }()
-	go func() { defer wg.Done(); got, gotErr = exchange(test, input, true, delay, timeout) }()
+	go func() { defer wg.Done(); ref, refErr = exchange(netHTTPServe, x, false) }()
+	go func() { defer wg.Done(); got, gotErr = exchange(test, x, true) }()
 	wg.Wait()
 	if err := errors.Join(refErr, gotErr); err != nil {
 		tb.Fatalf("exchange: %v", err)
@@ -457,11 +483,11 @@ func checkAnswers(o *outcome) error {
 // diffOne runs input through both servers and reports divergences. With skipKnown, an input
 // whose every divergence is a known one (see knownDivergences) is skipped instead, so that the
 // fuzzer goes on looking for new ones.
-func diffOne(t testing.TB, test serveFunc, input []byte, skipKnown bool) (ref, got *outcome) {
+func diffOne(t testing.TB, test serveFunc, input []byte, cuts []int, skipKnown bool) (ref, got *outcome) {
 	t.Helper()
 	var problems []problem
 	for timeout := execTimeout; ; timeout *= 3 {
-		ref, got = bothDelayed(t, test, input, 0, timeout)
+		ref, got = bothWith(t, test, xfer{input: input, cuts: cuts, timeout: timeout})
 		problems = compare(ref, got)
 		if len(problems) == 0 {
 			return ref, got
@@ -479,8 +505,8 @@ func diffOne(t testing.TB, test serveFunc, input []byte, skipKnown bool) (ref, g
 	for i, p := range problems {
 		msgs[i] = p.msg
 	}
-	t.Errorf("input %s:\n\t%s\nnet/http saw %d requests (client: %v, %q)\nlean saw %d requests (client: %v, %q)",
-		short(fmt.Sprintf("%q", input)), strings.Join(msgs, "\n\t"), len(ref.reqs), ref.readErr, trunc(ref.resp), len(got.reqs), got.readErr, trunc(got.resp))
+	t.Errorf("input %s, written in pieces cut at %v:\n\t%s\nnet/http saw %d requests (client: %v, %q)\nlean saw %d requests (client: %v, %q)",
+		short(fmt.Sprintf("%q", input)), cuts, strings.Join(msgs, "\n\t"), len(ref.reqs), ref.readErr, trunc(ref.resp), len(got.reqs), got.readErr, trunc(got.resp))
 	return ref, got
 }
 
@@ -855,7 +881,7 @@ func TestDiffSmugglingCorpus(t *testing.T) {
 func testCorpus(t *testing.T, test serveFunc) {
 	for _, s := range seeds {
 		t.Run(s.name, func(t *testing.T) {
-			ref, got := diffOne(t, test, []byte(s.raw), false)
+			ref, got := diffOne(t, test, []byte(s.raw), nil, false)
 			if s.leanReject && !leanIsNetHTTP(test) {
 				if len(got.reqs) > 0 {
 					t.Errorf("lean server delivered a shape it refuses by design: %s", brief(got.reqs...))
@@ -876,6 +902,26 @@ func testCorpus(t *testing.T, test serveFunc) {
 			if len(got.reqs) > s.delivered {
 				t.Errorf("lean server delivered %d requests of a shape refused after %d: %s", len(got.reqs), s.delivered, brief(got.reqs[s.delivered:]...))
 			}
+		})
+	}
+}
+
+// TestDiffByteByByte runs a few seeds written one byte at a time, so that every head, chunk
+// line and body arrives in pieces.
+func TestDiffByteByByte(t *testing.T) {
+	for _, name := range []string{"get", "pipelined", "pipelined-chunked", "post-chunked-multi", "chunk-ext",
+		"expect-100", "noread-chunked", "read1-chunked", "cl-te", "bare-lf", "chunk-missing-crlf", "http10-keepalive"} {
+		i := slices.IndexFunc(seeds, func(s seed) bool { return s.name == name })
+		if i < 0 {
+			t.Fatalf("no seed %s", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			raw := []byte(seeds[i].raw)
+			cuts := make([]int, len(raw))
+			for j := range cuts {
+				cuts[j] = j
+			}
+			diffOne(t, leanServe, raw, cuts, false)
 		})
 	}
 }
@@ -952,7 +998,7 @@ func TestDiffHarnessCatches(t *testing.T) {
 // TestDiffHalfCloseSlowHandler: a client that half-closes after its request still gets the
 // answer of a handler that takes a while, as net/http gives it.
 func TestDiffHalfCloseSlowHandler(t *testing.T) {
-	ref, got := bothDelayed(t, leanServe, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100*time.Millisecond, execTimeout)
+	ref, got := bothWith(t, leanServe, xfer{input: []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), delay: 100 * time.Millisecond})
 	if len(ref.reqs) != 1 || !bytes.HasPrefix(ref.resp, []byte("HTTP/1.1 200 OK\r\n")) {
 		t.Fatalf("net/http: %d requests, answer %q", len(ref.reqs), ref.resp)
 	}
@@ -984,15 +1030,33 @@ func (r *rawResponse) finish() {
 	fmt.Fprintf(r.w, "HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n%s", r.code, http.StatusText(r.code), r.body.Len(), r.body.Bytes())
 }
 
-// FuzzDiffNetHTTP feeds arbitrary bytes to both servers and fails on any divergence.
+// FuzzDiffNetHTTP feeds arbitrary bytes to both servers and fails on any divergence. split,
+// when not zero, cuts the input in up to three writes (at its low and high 16 bits, modulo the
+// input's length) a moment apart.
 func FuzzDiffNetHTTP(f *testing.F) {
-	for _, s := range seeds {
-		f.Add([]byte(s.raw))
+	for i, s := range seeds {
+		f.Add([]byte(s.raw), uint32(0))
+		if i%4 == 0 && len(s.raw) > 8 {
+			// Some seeds split too: in the request line or head, and near the end.
+			f.Add([]byte(s.raw), uint32(len(s.raw)-3)<<16|uint32(len(s.raw)/3))
+		}
 	}
-	f.Fuzz(func(t *testing.T, input []byte) {
+	f.Fuzz(func(t *testing.T, input []byte, split uint32) {
 		if len(input) > maxInput {
 			t.Skip("input larger than maxInput")
 		}
-		diffOne(t, leanServe, input, true)
+		diffOne(t, leanServe, input, splitAt(len(input), split), true)
 	})
+}
+
+// splitAt returns the cuts split makes in an input of n bytes, in order.
+func splitAt(n int, split uint32) []int {
+	if split == 0 || n < 2 {
+		return nil
+	}
+	a, b := int(split&0xffff)%n, int(split>>16)%n
+	if a > b {
+		a, b = b, a
+	}
+	return []int{a, b}
 }
