@@ -868,6 +868,12 @@ var seeds = []seed{
 	{name: "read1-cl", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
 	{name: "read1-chunked", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n3\r\nllo\r\n0\r\n\r\n" + smuggled},
 	{name: "read1-http10", raw: "POST /read1 HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
+	// Found by this test (minimal inputs).
+	{name: "found-head-8192-no-end", raw: strings.Repeat("a", 8192), reject: true},
+	{name: "found-trailer-declares-cl", raw: post("Transfer-Encoding: chunked\r\nTrailer: Content-Length\r\n", "0\r\n\r\n"), reject: true},
+	{name: "found-trailer-declares-trailer", raw: post("Transfer-Encoding: chunked\r\nTrailer: X, trailer\r\n", "0\r\n\r\n"), reject: true},
+	{name: "found-trailer-declares-te", raw: post("Transfer-Encoding: chunked\r\nTrailer: transfer-encoding\r\n", "0\r\n\r\n"), reject: true},
+	{name: "found-connection-keepalive-close", raw: "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n"},
 	{name: "pipelined-then-bad", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n", reject: true, delivered: 1},
 }
 
