@@ -166,6 +166,8 @@ type seenRequest struct {
 	ProtoMajor, ProtoMinor               int
 	Header                               http.Header
 	ContentLength                        int64
+	TransferEncoding                     []string
+	Close                                bool
 	Body                                 string // read to EOF, or up to the error
 	BodyErr                              string // "" when the body read to EOF
 	Trailer                              http.Header
@@ -184,6 +186,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, RequestURI: r.RequestURI, Host: r.Host, Proto: r.Proto,
 		ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
 		Header: r.Header.Clone(), ContentLength: r.ContentLength,
+		TransferEncoding: slices.Clone(r.TransferEncoding), Close: r.Close,
 	}
 	if u := r.URL; u != nil {
 		s.URL = fmt.Sprintf("%q scheme=%q opaque=%q user=%q host=%q path=%q rawpath=%q omithost=%v forcequery=%v rawquery=%q fragment=%q rawfragment=%q",
@@ -414,6 +417,8 @@ func compare(ref, got *outcome) []problem {
 		field("ProtoMinor", r.ProtoMinor, g.ProtoMinor)
 		field("Header", normalizeHeader(r.Header, r.ContentLength), normalizeHeader(g.Header, g.ContentLength))
 		field("ContentLength", r.ContentLength, g.ContentLength)
+		field("TransferEncoding", r.TransferEncoding, g.TransferEncoding)
+		field("Close", r.Close, g.Close)
 		switch {
 		case g.BodyErr != "":
 			// Failing a body net/http read whole is stricter, and allowed; the bytes read
