@@ -303,7 +303,7 @@ type xfer struct {
 
 // pieceGap separates the writes of a split input, so that the server likely reads the pieces
 // apart: a head or chunk line arriving in parts takes other paths than one arriving whole.
-const pieceGap = time.Millisecond
+const pieceGap = 200 * time.Microsecond
 
 // both runs input through net/http's server (ref) and the server under test concurrently.
 func both(tb testing.TB, test serveFunc, input []byte) (ref, got *outcome) {
