@@ -41,27 +41,34 @@ func genRequest(r *rand.Rand, b *strings.Builder) {
 		n := pick(r, 1, 10, 100, 3000, 9000)
 		fmt.Fprintf(b, "%s: %s\r\n", pick(r, "X-A", "x-b", "Accept", "Pragma", "Trailer"), strings.Repeat(pick(r, "v", " ", "\t", "é"), n))
 	}
+	if r.IntN(10) == 0 {
+		fmt.Fprintf(b, "%s: %s\r\n", pick(r, "Content-Length", "content-length", "Transfer-Encoding", "Host"), pick(r, "3", "chunked", "x", ""))
+	}
 	body := strings.Repeat(pick(r, "z", "\r\n", "0"), pick(r, 0, 1, 5, 100, 5000))
+	cl, te := pick(r, "Content-Length", "Content-Length", "content-length", "CONTENT-LENGTH"), pick(r, "Transfer-Encoding", "Transfer-Encoding", "transfer-encoding")
 	switch r.IntN(6) {
 	case 0, 1: // Content-Length, right or wrong
 		n := len(body)
 		if r.IntN(4) == 0 {
 			n += pick(r, -1, 1, 10)
 		}
-		fmt.Fprintf(b, "Content-Length: %s\r\n\r\n%s", pick(r, strconv.Itoa(n), strconv.Itoa(n), "0"+strconv.Itoa(n)), body)
+		fmt.Fprintf(b, "%s: %s\r\n\r\n%s", cl, pick(r, strconv.Itoa(n), strconv.Itoa(n), "0"+strconv.Itoa(n)), body)
 	case 2, 3: // chunked, in random pieces, with extensions and flaws now and then
-		fmt.Fprintf(b, "Transfer-Encoding: %s\r\n\r\n", pick(r, "chunked", "chunked", "Chunked"))
+		fmt.Fprintf(b, "%s: %s\r\n\r\n", te, pick(r, "chunked", "chunked", "Chunked"))
 		for rest := body; len(rest) > 0; {
 			n := min(len(rest), 1+r.IntN(2000))
 			ext := pick(r, "", "", ";a=b", ";q=\"x y\"")
 			fmt.Fprintf(b, "%x%s\r\n%s%s", n, ext, rest[:n], pick(r, "\r\n", "\r\n", "\r\n", "\n", ""))
 			rest = rest[n:]
 		}
-		b.WriteString(pick(r, "0\r\n\r\n", "0\r\n\r\n", "0\r\nX-T: v\r\n\r\n", "0\r\n"))
+		b.WriteString(pick(r, "0\r\n\r\n", "0\r\n\r\n", "0\r\nX-T: v\r\n\r\n", "0\r\n", "000;e\r\n\r\n"))
 	case 4: // both
 		fmt.Fprintf(b, "Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), len(body), body)
 	default: // none
 		b.WriteString("\r\n")
+	}
+	if r.IntN(10) == 0 {
+		b.WriteString(pick(r, "\r\n", "\n", "\r\n\r\n")) // stray line ends between requests
 	}
 }
 
