@@ -84,6 +84,14 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) serve(ctx context.Context) {
 	defer c.close()
+	defer func() {
+		// A defect of this server ends the connection, never the process.
+		if v := recover(); v != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.srv.logf("h1server: panic serving a connection: %v\n%s", v, buf)
+		}
+	}()
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(c.nc)
 	c.br = br
@@ -181,6 +189,7 @@ func (c *conn) readHead(first bool) ([]byte, error) {
 		if len(buf) == c.br.Size() {
 			// The head is larger than the buffer: move to one large enough for the limit.
 			c.grow(min(2*c.br.Size(), limit+1))
+			from = 0
 			continue
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
@@ -201,6 +210,9 @@ var errSilentClose = errors.New("h1server: connection ended")
 // headEnd returns the length of the head at the start of buf — through the first empty line,
 // CRLF or bare LF — or 0 when it is not all there. from is where the search may resume.
 func headEnd(buf []byte, from int) int {
+	if from > len(buf) {
+		from = 0
+	}
 	for i := from; ; {
 		j := bytes.IndexByte(buf[i:], '\n')
 		if j < 0 {
@@ -338,7 +350,7 @@ func (c *conn) runHandler(r *http.Request) (ok bool) {
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
-			c.srv.logf("h1server: panic serving %s: %v\n%s", c.nc.RemoteAddr(), v, buf)
+			c.srv.logf("h1server: panic serving a connection: %v\n%s", v, buf)
 		}
 	}()
 	c.srv.Handler.ServeHTTP(&c.rw, r)
