@@ -46,6 +46,7 @@ type conn struct {
 	// bodyDone is set once the handler cannot read from the connection any more (its body
 	// was read to its end): the watch may read from it then.
 	bodyDone atomic.Bool
+	remote   string // the client's address, formatted once
 	// wdl is set when the handler set a write deadline: it is cleared before the next request.
 	wdl bool
 }
@@ -160,7 +161,10 @@ func (c *conn) serve(ctx context.Context) {
 // newRequest readies c.req for the next request and returns it. A request is a fresh
 // http.Request: a handler's goroutines may keep it after the handler returned.
 func (c *conn) newRequest() *http.Request {
-	c.req = http.Request{RemoteAddr: c.nc.RemoteAddr().String()}
+	if c.remote == "" {
+		c.remote = c.nc.RemoteAddr().String()
+	}
+	c.req = http.Request{RemoteAddr: c.remote}
 	return &c.req
 }
 
