@@ -81,6 +81,7 @@ func runGatewayChild(args []string) error {
 	srv := server.HTTPServer(g, server.ListenOptions{
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
+		HTTP1:             cfg.Server.HTTP1,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -35,6 +35,7 @@ type options struct {
 	streams     int       // concurrent streams of the memory test; 0 skips it
 	proxy       bool      // measure the bare proxy too (bench/proxy.go)
 	engine      string    // engine kind the gateway reaches the upstream with
+	http1       string    // the gateway's server of cleartext HTTP/1.1 (config server.http1)
 	out         string    // directory for logs, profiles and report.json
 	gobench     string    // packages for go test -bench; "" skips
 	benchtime   string
@@ -60,6 +61,7 @@ func main() {
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
 	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
 	fs.BoolVar(&o.proxy, "proxy", true, "also measure a bare net/http proxy, the floor of layer0's design, at saturation and at the target rate")
+	fs.StringVar(&o.http1, "http1", "lean", "server of the gateway's cleartext HTTP/1.1: lean or net/http (config server.http1)")
 	fs.StringVar(&o.engine, "engine", "anthropic", "engine kind layer0 reaches the upstream with: anthropic, openai or sim")
 	fs.StringVar(&o.out, "out", "", "directory for logs, profiles and report.json (default: a new temporary directory)")
 	fs.StringVar(&o.gobench, "gobench", "./...", "packages whose go test benchmarks end the report (empty skips)")

@@ -40,7 +40,7 @@ func TestParseRates(t *testing.T) {
 func TestGatewayConfigIsValid(t *testing.T) {
 	for _, kind := range []string{"sim", "anthropic", "openai"} {
 		for _, slow := range []string{"", "http://127.0.0.1:2"} {
-			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow)))
+			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow, "net/http")))
 			if err != nil {
 				t.Errorf("kind %s, slow %q: %v", kind, slow, err)
 				continue

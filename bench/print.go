@@ -18,6 +18,7 @@ func printReport(w io.Writer, o options, res *result) {
 	fmt.Fprintf(w, "load avg  %s at the start, %s at the end (other work on the machine skews every number)\n",
 		res.LoadBefore, res.LoadAfter)
 	fmt.Fprintf(w, "engine    %s\n", res.Engine)
+	fmt.Fprintf(w, "http/1.1  the gateway's cleartext server: %s (-http1)\n", res.HTTP1)
 	fmt.Fprintf(w, "method    open loop at fixed rates, latency from each request's scheduled send (no coordinated\n"+
 		"          omission); %s per run after a %s closed-loop warm-up; saturation = closed loop with %d\n"+
 		"          HTTP/1.1 connections; every response has %d tokens; added = layer0 minus direct\n",

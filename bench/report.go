@@ -151,13 +151,14 @@ type result struct {
 	LoadBefore string           `json:"load_avg_before"`
 	LoadAfter  string           `json:"load_avg_after"`
 	Engine     string           `json:"engine"`
+	HTTP1      string           `json:"http1"`
 	Scenarios  []scenarioResult `json:"scenarios"`
 	Streams    *streamsResult   `json:"streams,omitempty"`
 }
 
 // report runs everything and writes the report to w.
 func report(ctx context.Context, o options, w io.Writer) error {
-	res := result{Started: time.Now().UTC(), Machine: machine(), LoadBefore: loadAvg()}
+	res := result{Started: time.Now().UTC(), Machine: machine(), LoadBefore: loadAvg(), HTTP1: o.http1}
 	logf("logs, profiles and report.json go to %s", o.out)
 
 	up, err := startChild(o.out, "upstream", childUpstream, "--tokens", fmt.Sprint(streamTokens))
@@ -233,7 +234,7 @@ func startGateway(o options, upURL, slowURL string) (*child, string, error) {
 	var firstErr error
 	for _, kind := range kinds {
 		path := filepath.Join(o.out, "layer0-"+kind+".yaml")
-		if err := os.WriteFile(path, []byte(gatewayConfig(kind, upURL, slowURL)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(gatewayConfig(kind, upURL, slowURL, o.http1)), 0o644); err != nil {
 			return nil, "", err
 		}
 		gw, err := startChild(o.out, "layer0-"+kind, childGateway, "--config", path,
@@ -258,7 +259,7 @@ func startGateway(o options, upURL, slowURL string) (*child, string, error) {
 
 // gatewayConfig is the YAML configuration of the gateway child: model "bench" on the fast
 // upstream, "bench-slow" on the paced one (when given).
-func gatewayConfig(kind, upURL, slowURL string) string {
+func gatewayConfig(kind, upURL, slowURL, http1 string) string {
 	engine := func(name, url string, itl time.Duration) string {
 		if kind == "sim" {
 			return fmt.Sprintf("  %s:\n    kind: sim\n    sim:\n      inter_token_latency: %s\n"+
@@ -277,6 +278,9 @@ func gatewayConfig(kind, upURL, slowURL string) string {
 		fmt.Fprintf(&b, "  %s:\n    engines: [upstream-slow]\n", benchSlowModel)
 	}
 	b.WriteString("log:\n  level: warn\n")
+	if http1 != "" {
+		fmt.Fprintf(&b, "server:\n  http1: %s\n", http1)
+	}
 	return b.String()
 }
 

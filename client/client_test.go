@@ -93,16 +93,11 @@ models:
 	}
 	g.h = gw
 	srv := server.HTTPServer(gw, server.ListenOptions{})
-	srv.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			g.conns.Add(1)
-		}
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
+	go srv.Serve(countingListener{ln, &g.conns})
 	t.Cleanup(func() { srv.Close() })
 	g.url = "http://" + ln.Addr().String()
 	return g
@@ -537,4 +532,18 @@ func BenchmarkWarmH2C(b *testing.B) {
 			}
 		})
 	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }

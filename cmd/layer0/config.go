@@ -31,7 +31,7 @@ func runConfig(args []string, stdout io.Writer) error {
 	}
 	g.Close() //nolint:errcheck // built only to be checked
 	if t := c.Server.TLS; t.CertFile != "" {
-		if err := server.EnableTLS(&http.Server{}, t.CertFile, t.KeyFile, nil); err != nil {
+		if err := server.EnableTLS(&server.Front{Server: &http.Server{}}, t.CertFile, t.KeyFile, nil); err != nil {
 			return fmt.Errorf("config: %s: server.tls: %w", args[1], err)
 		}
 	}

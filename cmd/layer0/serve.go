@@ -102,6 +102,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
 		Logger:            logger,
+		HTTP1:             cfg.Server.HTTP1,
 	})
 	scheme := "http"
 	if t := cfg.Server.TLS; t.CertFile != "" {
@@ -128,7 +129,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		admin := server.HTTPServer(g.AdminHandler(), server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-			IdleTimeout: cfg.Server.IdleTimeout, Logger: logger})
+			IdleTimeout: cfg.Server.IdleTimeout, Logger: logger, HTTP1: cfg.Server.HTTP1})
 		go func() {
 			if err := server.Serve(ctx, admin, aln, cfg.Server.ShutdownTimeout, nil); err != nil {
 				logger.Error("admin listener stopped", "err", err)

@@ -65,6 +65,12 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 }
 
+// The servers of cleartext HTTP/1.1 (Server.HTTP1).
+const (
+	HTTP1Lean    = "lean"
+	HTTP1NetHTTP = "net/http"
+)
+
 // Server configures the listener.
 type Server struct {
 	// Addr is the HOST:PORT to listen on. Default "127.0.0.1:8080"; the --addr flag overrides it.
@@ -105,6 +111,10 @@ type Server struct {
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
 	TLS TLS `yaml:"tls"`
+	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: "lean" (layer0's own, less
+	// work per request) or "net/http" (Go's). TLS, HTTP/2 and h2c are served by Go's either
+	// way. Default "lean".
+	HTTP1 string `yaml:"http1"`
 	// HTTP3 also serves HTTP/3 (QUIC) over UDP on the same port, advertised to TLS clients with
 	// Alt-Svc. Only with TLS. Default false.
 	HTTP3 bool `yaml:"http3"`
@@ -498,6 +508,9 @@ func (c *Config) SetDefaults() {
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = 120 * time.Second
 	}
+	if s.HTTP1 == "" {
+		s.HTTP1 = HTTP1Lean
+	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
 	}
@@ -672,6 +685,9 @@ func (c *Config) Validate(kinds ...string) error {
 	}
 	if c.Server.MaxConnections < 0 {
 		errs.add("server.max_connections", "must be positive")
+	}
+	if h := c.Server.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
+		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
 	}
 	if c.Server.MaxBodyBytesInFlight < 0 {
 		errs.add("server.max_body_bytes_in_flight", "must be positive")

@@ -46,6 +46,7 @@ type conn struct {
 	// bodyDone is set once the handler cannot read from the connection any more (its body
 	// was read to its end): the watch may read from it then.
 	bodyDone atomic.Bool
+	remote   string // the client's address, formatted once
 	// wdl is set when the handler set a write deadline: it is cleared before the next request.
 	wdl bool
 }
@@ -84,6 +85,14 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) serve(ctx context.Context) {
 	defer c.close()
+	defer func() {
+		// A defect of this server ends the connection, never the process.
+		if v := recover(); v != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.srv.logf("h1server: panic serving a connection: %v\n%s", v, buf)
+		}
+	}()
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(c.nc)
 	c.br = br
@@ -152,7 +161,10 @@ func (c *conn) serve(ctx context.Context) {
 // newRequest readies c.req for the next request and returns it. A request is a fresh
 // http.Request: a handler's goroutines may keep it after the handler returned.
 func (c *conn) newRequest() *http.Request {
-	c.req = http.Request{RemoteAddr: c.nc.RemoteAddr().String()}
+	if c.remote == "" {
+		c.remote = c.nc.RemoteAddr().String()
+	}
+	c.req = http.Request{RemoteAddr: c.remote}
 	return &c.req
 }
 
@@ -181,6 +193,7 @@ func (c *conn) readHead(first bool) ([]byte, error) {
 		if len(buf) == c.br.Size() {
 			// The head is larger than the buffer: move to one large enough for the limit.
 			c.grow(min(2*c.br.Size(), limit+1))
+			from = 0
 			continue
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
@@ -201,6 +214,9 @@ var errSilentClose = errors.New("h1server: connection ended")
 // headEnd returns the length of the head at the start of buf — through the first empty line,
 // CRLF or bare LF — or 0 when it is not all there. from is where the search may resume.
 func headEnd(buf []byte, from int) int {
+	if from > len(buf) {
+		from = 0
+	}
 	for i := from; ; {
 		j := bytes.IndexByte(buf[i:], '\n')
 		if j < 0 {
@@ -338,7 +354,7 @@ func (c *conn) runHandler(r *http.Request) (ok bool) {
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
-			c.srv.logf("h1server: panic serving %s: %v\n%s", c.nc.RemoteAddr(), v, buf)
+			c.srv.logf("h1server: panic serving a connection: %v\n%s", v, buf)
 		}
 	}()
 	c.srv.Handler.ServeHTTP(&c.rw, r)

@@ -284,3 +284,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestLargeHead(t *testing.T) {
+	addr := start(t, &Server{Handler: echo, MaxHeaderBytes: 64 << 10})
+	big := strings.Repeat("b", 40<<10)
+	got := rawExchange(t, addr, "GET /big HTTP/1.1\r\nHost: a\r\nX-Test: "+big+"\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+	if !strings.Contains(got, "x="+big+" body=") || !strings.Contains(got, "GET /next /next a") {
+		t.Fatalf("a 40 KiB head and the request after it: got %.200q", got)
+	}
+}

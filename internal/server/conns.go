@@ -111,6 +111,14 @@ func (c *answerConn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes the connection (the lean server's linger before a close).
+func (c *answerConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // net/http writes its own errors in one write, as "HTTP/1.1 " + status + plainHeaders + body.
 var plainHeaders = []byte("\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n")
 

@@ -21,7 +21,7 @@ import (
 // benchGateway serves a gateway over loopback in front of internal/bench's fast upstream (100
 // tokens per answer): model "anth" is the upstream as an anthropic engine, "oai" as an openai
 // engine, "sim" the embedded simulator with zero delays. The access log goes to io.Discard.
-func benchGateway(b *testing.B) string {
+func benchGateway(b *testing.B, http1 string) string {
 	b.Helper()
 	up, err := bench.NewUpstream(bench.UpstreamConfig{Tokens: 100})
 	if err != nil {
@@ -55,7 +55,7 @@ models:
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second})
+	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second, HTTP1: http1})
 	go srv.Serve(ln) //nolint:errcheck // ends at Close
 	b.Cleanup(func() { srv.Close(); g.Close() })
 	return ln.Addr().String()
@@ -73,11 +73,17 @@ func binaryV1(model, text string, maxTokens uint16) []byte {
 }
 
 // BenchmarkGateway measures one request through the whole gateway — HTTP server, pipeline,
-// engine, upstream client, access log — over loopback, one request at a time. ns/op includes
-// the upstream's and the client's share (about 15 µs for a JSON round trip without the
-// gateway); allocs/op is the gateway's alone (neither allocates).
+// engine, upstream client, access log — over loopback, one request at a time, with each server
+// of cleartext HTTP/1.1. ns/op includes the upstream's and the client's share (about 15 µs for
+// a JSON round trip without the gateway); allocs/op is the gateway's alone (neither allocates).
 func BenchmarkGateway(b *testing.B) {
-	addr := benchGateway(b)
+	for _, front := range []string{server.HTTP1Lean, server.HTTP1NetHTTP} {
+		b.Run(strings.ReplaceAll(front, "/", ""), func(b *testing.B) { benchmarkGateway(b, front) })
+	}
+}
+
+func benchmarkGateway(b *testing.B, front string) {
+	addr := benchGateway(b, front)
 	const prompt = `"messages":[{"role":"user","content":"Write a story about a lighthouse keeper."}]`
 	tests := []struct {
 		name, path, contentType string

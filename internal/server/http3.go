@@ -42,7 +42,7 @@ const (
 // at once. 0-RTT is refused: data sent in 0-RTT can be replayed by anyone on the path, and every
 // layer0 request is a POST that starts a generation and spends rate limits, so a replay would
 // run it (and bill it) twice; clients pay one round trip per new connection instead.
-func ListenHTTP3(srv *http.Server, ln net.Listener) (*HTTP3, error) {
+func ListenHTTP3(srv *Front, ln net.Listener) (*HTTP3, error) {
 	if srv.TLSConfig == nil {
 		return nil, errors.New("server: http3: needs TLS (server.tls)")
 	}

@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	// Extended CONNECT on, before net/http and x/net/http2 read GODEBUG.
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/h1server"
 	_ "github.com/layer0ai/layer0/internal/h2xconnect"
 )
 
@@ -26,14 +29,43 @@ type ListenOptions struct {
 	// Logger receives net/http's own error lines (accept errors, TLS handshake failures) as
 	// JSON records at WARN; nil discards them.
 	Logger *slog.Logger
+	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: HTTP1Lean (package
+	// h1server) or HTTP1NetHTTP. Default HTTP1Lean. TLS, HTTP/2 and h2c are net/http's either way.
+	HTTP1 string
 }
 
-// HTTPServer returns an http.Server for h speaking HTTP/1.1 and HTTP/2 cleartext (prior
-// knowledge), with the timeouts of o.
-func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
+// The servers of cleartext HTTP/1.1 (ListenOptions.HTTP1, config server.http1).
+const (
+	HTTP1Lean    = config.HTTP1Lean
+	HTTP1NetHTTP = config.HTTP1NetHTTP
+)
+
+// Front is the server of one listener: net/http's http.Server for TLS (HTTP/1.1 and HTTP/2 by
+// ALPN), h2c and, when chosen, cleartext HTTP/1.1; else the lean HTTP/1.1 server in front of it
+// on cleartext connections, which hands it the connections that open with HTTP/2's preface.
+// Its Serve, Shutdown and Close cover both.
+type Front struct {
+	*http.Server
+	lean           bool
+	maxHeaderBytes int
+
+	mu sync.Mutex
+	h1 *h1server.Server // while serving cleartext connections with the lean server
+	h2 *handoff
+}
+
+// HTTPServer returns the server of a listener for h speaking HTTP/1.1 and HTTP/2 cleartext
+// (prior knowledge), with the timeouts of o.
+func HTTPServer(h http.Handler, o ListenOptions) *Front {
 	if o.MaxHeaderBytes == 0 {
 		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
 	}
+	f := &Front{Server: netHTTPServer(h, o), lean: o.HTTP1 != HTTP1NetHTTP, maxHeaderBytes: o.MaxHeaderBytes}
+	return f
+}
+
+// netHTTPServer is net/http's server of a listener.
+func netHTTPServer(h http.Handler, o ListenOptions) *http.Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
@@ -68,6 +100,104 @@ func HTTPServer(h http.Handler, o ListenOptions) *http.Server {
 		},
 	}
 }
+
+// Serve serves the connections of ln until Shutdown or Close, and returns
+// http.ErrServerClosed then.
+func (f *Front) Serve(ln net.Listener) error {
+	if !f.lean || f.TLSConfig != nil {
+		return f.Server.Serve(ln)
+	}
+	srv := f.Server
+	h2 := &handoff{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	h1 := &h1server.Server{
+		Handler:           srv.Handler, // read now: ListenHTTP3 wraps it
+		ReadHeaderTimeout: srv.ReadHeaderTimeout,
+		IdleTimeout:       srv.IdleTimeout,
+		MaxHeaderBytes:    f.maxHeaderBytes,
+		ErrorAnswer:       errorAnswer,
+		HTTP2:             h2.give,
+		ErrorLog:          srv.ErrorLog,
+	}
+	if srv.BaseContext != nil {
+		h1.BaseContext = func() context.Context { return srv.BaseContext(ln) }
+	}
+	f.mu.Lock()
+	f.h1, f.h2 = h1, h2
+	f.mu.Unlock()
+	go srv.Serve(h2) //nolint:errcheck // ends with Shutdown or Close, as h1 does
+	return h1.Serve(ln)
+}
+
+// Shutdown stops both servers gracefully (see http.Server.Shutdown).
+func (f *Front) Shutdown(ctx context.Context) error {
+	f.mu.Lock()
+	h1 := f.h1
+	f.mu.Unlock()
+	if h1 == nil {
+		return f.Server.Shutdown(ctx)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- h1.Shutdown(ctx) }()
+	err := f.Server.Shutdown(ctx)
+	return errors.Join(err, <-errc)
+}
+
+// Close closes both servers' listeners and connections at once.
+func (f *Front) Close() error {
+	f.mu.Lock()
+	h1 := f.h1
+	f.mu.Unlock()
+	if h1 != nil {
+		_ = h1.Close()
+	}
+	return f.Server.Close()
+}
+
+// errorAnswer is the lean server's answer to a request it could not read: the JSON error of
+// the Anthropic format, as net/http's plain-text ones are rewritten (answerConn).
+func errorAnswer(status int, reason string) []byte {
+	return jsonAnswer([]byte(strconv.Itoa(status)+" "+statusText(status)), []byte(reason))
+}
+
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	return "status code " + strconv.Itoa(code)
+}
+
+// handoff is the listener net/http's server accepts h2c connections from: the lean server
+// gives it each connection that opened with HTTP/2's preface.
+type handoff struct {
+	addr  net.Addr
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func (h *handoff) give(c net.Conn) {
+	select {
+	case h.conns <- c:
+	case <-h.done:
+		_ = c.Close()
+	}
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.conns:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoff) Close() error {
+	h.once.Do(func() { close(h.done) })
+	return nil
+}
+
+func (h *handoff) Addr() net.Addr { return h.addr }
 
 // h2HeaderPad is what Go's HTTP/2 servers add to http.Server.MaxHeaderBytes before announcing it
 // as SETTINGS_MAX_HEADER_LIST_SIZE (32 bytes of per-field overhead for ten fields).
@@ -109,7 +239,7 @@ func Listen(addr string, lim ConnLimit) (net.Listener, error) {
 // error in their own format (ErrShutdown), so no stream is cut silently and every request is still
 // logged; Serve then returns an error wrapping ErrDrainTimeout. ready, when non-nil, is called
 // with the bound address once listening.
-func Serve(ctx context.Context, srv *http.Server, ln net.Listener, drain time.Duration, ready func(net.Addr)) error {
+func Serve(ctx context.Context, srv *Front, ln net.Listener, drain time.Duration, ready func(net.Addr)) error {
 	if srv.TLSConfig != nil {
 		if l, ok := ln.(*limitListener); ok {
 			l.lim.TLS = true // a refused connection is closed, not answered in cleartext

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -20,7 +19,7 @@ const ALPNAnthropic = "anthropic-v3"
 // h2 and http/1.1 (in that order of server preference). The files are re-read when they change
 // (checked at most once a second, at handshakes), so a renewed certificate is served without a
 // restart; a broken renewal is logged and the previous certificate kept.
-func EnableTLS(srv *http.Server, certFile, keyFile string, logger *slog.Logger) error {
+func EnableTLS(srv *Front, certFile, keyFile string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -40,7 +39,7 @@ func EnableTLS(srv *http.Server, certFile, keyFile string, logger *slog.Logger) 
 	}
 	// ConfigureServer registers h2 and sets NextProtos to h2, http/1.1; anthropic-v3 goes first
 	// and is served by the same HTTP/2 server.
-	if err := http2.ConfigureServer(srv, h2); err != nil {
+	if err := http2.ConfigureServer(srv.Server, h2); err != nil {
 		return fmt.Errorf("server: tls: %w", err)
 	}
 	// The same handler as h2's, so both get the server's base context (the drain's cancellation).
