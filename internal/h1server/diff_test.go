@@ -402,7 +402,7 @@ func nonNil(h http.Header) http.Header {
 // A problem is one way the server under test diverged from net/http.
 type problem struct {
 	req  int    // the request's index; -1 for the connection as a whole
-	kind string // "extra" (a request net/http never delivered), a field's name, "body", "answers", "return"
+	kind string // "extra" (a request net/http never delivered), a field's name, "body", "answers", "hang", "panic", "return"
 	msg  string
 }
 
