@@ -53,7 +53,8 @@ func serveListener(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*la
 		t.Fatal(err)
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Logger: logger})
+		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Logger: logger,
+		HTTP1: frontOf(t, cfg)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.Serve(ctx, srv, ln, time.Second, nil) }()
@@ -63,6 +64,26 @@ func serveListener(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*la
 		g.Close()
 	})
 	return g, ln.Addr().String(), logs
+}
+
+// forFronts runs f once with each server of cleartext HTTP/1.1, in subtests named after them:
+// the listener's protections hold whichever serves the connections.
+func forFronts(t *testing.T, f func(t *testing.T)) {
+	for _, front := range []string{server.HTTP1Lean, server.HTTP1NetHTTP} {
+		t.Run(front, f)
+	}
+}
+
+// frontOf is the server of cleartext HTTP/1.1 a test serves with: the one its forFronts subtest
+// is named after, else the configuration's.
+func frontOf(t testing.TB, cfg *config.Config) string {
+	if strings.HasSuffix(t.Name(), "/"+server.HTTP1NetHTTP) {
+		return server.HTTP1NetHTTP
+	}
+	if strings.HasSuffix(t.Name(), "/"+server.HTTP1Lean) {
+		return server.HTTP1Lean
+	}
+	return cfg.Server.HTTP1
 }
 
 // closedWithin reads c until the server closes it, failing when that takes longer than limit;
@@ -140,303 +161,325 @@ func jsonError(t *testing.T, raw string) (int, string, http.Header) {
 }
 
 func TestSlowHeadersClosed(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 300ms"))
-	c := dial(t, addr)
-	// Headers one byte at a time, never finished.
-	go func() {
-		for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
-			if _, err := c.Write([]byte{b}); err != nil {
-				return
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 300ms"))
+		c := dial(t, addr)
+		// Headers one byte at a time, never finished.
+		go func() {
+			for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	closedWithin(t, c, 3*time.Second)
-	healthy(t, addr)
+		}()
+		closedWithin(t, c, 3*time.Second)
+		healthy(t, addr)
+	})
 }
 
 // A refused request is answered at once and the connection closed: the server does not wait for
 // a body it will not read.
 func TestRefusedBeforeBodyAnsweredAndClosed(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
-	c := dial(t, addr)
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
-	raw := closedWithin(t, c, 3*time.Second)
-	status, typ, _ := jsonError(t, raw)
-	if status != http.StatusUnauthorized || typ != "authentication_error" {
-		t.Fatalf("got %d %s, want 401 authentication_error", status, typ)
-	}
-	if !strings.Contains(raw, "\r\nConnection: close\r\n") {
-		t.Fatalf("no Connection: close in %q", raw)
-	}
-	healthy(t, addr)
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+		raw := closedWithin(t, c, 3*time.Second)
+		status, typ, _ := jsonError(t, raw)
+		if status != http.StatusUnauthorized || typ != "authentication_error" {
+			t.Fatalf("got %d %s, want 401 authentication_error", status, typ)
+		}
+		if !strings.Contains(raw, "\r\nConnection: close\r\n") {
+			t.Fatalf("no Connection: close in %q", raw)
+		}
+		healthy(t, addr)
+	})
 }
 
 func TestDeclaredBodyNeverSent(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 700ms"))
-	c := dial(t, addr)
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
-	start := time.Now()
-	raw := closedWithin(t, c, 3*time.Second)
-	if took := time.Since(start); took < 600*time.Millisecond {
-		t.Fatalf("closed after %s, before the body timeout", took)
-	}
-	status, typ, _ := jsonError(t, raw)
-	if status != http.StatusRequestTimeout || typ != "timeout_error" {
-		t.Fatalf("got %d %s, want 408 timeout_error", status, typ)
-	}
-	healthy(t, addr)
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 700ms"))
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
+		start := time.Now()
+		raw := closedWithin(t, c, 3*time.Second)
+		if took := time.Since(start); took < 600*time.Millisecond {
+			t.Fatalf("closed after %s, before the body timeout", took)
+		}
+		status, typ, _ := jsonError(t, raw)
+		if status != http.StatusRequestTimeout || typ != "timeout_error" {
+			t.Fatalf("got %d %s, want 408 timeout_error", status, typ)
+		}
+		healthy(t, addr)
+	})
 }
 
 // An authenticated body sent at one byte every 100ms gets 408 at the whole-body deadline.
 func TestBodySlowloris(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 1s"))
-	c := dial(t, addr)
-	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for i := 0; i < len(body); i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 1s"))
+		c := dial(t, addr)
+		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for i := 0; i < len(body); i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := c.Write([]byte{body[i]}); err != nil {
+					return
+				}
 			}
-			if _, err := c.Write([]byte{body[i]}); err != nil {
-				return
-			}
+		}()
+		raw := closedWithin(t, c, 4*time.Second)
+		if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
+			t.Fatalf("status %d, want 408", status)
 		}
-	}()
-	raw := closedWithin(t, c, 4*time.Second)
-	if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
-		t.Fatalf("status %d, want 408", status)
-	}
-	healthy(t, addr)
+		healthy(t, addr)
+	})
 }
 
 // Under the minimum rate a body is refused before the whole-body deadline: after the grace,
 // the deadline moves by one second per min_body_rate bytes.
 func TestBodyUnderMinimumRate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the rate's grace")
-	}
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 60s\n  min_body_rate: 1000"))
-	c := dial(t, addr)
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
-	c.Write(bytes.Repeat([]byte(" "), 1000)) // one second's worth
-	start := time.Now()
-	raw := closedWithin(t, c, server.BodyRateGrace+4*time.Second)
-	if took := time.Since(start); took < server.BodyRateGrace {
-		t.Fatalf("closed after %s, inside the grace", took)
-	}
-	if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
-		t.Fatalf("status %d, want 408", status)
-	}
+	forFronts(t, func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("waits for the rate's grace")
+		}
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 60s\n  min_body_rate: 1000"))
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
+		c.Write(bytes.Repeat([]byte(" "), 1000)) // one second's worth
+		start := time.Now()
+		raw := closedWithin(t, c, server.BodyRateGrace+4*time.Second)
+		if took := time.Since(start); took < server.BodyRateGrace {
+			t.Fatalf("closed after %s, inside the grace", took)
+		}
+		if status, _, _ := jsonError(t, raw); status != http.StatusRequestTimeout {
+			t.Fatalf("status %d, want 408", status)
+		}
+	})
 }
 
 func TestConnectionCap(t *testing.T) {
-	t.Parallel()
-	g, addr, logs := serveListener(t, hardConfig(t, "  max_connections: 4"))
-	_ = g
-	// Four idle connections take every slot…
-	held := make([]net.Conn, 4)
-	for i := range held {
-		held[i] = dial(t, addr)
-		fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted and served: the slot is taken
-		br := bufio.NewReader(held[i])
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	// …so a fifth gets a 503 in JSON and is closed.
-	c := dial(t, addr)
-	raw := closedWithin(t, c, 3*time.Second)
-	status, typ, h := jsonError(t, raw)
-	if status != http.StatusServiceUnavailable || typ != "overloaded_error" || h.Get("Retry-After") == "" {
-		t.Fatalf("got %d %s retry-after %q, want 503 overloaded_error with retry-after", status, typ, h.Get("Retry-After"))
-	}
-	if !strings.Contains(logs.String(), `"msg":"connection refused: the listener is at max_connections"`) {
-		t.Fatalf("no log line for the refusal: %s", logs.String())
-	}
-	// One slot freed: the server answers again.
-	held[0].Close()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		c := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := c.Get("http://" + addr + "/healthz")
-		if err == nil && resp.StatusCode == http.StatusOK {
-			resp.Body.Close()
-			break
-		}
-		if resp != nil {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		g, addr, logs := serveListener(t, hardConfig(t, "  max_connections: 4"))
+		_ = g
+		// Four idle connections take every slot…
+		held := make([]net.Conn, 4)
+		for i := range held {
+			held[i] = dial(t, addr)
+			fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted and served: the slot is taken
+			br := bufio.NewReader(held[i])
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			resp.Body.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot freed after a close: %v", err)
+		// …so a fifth gets a 503 in JSON and is closed.
+		c := dial(t, addr)
+		raw := closedWithin(t, c, 3*time.Second)
+		status, typ, h := jsonError(t, raw)
+		if status != http.StatusServiceUnavailable || typ != "overloaded_error" || h.Get("Retry-After") == "" {
+			t.Fatalf("got %d %s retry-after %q, want 503 overloaded_error with retry-after", status, typ, h.Get("Retry-After"))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The refusal is counted (the fifth; the wait for a free slot may have been refused too).
-	if v := metricValue(t, "http://"+addr, "layer0_connections_refused_total"); v < 1 {
-		t.Fatalf("layer0_connections_refused_total %v, want at least 1", v)
-	}
+		if !strings.Contains(logs.String(), `"msg":"connection refused: the listener is at max_connections"`) {
+			t.Fatalf("no log line for the refusal: %s", logs.String())
+		}
+		// One slot freed: the server answers again.
+		held[0].Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			c := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := c.Get("http://" + addr + "/healthz")
+			if err == nil && resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
+				break
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no slot freed after a close: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// The refusal is counted (the fifth; the wait for a free slot may have been refused too).
+		if v := metricValue(t, "http://"+addr, "layer0_connections_refused_total"); v < 1 {
+			t.Fatalf("layer0_connections_refused_total %v, want at least 1", v)
+		}
+	})
 }
 
 // Bodies that declare the maximum size and send one byte hold what they sent, not what they
 // declared: 100 of them (3.2 GB declared) must keep the heap under 64 MiB more.
 func TestDeclaredBodiesDoNotPinMemory(t *testing.T) {
-	g, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
-	const n = 100
-	const bound = 64 << 20
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := 0; i < n; i++ {
-		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
-	}
-	// Wait until every body is being read.
-	deadline := time.Now().Add(10 * time.Second)
-	for g.BodyBytesInFlight() < n*16<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bodies in flight hold %d bytes, want %d connections reading", g.BodyBytesInFlight(), n)
+	forFronts(t, func(t *testing.T) {
+		g, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
+		const n = 100
+		const bound = 64 << 20
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := 0; i < n; i++ {
+			c := dial(t, addr)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
-	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d connections declaring 32 MiB and sending 1 byte: heap +%d KiB, bodies hold %d KiB", n, grew>>10, g.BodyBytesInFlight()>>10)
-	if grew > bound {
-		t.Fatalf("heap grew by %d bytes with %d one-byte bodies, over the bound of %d", grew, n, bound)
-	}
+		// Wait until every body is being read.
+		deadline := time.Now().Add(10 * time.Second)
+		for g.BodyBytesInFlight() < n*16<<10 {
+			if time.Now().After(deadline) {
+				t.Fatalf("bodies in flight hold %d bytes, want %d connections reading", g.BodyBytesInFlight(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		t.Logf("%d connections declaring 32 MiB and sending 1 byte: heap +%d KiB, bodies hold %d KiB", n, grew>>10, g.BodyBytesInFlight()>>10)
+		if grew > bound {
+			t.Fatalf("heap grew by %d bytes with %d one-byte bodies, over the bound of %d", grew, n, bound)
+		}
+	})
 }
 
 // When the bodies in flight hold the whole budget, one more is refused with 503 and retry-after.
 func TestBodyBudget(t *testing.T) {
-	t.Parallel()
-	g, addr, _ := serveListener(t, hardConfig(t, "  max_body_bytes: 65536\n  max_body_bytes_in_flight: 65536"))
-	for i := 0; i < 4; i++ { // 4 × 16 KiB: the budget
-		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g.BodyBytesInFlight() < 4*16<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bodies hold %d bytes", g.BodyBytesInFlight())
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		g, addr, _ := serveListener(t, hardConfig(t, "  max_body_bytes: 65536\n  max_body_bytes_in_flight: 65536"))
+		for i := 0; i < 4; i++ { // 4 × 16 KiB: the budget
+			c := dial(t, addr)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c := dial(t, addr)
-	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
-	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("got %d retry-after %q, want 503 with retry-after", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
+		deadline := time.Now().Add(5 * time.Second)
+		for g.BodyBytesInFlight() < 4*16<<10 {
+			if time.Now().After(deadline) {
+				t.Fatalf("bodies hold %d bytes", g.BodyBytesInFlight())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		c := dial(t, addr)
+		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("got %d retry-after %q, want 503 with retry-after", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	})
 }
 
 // Headers over the limit, and requests net/http cannot parse, get JSON errors too.
 func TestUnparsableRequestsGetJSON(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 2s"))
-	for name, req := range map[string]string{
-		"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
-		"bad request line":       "GARBAGE\r\n\r\n",
-		"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
-	} {
-		c := dial(t, addr)
-		io.WriteString(c, req)
-		raw := closedWithin(t, c, 3*time.Second)
-		status, typ, _ := jsonError(t, raw)
-		if name == "headers over the limit" && (status != http.StatusRequestHeaderFieldsTooLarge || typ != "request_too_large") {
-			t.Fatalf("%s: got %d %s, want 431 request_too_large", name, status, typ)
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 2s"))
+		for name, req := range map[string]string{
+			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
+			"bad request line":       "GARBAGE\r\n\r\n",
+			"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+		} {
+			c := dial(t, addr)
+			io.WriteString(c, req)
+			raw := closedWithin(t, c, 3*time.Second)
+			status, typ, _ := jsonError(t, raw)
+			if name == "headers over the limit" && (status != http.StatusRequestHeaderFieldsTooLarge || typ != "request_too_large") {
+				t.Fatalf("%s: got %d %s, want 431 request_too_large", name, status, typ)
+			}
+			if name != "headers over the limit" && status != http.StatusBadRequest {
+				t.Fatalf("%s: got %d, want 400", name, status)
+			}
 		}
-		if name != "headers over the limit" && status != http.StatusBadRequest {
-			t.Fatalf("%s: got %d, want 400", name, status)
-		}
-	}
+	})
 }
 
 // A client that sends half its body and leaves is a canceled request, not a 400.
 func TestClientGoneMidBodyIsCanceled(t *testing.T) {
-	t.Parallel()
-	_, addr, _ := serveListener(t, hardConfig(t, ""))
-	before, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`)
-	c := dial(t, addr)
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
-	time.Sleep(100 * time.Millisecond)
-	c.Close()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if v, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`); v == before+1 {
-			break
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, ""))
+		before, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`)
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
+		time.Sleep(100 * time.Millisecond)
+		c.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			if v, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`); v == before+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				inv, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="invalid"`)
+				t.Fatalf("canceled not counted; invalid=%v", inv)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			inv, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="invalid"`)
-			t.Fatalf("canceled not counted; invalid=%v", inv)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 }
 
 // A client that stops reading a stream is disconnected after the write timeout instead of
 // holding the request forever.
 func TestStalledReaderDisconnected(t *testing.T) {
-	t.Parallel()
-	cfg := parseConfig(t, fmt.Sprintf(`
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		cfg := parseConfig(t, fmt.Sprintf(`
 server: {write_timeout: 500ms}
 engines: {echo: {kind: sim, sim: {mode: echo}}}
 models: {sim: {engines: [echo]}}
 keys: [{name: tester, hash: %s}]
 `, authHash(hardKey)))
-	_, addr, _ := serveListener(t, cfg)
-	d := net.Dialer{}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	// The echo engine repeats 750 KB of words: tens of megabytes of events, more than any socket
-	// buffers hold.
-	body := `{"model":"sim","max_tokens":1000000,"stream":true,"messages":[{"role":"user","content":"` +
-		strings.Repeat("word ", 150000) + `"}]}`
-	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
-	// Never read. The request must end (stream error or canceled) within seconds.
-	base := "http://" + addr
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		v, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="stream_error"`)
-		w, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="canceled"`)
-		o, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="ok"`)
-		if inv, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="invalid"`); inv > 0 {
-			t.Fatal("the request was refused")
+		_, addr, _ := serveListener(t, cfg)
+		d := net.Dialer{}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if v+w+o >= 1 {
-			if o >= 1 {
-				t.Skip("the whole answer fit in the socket buffers; nothing stalled")
+		defer conn.Close()
+		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+		// The echo engine repeats 750 KB of words: tens of megabytes of events, more than any socket
+		// buffers hold.
+		body := `{"model":"sim","max_tokens":1000000,"stream":true,"messages":[{"role":"user","content":"` +
+			strings.Repeat("word ", 150000) + `"}]}`
+		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		// Never read. The request must end (stream error or canceled) within seconds.
+		base := "http://" + addr
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			v, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="stream_error"`)
+			w, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="canceled"`)
+			o, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="ok"`)
+			if inv, _ := findMetric(t, base, "layer0_requests_total", `model="sim"`, `outcome="invalid"`); inv > 0 {
+				t.Fatal("the request was refused")
 			}
-			return
+			if v+w+o >= 1 {
+				if o >= 1 {
+					t.Skip("the whole answer fit in the socket buffers; nothing stalled")
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a stream to a client that stopped reading was still running after 15s")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a stream to a client that stopped reading was still running after 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 }
 
 func TestNegotiateIgnoresHost(t *testing.T) {
@@ -577,64 +620,68 @@ keys:
 
 // An overloaded answer's status line has a reason phrase, not net/http's "status code 529".
 func TestStatusLine529(t *testing.T) {
-	t.Parallel()
-	cfg := parseConfig(t, fmt.Sprintf(`
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		cfg := parseConfig(t, fmt.Sprintf(`
 engines: {busy: {kind: sim, sim: {fail: {status: 529}}}}
 models: {sim: {engines: [busy]}}
 keys: [{name: tester, hash: %s}]
 `, authHash(hardKey)))
-	_, addr, _ := serveListener(t, cfg)
-	c := dial(t, addr)
-	body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
-	raw := closedWithin(t, c, 5*time.Second)
-	if !strings.HasPrefix(raw, "HTTP/1.1 529 Overloaded\r\n") {
-		t.Fatalf("status line: %q", strings.SplitN(raw, "\r\n", 2)[0])
-	}
-	if status, typ, _ := jsonError(t, raw); status != 529 || typ != "overloaded_error" {
-		t.Fatalf("got %d %s", status, typ)
-	}
+		_, addr, _ := serveListener(t, cfg)
+		c := dial(t, addr)
+		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		raw := closedWithin(t, c, 5*time.Second)
+		if !strings.HasPrefix(raw, "HTTP/1.1 529 Overloaded\r\n") {
+			t.Fatalf("status line: %q", strings.SplitN(raw, "\r\n", 2)[0])
+		}
+		if status, typ, _ := jsonError(t, raw); status != 529 || typ != "overloaded_error" {
+			t.Fatalf("got %d %s", status, typ)
+		}
+	})
 }
 
 // Bodies that outgrow the first pooled buffer, many at once: each request is answered from its
 // own body (the echo engine repeats it), never from another request's bytes.
 func TestGrownBodiesStayTheirOwn(t *testing.T) {
-	t.Parallel()
-	cfg := parseConfig(t, fmt.Sprintf(`
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		cfg := parseConfig(t, fmt.Sprintf(`
 engines: {echo: {kind: sim, sim: {mode: echo}}}
 models: {sim: {engines: [echo]}}
 keys: [{name: tester, hash: %s}]
 `, authHash(hardKey)))
-	_, addr, _ := serveListener(t, cfg)
-	c := &http.Client{Timeout: 20 * time.Second}
-	errs := make(chan error, 64)
-	for g := 0; g < 8; g++ {
-		go func() {
-			for i := 0; i < 8; i++ {
-				marker := fmt.Sprintf("marker%dx%d", g, i)
-				text := marker + strings.Repeat(" filler", 8000) // about 56 KB: the buffer grows twice
-				body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"` + text + `"}]}`
-				req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader(body))
-				req.Header.Set("X-Api-Key", hardKey)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := c.Do(req)
-				if err != nil {
-					errs <- err
-					continue
+		_, addr, _ := serveListener(t, cfg)
+		c := &http.Client{Timeout: 20 * time.Second}
+		errs := make(chan error, 64)
+		for g := 0; g < 8; g++ {
+			go func() {
+				for i := 0; i < 8; i++ {
+					marker := fmt.Sprintf("marker%dx%d", g, i)
+					text := marker + strings.Repeat(" filler", 8000) // about 56 KB: the buffer grows twice
+					body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"` + text + `"}]}`
+					req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/messages", strings.NewReader(body))
+					req.Header.Set("X-Api-Key", hardKey)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := c.Do(req)
+					if err != nil {
+						errs <- err
+						continue
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), marker) {
+						errs <- fmt.Errorf("%s: %d %.200s", marker, resp.StatusCode, b)
+						continue
+					}
+					errs <- nil
 				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), marker) {
-					errs <- fmt.Errorf("%s: %d %.200s", marker, resp.StatusCode, b)
-					continue
-				}
-				errs <- nil
-			}
-		}()
-	}
-	for n := 0; n < 64; n++ {
-		if err := <-errs; err != nil {
-			t.Error(err)
+			}()
 		}
-	}
+		for n := 0; n < 64; n++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }

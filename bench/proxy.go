@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/h1"
+	"github.com/layer0ai/layer0/internal/server"
 )
 
 // The bare proxy is the report's reference for what layer0's own logic costs: the same HTTP
-// stack on both sides as layer0 (net/http's server towards the client, internal/h1 towards the
-// upstream) and nothing else — no decoding, auth, limits, routing, metrics or log. Whatever
+// stack on both sides as layer0 (the server of cleartext HTTP/1.1 the report's -http1 names —
+// h1server or net/http — towards the client, internal/h1 towards the upstream) and nothing else — no decoding, auth, limits, routing, metrics or log. Whatever
 // layer0 costs beyond it is its logic; what the bare proxy costs is the floor of this design on
 // the machine.
 const childProxy = "child-proxy"
@@ -27,6 +28,7 @@ const childProxy = "child-proxy"
 func runProxyChild(args []string) error {
 	fs := flag.NewFlagSet(childProxy, flag.ContinueOnError)
 	upstream := fs.String("upstream", "", "upstream host:port")
+	http1 := fs.String("http1", "lean", "server towards the client: lean or net/http")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func runProxyChild(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	srv := server.HTTPServer(p, server.ListenOptions{ReadHeaderTimeout: 10 * time.Second, HTTP1: *http1})
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Printf("ready %s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)

@@ -189,7 +189,7 @@ func report(ctx context.Context, o options, w io.Writer) error {
 	}
 	var proxy *child
 	if o.proxy {
-		if proxy, err = startChild(o.out, "bare-proxy", childProxy, "--upstream", up.fields[0]); err != nil {
+		if proxy, err = startChild(o.out, "bare-proxy", childProxy, "--upstream", up.fields[0], "--http1", o.http1); err != nil {
 			return err
 		}
 		defer proxy.stop()

@@ -282,10 +282,11 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 	ok := c.runHandler(r2)
 	gone := c.stopWatch()
 	cancel(context.Canceled)
-	if !ok || gone {
+	if !ok {
 		return false
 	}
-	if err := c.rw.finish(); err != nil {
+	if err := c.rw.finish(); err != nil || gone {
+		// A client that half-closed its side still gets the answer, as net/http gives it.
 		return false
 	}
 	if c.wdl {
@@ -295,7 +296,8 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 	if !c.rb.done {
 		// The body the handler left: read and dropped when short, else the connection ends
 		// (after the client had time to read the answer: see linger).
-		if c.rw.closeAfter || c.rb.expect100 && !c.rb.sent100 || c.rb.err != nil || !c.discardBody() {
+		// A client that waited for 100 Continue may or may not send the rest: net/http closes.
+		if c.rw.closeAfter || c.rb.expect100 || c.rb.err != nil || !c.discardBody() {
 			c.linger()
 			return false
 		}

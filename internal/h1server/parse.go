@@ -37,8 +37,8 @@ type framing struct {
 // ending in CRLF only, no line folding, no space before a colon, one Host, at most one
 // Content-Length, a Transfer-Encoding only of exactly "chunked" on HTTP/1.1 and never beside
 // a Content-Length, no CONNECT. What it accepts it reads as net/http reads it: the same method,
-// target, URL, Host and header map (canonical keys, Host removed, Connection removed when it says
-// close, Pragma: no-cache completed with Cache-Control), and the same body framing.
+// target, URL, Host and header map (canonical keys, Host removed, Pragma: no-cache completed
+// with Cache-Control), and the same body framing.
 //
 // The strings of r (method, target, header values) are substrings of one copy of head.
 func parseHead(head []byte, r *http.Request) (framing, error) {
@@ -138,6 +138,11 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		if len(cls) > 0 {
 			return f, badRequest("both Transfer-Encoding and Content-Length")
 		}
+		if _, ok := h["Trailer"]; ok {
+			// Trailer fields are refused (the body's reader fails on any), so is their
+			// announcement.
+			return f, badRequest("trailer fields are not accepted")
+		}
 		f.chunked, f.length = true, -1
 		delete(h, "Transfer-Encoding")
 	} else if len(cls) == 1 {
@@ -148,14 +153,12 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		f.length = n
 	}
 
-	// Connection: net/http removes the header when it says close.
 	conn := h["Connection"]
 	if f.minor == 0 {
 		f.close = !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 	}
 	if httpguts.HeaderValuesContainsToken(conn, "close") {
 		f.close = true
-		delete(h, "Connection")
 	}
 
 	if e := h["Expect"]; len(e) > 0 {
