@@ -554,7 +554,43 @@ type knownDivergence struct {
 // Trailer announcing Content-Length, Transfer-Encoding or Trailer was accepted; Connection:
 // close was removed from r.Header; a client that half-closed lost a slow handler's answer; an
 // Expect: 100-continue request read in part kept the connection (net/http closes it).
-var knownDivergences = []knownDivergence{}
+var knownDivergences = []knownDivergence{
+	{
+		// net/http decides to close after the answer from the first Connection field only,
+		// and with space and tab as token boundaries besides commas (its hasToken): it closes
+		// on HTTP/1.1 "Connection: foo close", and on HTTP/1.0 "Connection: x" then
+		// "Connection: keep-alive". The lean server reads the comma-separated tokens of all
+		// fields (httpguts) and serves the next request.
+		name: "connection-tokens-read-differently",
+		explain: func(ref, got *outcome, p problem) bool {
+			if p.kind != "extra" || len(ref.reqs) == 0 || p.req < len(ref.reqs) {
+				return false
+			}
+			last := got.reqs[len(ref.reqs)-1]
+			first := ""
+			if v := last.Header["Connection"]; len(v) > 0 {
+				first = v[0]
+			}
+			if last.ProtoMinor == 0 {
+				return !netHTTPHasToken(first, "keep-alive")
+			}
+			return netHTTPHasToken(first, "close")
+		},
+	},
+}
+
+// netHTTPHasToken is net/http's hasToken: token in v, case-insensitively, bounded by the
+// string's ends, spaces, tabs or commas.
+func netHTTPHasToken(v, token string) bool {
+	boundary := func(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		end := sp + len(token)
+		if (sp == 0 || boundary(v[sp-1])) && (end == len(v) || boundary(v[end])) && strings.EqualFold(v[sp:end], token) {
+			return true
+		}
+	}
+	return false
+}
 
 // explainKnown returns the name of a known divergence when every problem is one, else "".
 func explainKnown(ref, got *outcome, problems []problem) string {
@@ -820,6 +856,9 @@ var seeds = []seed{
 	{name: "found-trailer-declares-te", raw: post("Transfer-Encoding: chunked\r\nTrailer: transfer-encoding\r\n", "0\r\n\r\n"), reject: true},
 	{name: "found-expect-partial-read-cl", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello" + smuggled},
 	{name: "found-expect-partial-read-chunked", raw: "POST /read1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + smuggled},
+	{name: "found-connection-space-close", raw: "GET / HTTP/1.1\r\nHost: x\r\nConnection: foo close\r\n\r\n" + smuggled},
+	{name: "found-connection-obs-text-close", raw: "GET / HTTP/1.1\r\nHost: x\r\nConnection:\x82 close\r\n\r\n" + smuggled},
+	{name: "found-connection-http10-second-keepalive", raw: "GET / HTTP/1.0\r\nConnection: x\r\nConnection: keep-alive\r\n\r\n" + smuggled},
 	{name: "found-connection-keepalive-close", raw: "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n"},
 	{name: "pipelined-then-bad", raw: "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n", reject: true, delivered: 1},
 }
