@@ -31,7 +31,10 @@ func genRequest(r *rand.Rand, b *strings.Builder) {
 		fmt.Fprintf(b, "Host: %s\r\n", pick(r, "x", "h.example:8080", "[::1]", "", "x"))
 	}
 	if r.IntN(4) == 0 {
-		fmt.Fprintf(b, "Connection: %s\r\n", pick(r, "close", "keep-alive", "Keep-Alive, close", "upgrade"))
+		fmt.Fprintf(b, "Connection: %s\r\n", pick(r, "close", "keep-alive", "Keep-Alive, close", "upgrade", "x close", "x,keep-alive"))
+		if r.IntN(3) == 0 {
+			fmt.Fprintf(b, "Connection: %s\r\n", pick(r, "close", "keep-alive", "x"))
+		}
 	}
 	if r.IntN(8) == 0 {
 		fmt.Fprintf(b, "Expect: %s\r\n", pick(r, "100-continue", "100-Continue", "nope"))
