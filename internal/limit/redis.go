@@ -339,7 +339,7 @@ func (s *Redis) staleAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.gauges {
-		g.stale.Store(true)
+		g.markStale()
 	}
 }
 

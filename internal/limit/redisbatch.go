@@ -183,7 +183,6 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 	var calls [2]scriptCall
 	var idx [2]int
 	var ops [2]gaugeOp
-	var args [2][11]any
 	nc := 0
 	for i, sc := range scopes {
 		idx[i] = -1
@@ -212,9 +211,8 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
 			}
 		}
-		args[nc] = [11]any{n / 1e9, n % 1e9, rinc, int64(sc.req.rate.Period), need, int64(sc.out.rate.Period),
-			"", "", int64(-1), sc.conc.max, s.ttlMS}
-		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: args[nc][:]}
+		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
+			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS}}
 		idx[i] = nc
 		nc++
 	}
@@ -226,18 +224,18 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		if idx[i] < 0 || sc.conc.cell == nil {
 			continue
 		}
-		op, entered := s.mineGauge(sc.conc.cell).enter(ctx)
+		op, entered := s.mineGauge(sc.conc.cell).enter(ctx, false)
 		if !entered {
 			for j := range i {
 				if ops[j].g != nil {
-					ops[j].exit(opDone) // nothing sent: Redis is as it was
+					ops[j].exit(opNotSent)
 				}
 			}
 			return res, false
 		}
 		ops[i] = op
 		a := calls[idx[i]].args
-		a[6], a[7], a[8] = op.field, op.old, op.base()
+		a[6], a[7], a[8] = op.args()
 	}
 	if err := s.pipe(ctx, calls[:nc]); err != nil {
 		for i := range ops {
@@ -421,10 +419,10 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		if g.decLocal() {
 			continue
 		}
-		op, ok := g.enter(context.WithoutCancel(ctx))
+		op, ok := g.enter(context.WithoutCancel(ctx), false)
 		g.decHeld()
 		if !ok { // the count is written by the next operation
-			g.stale.Store(true)
+			g.markStale()
 			continue
 		}
 		gops[ng] = op
@@ -446,7 +444,8 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		for _, j := range sc.gauges {
 			op := &gops[j]
 			sc.keys = append(sc.keys, op.g.keys...)
-			args = append(args, op.field, op.old, op.base())
+			f, old, base := op.args()
+			args = append(args, f, old, base)
 		}
 		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
 	}

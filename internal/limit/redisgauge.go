@@ -127,10 +127,19 @@ return {n, 1}
 type opResult uint8
 
 const (
-	opDone   opResult = iota // Redis ran it
-	opLost                   // Redis answered that the replica's field was lost: nothing changed
-	opFailed                 // it failed, or was not sent: Redis may disagree with held
+	opDone    opResult = iota // Redis ran it
+	opLost                    // Redis answered that the replica's field was lost: nothing changed
+	opFailed                  // it failed, or may have: Redis may disagree with held
+	opNotSent                 // nothing was sent: Redis is as it was
 )
+
+// stale reports whether Redis may disagree with held, so that the next operation re-asserts.
+func (g *redisGauge) stale() bool { return g.gen.Load() != g.clean.Load() }
+
+// markStale records an event that may leave Redis disagreeing with held (a failure, a change of
+// held outside an operation, Redis coming back): a re-assertion that read held before it does not
+// make g clean.
+func (g *redisGauge) markStale() { g.gen.Add(1) }
 
 type redisGauge struct {
 	s    *Redis
@@ -138,9 +147,10 @@ type redisGauge struct {
 
 	held     atomic.Int64           // slots this replica holds in Redis, as it counts them
 	inflight atomic.Int64           // operations between enter and exit, not leading a re-assertion
-	stale    atomic.Bool            // Redis may disagree with held: the next operation re-asserts
+	gen      atomic.Uint64          // counts the events that may leave Redis disagreeing with held
+	clean    atomic.Uint64          // the gen the last re-assertion covered: stale while gen ≠ clean
 	sync     atomic.Pointer[gsync]  // the re-assertion under way: new operations wait for it
-	field    atomic.Pointer[string] // this replica's field (and lease member) in Redis now
+	field    atomic.Pointer[gfield] // this replica's field (and lease member) in Redis now
 	epoch    atomic.Uint64          // the last epoch used in a field's name
 	lastOp   atomic.Int64           // when an operation last ended (Unix ns)
 
@@ -154,31 +164,42 @@ type gsync struct {
 	drained chan struct{}
 }
 
+// gfield is a replica's field name, and the same as a script argument (boxed once, not per call).
+type gfield struct {
+	name string
+	arg  any
+}
+
+func newGField(name string) *gfield { return &gfield{name: name, arg: name} }
+
+// minusOne is the base argument of a delta, boxed once.
+var minusOne any = int64(-1)
+
 func newRedisGauge(s *Redis, key string) *redisGauge {
 	g := &redisGauge{s: s, keys: []string{key + ":slots", key + ":leases"}}
-	none := ""
-	g.field.Store(&none)
+	g.field.Store(newGField(""))
 	g.epoch.Store(s.epoch0)
-	g.stale.Store(true) // nothing written yet: the first operation writes the field and its lease
+	g.gen.Store(1) // stale: nothing written yet, the first operation writes the field and its lease
 	return g
 }
 
 // gaugeOp is one operation's passage through a gauge: from enter to exit.
 type gaugeOp struct {
 	g      *redisGauge
-	field  string // the field to change
-	old    string // assert: the field it replaces
-	assert bool   // write held as the count (then the operation's delta), under the new field
-	lead   *gsync // the re-assertion this operation leads
+	field  *gfield // the field to change
+	old    *gfield // assert: the field it replaces
+	assert bool    // write held as the count (then the operation's delta), under the new field
+	lead   *gsync  // the re-assertion this operation leads
+	gen    uint64  // the leader's gen when it read held
 }
 
-// base is the script's base argument: the count to assert, or -1 for a delta. A release calls it
-// after taking its slot off held.
-func (o *gaugeOp) base() int64 {
+// args are the scripts' arguments for o: the field, the field it replaces, and the base: the
+// count to assert, or -1 for a delta. A release calls it after taking its slot off held.
+func (o *gaugeOp) args() (field, old, base any) {
 	if !o.assert {
-		return -1
+		return o.field.arg, "", minusOne
 	}
-	return o.g.held.Load()
+	return o.field.arg, o.old.arg, o.g.held.Load()
 }
 
 // wait bounds how long an operation waits for a re-assertion, and a re-assertion for the
@@ -189,20 +210,26 @@ func (s *Redis) wait() time.Duration { return 3*s.c.Timeout + 100*time.Milliseco
 // enter starts an operation on g. It waits while a re-assertion is under way; when g is stale it
 // leads one: it closes g to new operations, waits for those in flight, and returns an op in
 // assert mode under a new epoch. It fails when a wait ran out or ctx ended.
-func (g *redisGauge) enter(ctx context.Context) (gaugeOp, bool) {
+//
+// An operation that waited for a re-assertion and finds Redis marked unreachable fails rather
+// than try Redis (and its timeout) again, unless anyway (the renewal when Redis is back).
+func (g *redisGauge) enter(ctx context.Context, anyway bool) (gaugeOp, bool) {
 	for range 8 {
 		if p := g.sync.Load(); p != nil {
 			if !g.await(ctx, p.done) {
 				return gaugeOp{}, false
 			}
+			if !anyway && !g.s.up.Load() { // the re-assertion failed: serve from the fallback
+				return gaugeOp{}, false
+			}
 			continue
 		}
-		if g.stale.Load() {
+		if g.stale() {
 			p := &gsync{done: make(chan struct{}), drained: make(chan struct{}, 1)}
 			if !g.sync.CompareAndSwap(nil, p) {
 				continue
 			}
-			if !g.stale.Load() { // another re-assertion ended in between
+			if !g.stale() { // another re-assertion ended in between
 				g.sync.Store(nil)
 				close(p.done)
 				continue
@@ -212,16 +239,17 @@ func (g *redisGauge) enter(ctx context.Context) (gaugeOp, bool) {
 				close(p.done)
 				return gaugeOp{}, false
 			}
+			gen := g.gen.Load() // what a success makes clean: held is read after it
 			e := g.epoch.Add(1)
-			return gaugeOp{g: g, field: g.s.c.ReplicaID + "#" + strconv.FormatUint(e, 10), old: *g.field.Load(),
-				assert: true, lead: p}, true
+			return gaugeOp{g: g, field: newGField(g.s.c.ReplicaID + "#" + strconv.FormatUint(e, 10)),
+				old: g.field.Load(), assert: true, lead: p, gen: gen}, true
 		}
 		g.inflight.Add(1)
 		if g.sync.Load() != nil { // a re-assertion began: wait for it
 			g.leave()
 			continue
 		}
-		return gaugeOp{g: g, field: *g.field.Load()}, true
+		return gaugeOp{g: g, field: g.field.Load()}, true
 	}
 	return gaugeOp{}, false
 }
@@ -270,22 +298,22 @@ func (g *redisGauge) leave() {
 	}
 }
 
-// exit ends o. Any result but opDone leaves g stale; a re-assertion that Redis ran makes its
-// field the current one.
+// exit ends o. opLost and opFailed leave g stale; a re-assertion that Redis ran makes its field
+// the current one, and g clean unless something made it stale since the count was read.
 func (o *gaugeOp) exit(r opResult) {
 	g := o.g
 	g.lastOp.Store(time.Now().UnixNano())
-	if r != opDone {
-		g.stale.Store(true)
+	if r == opLost || r == opFailed {
+		g.markStale()
 	}
 	if o.lead == nil {
 		g.leave()
 		return
 	}
 	if r == opDone {
-		f := o.field
-		g.field.Store(&f)
-		g.stale.Store(false)
+		g.field.Store(o.field)
+		for c := g.clean.Load(); c < o.gen && !g.clean.CompareAndSwap(c, o.gen); c = g.clean.Load() {
+		}
 	}
 	g.sync.Store(nil)
 	close(o.lead.done)
@@ -306,12 +334,13 @@ func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) 
 		if !g.s.usable() {
 			return g.fallbackInc(ctx, limit)
 		}
-		op, ok := g.enter(ctx)
+		op, ok := g.enter(ctx, false)
 		if !ok {
 			g.s.counted()
 			return g.fallbackInc(ctx, limit)
 		}
-		v, err := g.s.run(ctx, gaugeIncScript, g.keys, op.field, op.old, op.base(), limit, g.s.ttlMS)
+		f, old, base := op.args()
+		v, err := g.s.run(ctx, gaugeIncScript, g.keys, f, old, base, limit, g.s.ttlMS)
 		if err != nil {
 			op.exit(opFailed)
 			g.s.failed(ctx, err)
@@ -357,19 +386,21 @@ func (g *redisGauge) Dec(ctx context.Context) error {
 	if g.decLocal() {
 		return nil
 	}
+	if !g.s.usable() { // written when Redis is back
+		g.decHeld()
+		g.markStale()
+		return nil
+	}
 	ctx = context.WithoutCancel(ctx) // a slot is given back even for a request that ended
-	op, ok := g.enter(ctx)
+	op, ok := g.enter(ctx, false)
 	if !ok {
 		g.decHeld()
-		g.stale.Store(true)
+		g.markStale()
 		return nil
 	}
 	g.decHeld()
-	if !g.s.usable() {
-		op.exit(opFailed)
-		return nil
-	}
-	v, err := g.s.run(ctx, scopeScript, g.keys, 0, 0, 0, g.s.ttlMS, op.field, op.old, op.base())
+	f, old, base := op.args()
+	v, err := g.s.run(ctx, scopeScript, g.keys, 0, 0, 0, g.s.ttlMS, f, old, base)
 	if err != nil {
 		op.exit(opFailed)
 		g.s.failed(ctx, err)
@@ -403,18 +434,19 @@ func (g *redisGauge) decLocal() bool {
 // writes a fresh lease rather than find its field lost.
 func (g *redisGauge) renew() {
 	if g.held.Load() == 0 {
-		if !g.stale.Load() && time.Since(time.Unix(0, g.lastOp.Load())) > g.s.c.LeaseTTL/3 {
-			g.stale.Store(true)
+		if !g.stale() && time.Since(time.Unix(0, g.lastOp.Load())) > g.s.c.LeaseTTL/3 {
+			g.markStale()
 		}
 		return
 	}
 	ctx := context.Background()
 	for range 2 {
-		op, ok := g.enter(ctx)
+		op, ok := g.enter(ctx, true)
 		if !ok {
 			return
 		}
-		v, err := g.s.run(ctx, gaugeRenewScript, g.keys, op.field, op.old, op.base(), g.s.ttlMS)
+		f, old, base := op.args()
+		v, err := g.s.run(ctx, gaugeRenewScript, g.keys, f, old, base, g.s.ttlMS)
 		if err != nil {
 			op.exit(opFailed)
 			g.s.failed(ctx, err)

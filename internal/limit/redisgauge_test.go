@@ -221,7 +221,7 @@ func TestRedisConcurrencyExactUnderRenewal(t *testing.T) {
 		}
 		for i, st := range stores {
 			g := lims[i].global.conc.cell.(*redisGauge)
-			got, h := fields[*g.field.Load()], g.held.Load()
+			got, h := fields[g.field.Load().name], g.held.Load()
 			if h == 0 && got == "" {
 				got = "0" // a replica holding none may have let its lease, and field, expire
 			}
@@ -274,7 +274,7 @@ func TestRedisConcurrencyCountLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first := *g.field.Load()
+	first := g.field.Load().name
 	if err := st.c.Client.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRedisConcurrencyCountLost(t *testing.T) {
 	if v, err := g.Value(ctx); err != nil || v != 4 {
 		t.Errorf("after the flush and one more admission: %d slots %v, want 4", v, err)
 	}
-	if *g.field.Load() == first {
+	if g.field.Load().name == first {
 		t.Errorf("the count was written again under the same field %q", first)
 	}
 	// A delayed admission and a delayed release of the replaced field find it gone.
