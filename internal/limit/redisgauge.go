@@ -29,7 +29,9 @@ import (
 // it holds, held, is exactly what Redis was told), and runs its own operation in assert mode
 // under a new epoch — the old field deleted, the new one written as held, then the operation's
 // delta. A delayed operation of an old epoch (sent before a timeout, run by Redis after) finds
-// its field gone and changes nothing, so a re-assertion can never be undone or counted twice.
+// its field gone and changes nothing, so a re-assertion can never be undone or counted twice;
+// a delayed re-assertion can at worst leave a field of its own that no renewal extends, counted
+// (stricter, never looser) until its lease runs out.
 // The operations arriving meanwhile wait for it (one round trip) and go on. Renewal only extends
 // the lease (it never writes a count), unless the gauge is stale.
 
@@ -346,7 +348,7 @@ func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) 
 			g.s.failed(ctx, err)
 			return g.fallbackInc(ctx, limit)
 		}
-		n, code := triple(v)
+		n, code := gaugeReply(v)
 		switch code {
 		case 1:
 			g.held.Add(1)
@@ -362,8 +364,8 @@ func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) 
 	return g.fallbackInc(ctx, limit)
 }
 
-// triple decodes a gauge script's {n, code} reply.
-func triple(v []any) (int64, int64) {
+// gaugeReply decodes a gauge script's {n, code} reply.
+func gaugeReply(v []any) (int64, int64) {
 	if len(v) != 2 {
 		return 0, -1
 	}
@@ -452,7 +454,7 @@ func (g *redisGauge) renew() {
 			g.s.failed(ctx, err)
 			return
 		}
-		if _, code := triple(v); code == 1 {
+		if _, code := gaugeReply(v); code == 1 {
 			op.exit(opDone)
 			return
 		}
