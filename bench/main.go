@@ -34,6 +34,9 @@ type options struct {
 	conns       int       // closed-loop connections for saturation
 	streams     int       // concurrent streams of the memory test; 0 skips it
 	proxy       bool      // measure the bare proxy too (bench/proxy.go)
+	protocols   bool      // compare HTTP/1.1, HTTP/2 and HTTP/3 through layer0 (bench/protocols.go)
+	protoRate   float64   // their open-loop rate, req/s
+	protoRounds int       // rounds of the three protocols
 	engine      string    // engine kind the gateway reaches the upstream with
 	out         string    // directory for logs, profiles and report.json
 	gobench     string    // packages for go test -bench; "" skips
@@ -60,6 +63,9 @@ func main() {
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
 	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
 	fs.BoolVar(&o.proxy, "proxy", true, "also measure a bare net/http proxy, the floor of layer0's design, at saturation and at the target rate")
+	fs.BoolVar(&o.protocols, "protocols", true, "also compare HTTP/1.1, HTTP/2 (TLS) and HTTP/3 (QUIC) through layer0: time to first token and bytes on the wire")
+	fs.Float64Var(&o.protoRate, "protocol-rate", 100, "open-loop rate of the protocol comparison, req/s")
+	fs.IntVar(&o.protoRounds, "protocol-rounds", 3, "rounds of the protocol comparison, each protocol once per round")
 	fs.StringVar(&o.engine, "engine", "anthropic", "engine kind layer0 reaches the upstream with: anthropic, openai or sim")
 	fs.StringVar(&o.out, "out", "", "directory for logs, profiles and report.json (default: a new temporary directory)")
 	fs.StringVar(&o.gobench, "gobench", "./...", "packages whose go test benchmarks end the report (empty skips)")

@@ -40,7 +40,11 @@ func TestParseRates(t *testing.T) {
 func TestGatewayConfigIsValid(t *testing.T) {
 	for _, kind := range []string{"sim", "anthropic", "openai"} {
 		for _, slow := range []string{"", "http://127.0.0.1:2"} {
-			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow)))
+			cert := tlsFiles{}
+			if slow != "" {
+				cert = tlsFiles{cert: "/tmp/c.pem", key: "/tmp/k.pem"}
+			}
+			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow, cert)))
 			if err != nil {
 				t.Errorf("kind %s, slow %q: %v", kind, slow, err)
 				continue
@@ -53,6 +57,9 @@ func TestGatewayConfigIsValid(t *testing.T) {
 				if _, ok := c.Models[m]; !ok {
 					t.Errorf("kind %s: model %q missing", kind, m)
 				}
+			}
+			if got := c.Server.TLS.CertFile; got != cert.cert || c.Server.HTTP3 != (cert.cert != "") {
+				t.Errorf("TLS certificate %q, HTTP/3 %v; want %q and HTTP/3 with it", got, c.Server.HTTP3, cert.cert)
 			}
 			if got := c.Engines["upstream"].Kind; got != kind {
 				t.Errorf("engine kind: got %q, want %q", got, kind)
