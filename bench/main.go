@@ -3,12 +3,14 @@
 // drives both with the open-loop load generator (internal/bench) at several fixed rates and at
 // saturation — non-streaming, and 100-token streams in Anthropic SSE and binary — and prints
 // layer0's added latency (p50, p99), its maximum throughput as a share of the direct figure, the
-// peak memory of 10,000 open streams, the gateway's CPU profile and the hot paths' go test
-// benchmarks. The generator runs in this process; the three share the machine's cores, as they
-// would on the 2-core target.
+// peak memory of 10,000 open streams, the gateway's CPU profile, the same 100-token streams
+// through layer0 over HTTP/1.1, HTTP/2 (TLS) and HTTP/3 (QUIC) — time to first token, bytes on
+// the wire — and the hot paths' go test benchmarks. The generator runs in this process; the three
+// share the machine's cores, as they would on the 2-core target.
 //
 // The gateway child runs exactly what `layer0 serve` runs (layer0.New, server.HTTPServer) plus a
-// pprof listener. Its engine is the upstream reached as an `anthropic` engine; where this build
+// pprof listener, and for the protocol comparison a second, TLS listener with HTTP/3 on its port
+// (server.tls and server.http3 in its configuration, a self-signed loopback certificate). Its engine is the upstream reached as an `anthropic` engine; where this build
 // has no such engine, the embedded sim (zero delays) stands in, and the report says so.
 package main
 
