@@ -92,8 +92,13 @@ func clientFactory(cfg Config, body []byte, hdr http.Header, wc *wireCounter) (f
 // own), H2Conns of them, each holding one QUIC connection, all dialed from one UDP socket whose
 // datagrams wc counts.
 func h3ClientFactory(cfg Config, u *url.URL, body []byte, hdr http.Header, wc *wireCounter) (func(int) client, func(), error) {
+	// The socket's family is the server's: a socket bound to IPv4 cannot reach ::1.
+	ra, err := net.ResolveUDPAddr("udp", hostPort(u))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: http3: %w", err)
+	}
 	network := "udp4"
-	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.To4() == nil {
+	if ra.IP.To4() == nil {
 		network = "udp6"
 	}
 	uc, err := net.ListenUDP(network, nil)

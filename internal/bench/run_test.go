@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -496,5 +497,40 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.Fatalf("got %d tokens, want 100", w.p.tokens)
 			}
 		})
+	}
+}
+
+// TestWireCountsExactly checks the TCP count against what is known to cross: the raw HTTP/1.1
+// client writes its prebuilt request, byte for byte, once per request, and reads at least each
+// response's body and head.
+func TestWireCountsExactly(t *testing.T) {
+	_, url := startUpstream(t, UpstreamConfig{Tokens: 5})
+	const requests = 10
+	cfg := Config{URL: url, Format: llm.FormatAnthropic, Stream: true, Requests: requests, Timeout: 10 * time.Second}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK != requests {
+		t.Fatalf("got %d ok (%v), want %d", rep.OK, rep.ErrorSamples, requests)
+	}
+	full, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ctype, err := requestBody(full.Format, full.Model, full.Prompt, full.MaxTokens, full.Stream, full.binaryMode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := neturl.Parse(full.URL)
+	req, err := rawRequest(u, body, requestHeader(full.Format, ctype, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(requests * len(req)); rep.Wire.Sent != want {
+		t.Errorf("sent %d bytes, want %d: %d requests of %d", rep.Wire.Sent, want, requests, len(req))
+	}
+	if rep.Wire.Received <= rep.Bytes+uint64(requests*len("HTTP/1.1 200 OK\r\n")) {
+		t.Errorf("received %d bytes for %d body bytes: fewer than the bodies and status lines", rep.Wire.Received, rep.Bytes)
 	}
 }
