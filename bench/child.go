@@ -91,8 +91,8 @@ func runGatewayChild(args []string) error {
 		return err
 	}
 	// With server.tls, a second listener serves TLS (HTTP/2 and HTTP/1.1 by ALPN), and with
-	// server.http3 HTTP/3 on its port's UDP side, exactly as `layer0 serve` sets them up; the
-	// first listener stays cleartext.
+	// server.http3 HTTP/3 on its port's UDP side, set up with what `layer0 serve` uses for them
+	// (EnableTLS, ListenHTTP3); the first listener stays cleartext.
 	tlsCtx, stopTLS := context.WithCancel(context.Background())
 	defer stopTLS()
 	var tlsAddr string
