@@ -25,7 +25,8 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
-// serveGateway serves cfg on a real loopback listener and returns the gateway and its base URL.
+// serveGateway serves cfg on a real loopback listener, with the lean HTTP/1.1 server, and
+// returns the gateway and its base URL.
 func serveGateway(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*layer0.Gateway, string) {
 	t.Helper()
 	g, err := layer0.New(cfg, opts...)
@@ -36,8 +37,11 @@ func serveGateway(t testing.TB, cfg *config.Config, opts ...layer0.Option) (*lay
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second}) // generous: a loaded CI machine starves clients
-	go srv.Serve(ln)                                                                       //nolint:errcheck // ends at Close
+	// The lean HTTP/1.1 server here, net/http's (the default) where `layer0 serve` runs and in
+	// the listener's protections, which run with both: the SDK tests drive both servers.
+	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 30 * time.Second, // generous: a loaded CI machine starves clients
+		HTTP1: server.HTTP1Lean})
+	go srv.Serve(ln) //nolint:errcheck // ends at Close
 	t.Cleanup(func() {
 		srv.Close()
 		g.Close()

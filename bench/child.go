@@ -91,13 +91,50 @@ func runGatewayChild(args []string) error {
 	if err != nil {
 		return err
 	}
+	// With server.tls, a second listener serves TLS (HTTP/2 and HTTP/1.1 by ALPN), and with
+	// server.http3 HTTP/3 on its port's UDP side, set up with what `layer0 serve` uses for them
+	// (EnableTLS, ListenHTTP3); the first listener stays cleartext.
+	tlsCtx, stopTLS := context.WithCancel(context.Background())
+	defer stopTLS()
+	var tlsAddr string
+	tlsDone := make(chan error, 2)
+	tlsServing := 0
+	if t := cfg.Server.TLS; t.CertFile != "" {
+		tsrv := server.HTTPServer(g, server.ListenOptions{
+			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			IdleTimeout:       cfg.Server.IdleTimeout,
+		})
+		if err := server.EnableTLS(tsrv, t.CertFile, t.KeyFile, logger); err != nil {
+			return err
+		}
+		tln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		if cfg.Server.HTTP3 {
+			h3, err := server.ListenHTTP3(tsrv, tln)
+			if err != nil {
+				return err
+			}
+			tlsServing++
+			go func() { tlsDone <- h3.Serve(tlsCtx, 5*time.Second) }()
+		}
+		tlsServing++
+		go func() { tlsDone <- server.Serve(tlsCtx, tsrv, tln, 5*time.Second, nil) }()
+		tlsAddr = tln.Addr().String()
+	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
-	fmt.Printf("ready %s %s\n", ln.Addr(), pl.Addr())
+	fmt.Printf("ready %s %s %s\n", ln.Addr(), pl.Addr(), tlsAddr)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	stopTLS()
+	errs := []error{srv.Shutdown(ctx)}
+	for range tlsServing {
+		errs = append(errs, <-tlsDone)
+	}
+	return errors.Join(errs...)
 }
 
 // child is a running child process.

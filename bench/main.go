@@ -3,12 +3,14 @@
 // drives both with the open-loop load generator (internal/bench) at several fixed rates and at
 // saturation — non-streaming, and 100-token streams in Anthropic SSE and binary — and prints
 // layer0's added latency (p50, p99), its maximum throughput as a share of the direct figure, the
-// peak memory of 10,000 open streams, the gateway's CPU profile and the hot paths' go test
-// benchmarks. The generator runs in this process; the three share the machine's cores, as they
-// would on the 2-core target.
+// peak memory of 10,000 open streams, the gateway's CPU profile, the same 100-token streams
+// through layer0 over HTTP/1.1, HTTP/2 (TLS) and HTTP/3 (QUIC) — time to first token, bytes on
+// the wire — and the hot paths' go test benchmarks. The generator runs in this process; the three
+// share the machine's cores, as they would on the 2-core target.
 //
 // The gateway child runs exactly what `layer0 serve` runs (layer0.New, server.HTTPServer) plus a
-// pprof listener. Its engine is the upstream reached as an `anthropic` engine; where this build
+// pprof listener, and for the protocol comparison a second, TLS listener with HTTP/3 on its port
+// (server.tls and server.http3 in its configuration, a self-signed loopback certificate). Its engine is the upstream reached as an `anthropic` engine; where this build
 // has no such engine, the embedded sim (zero delays) stands in, and the report says so.
 package main
 
@@ -34,6 +36,9 @@ type options struct {
 	conns       int       // closed-loop connections for saturation
 	streams     int       // concurrent streams of the memory test; 0 skips it
 	proxy       bool      // measure the bare proxy too (bench/proxy.go)
+	protocols   bool      // compare HTTP/1.1, HTTP/2 and HTTP/3 through layer0 (bench/protocols.go)
+	protoRate   float64   // their open-loop rate, req/s
+	protoRounds int       // rounds of the three protocols
 	engine      string    // engine kind the gateway reaches the upstream with
 	http1       string    // the gateway's server of cleartext HTTP/1.1 (config server.http1)
 	out         string    // directory for logs, profiles and report.json
@@ -61,7 +66,10 @@ func main() {
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
 	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
 	fs.BoolVar(&o.proxy, "proxy", true, "also measure a bare net/http proxy, the floor of layer0's design, at saturation and at the target rate")
-	fs.StringVar(&o.http1, "http1", "lean", "server of the gateway's cleartext HTTP/1.1: lean or net/http (config server.http1)")
+	fs.StringVar(&o.http1, "http1", "net/http", "server of the gateway's cleartext HTTP/1.1: net/http or lean (config server.http1)")
+	fs.BoolVar(&o.protocols, "protocols", true, "also compare HTTP/1.1, HTTP/2 (TLS) and HTTP/3 (QUIC) through layer0: time to first token and bytes on the wire")
+	fs.Float64Var(&o.protoRate, "protocol-rate", 100, "open-loop rate of the protocol comparison, req/s")
+	fs.IntVar(&o.protoRounds, "protocol-rounds", 3, "rounds of the protocol comparison, each protocol once per round")
 	fs.StringVar(&o.engine, "engine", "anthropic", "engine kind layer0 reaches the upstream with: anthropic, openai or sim")
 	fs.StringVar(&o.out, "out", "", "directory for logs, profiles and report.json (default: a new temporary directory)")
 	fs.StringVar(&o.gobench, "gobench", "./...", "packages whose go test benchmarks end the report (empty skips)")

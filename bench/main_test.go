@@ -40,7 +40,11 @@ func TestParseRates(t *testing.T) {
 func TestGatewayConfigIsValid(t *testing.T) {
 	for _, kind := range []string{"sim", "anthropic", "openai"} {
 		for _, slow := range []string{"", "http://127.0.0.1:2"} {
-			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow, "net/http")))
+			cert := tlsFiles{}
+			if slow != "" {
+				cert = tlsFiles{cert: "/tmp/c.pem", key: "/tmp/k.pem"}
+			}
+			c, err := config.Parse([]byte(gatewayConfig(kind, "http://127.0.0.1:1", slow, cert, "net/http")))
 			if err != nil {
 				t.Errorf("kind %s, slow %q: %v", kind, slow, err)
 				continue
@@ -53,6 +57,9 @@ func TestGatewayConfigIsValid(t *testing.T) {
 				if _, ok := c.Models[m]; !ok {
 					t.Errorf("kind %s: model %q missing", kind, m)
 				}
+			}
+			if got := c.Server.TLS.CertFile; got != cert.cert || c.Server.HTTP3 != (cert.cert != "") {
+				t.Errorf("TLS certificate %q, HTTP/3 %v; want %q and HTTP/3 with it", got, c.Server.HTTP3, cert.cert)
 			}
 			if got := c.Engines["upstream"].Kind; got != kind {
 				t.Errorf("engine kind: got %q, want %q", got, kind)
@@ -146,5 +153,57 @@ func TestBudget(t *testing.T) {
 	}
 	if got := (pair{}).budget(0.5); got != 0 {
 		t.Errorf("budget without measurements: got %v, want 0", got)
+	}
+}
+
+// TestProtocolComparison checks the protocol section's medians and the HTTP/3 target: the ratio
+// is taken within each round (HTTP/2 and HTTP/3 ran next to each other) and its median judged.
+func TestProtocolComparison(t *testing.T) {
+	ms := time.Millisecond
+	rep := func(http string, p50, p99 time.Duration, failed uint64) *bench.Report {
+		return &bench.Report{HTTP: http, Sent: 100, OK: 100 - failed, Failed: failed, Tokens: 100 * 100,
+			TTFT: bench.Percentiles{P50: p50, P99: p99}, Latency: bench.Percentiles{P50: p50 + ms},
+			Wire: bench.Wire{Sent: 100 * 300, Received: 100 * 13000}}
+	}
+	run := func(name, http string, reps ...*bench.Report) *protocolRun {
+		return &protocolRun{Protocol: name, HTTP: http, Rounds: reps,
+			CPU: []*cpuUse{{Generator: ms, Layer0: 2 * ms}, nil, {Generator: 3 * ms, Layer0: 4 * ms}}}
+	}
+	// Round 2 ran while the machine was busy: both protocols slowed down together.
+	res := protocolResult{Name: "sse", Rate: 100, Runs: []*protocolRun{
+		run("HTTP/1.1 cleartext", "1.1", rep("1.1", ms, 5*ms, 0), rep("1.1", 9*ms, 50*ms, 0), rep("1.1", ms, 5*ms, 0)),
+		run("HTTP/2 TLS", "2", rep("2", 2*ms, 10*ms, 0), rep("2", 20*ms, 100*ms, 0), rep("2", 2*ms, 10*ms, 0)),
+		run("HTTP/3 QUIC", "3", rep("3", 2100*time.Microsecond, 12*ms, 0), rep("3", 21*ms, 110*ms, 0), rep("3", 2200*time.Microsecond, 11*ms, 0)),
+	}}
+	if got := res.h3Ratio(false); got < 1.049 || got > 1.051 {
+		t.Errorf("h3 ratio at p50: got %v, want 1.05 (the median of 1.05, 1.05, 1.10)", got)
+	}
+	if got := res.run("3").ttft(false); got != 2200*time.Microsecond {
+		t.Errorf("h3 ttft p50: got %v, want the median round's 2.2ms", got)
+	}
+	if s, r, pt := res.run("2").wire(); s != 300 || r != 13000 || pt != 133 {
+		t.Errorf("wire: got %v sent, %v received, %v per token; want 300, 13000, 133", s, r, pt)
+	}
+	if c := res.run("2").cpu(); c == nil || c.Generator != 3*ms || c.Layer0 != 4*ms {
+		t.Errorf("cpu: got %+v, want the upper median of the rounds measured", c)
+	}
+	var b strings.Builder
+	printReport(&b, options{duration: time.Second}, &result{Protocols: []protocolResult{res}})
+	for _, want := range []string{
+		"HTTP/3 QUIC             2.2ms",
+		"HTTP/3 ÷ HTTP/2 time to first token (median of the rounds' ratios): 1.05 at p50",
+		"[ ok ] sse at 100 req/s: HTTP/3's time to first token is 1.05× HTTP/2's at p50, 2.2ms against 2ms (target ≤ 1.10×)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+
+	res.Runs[2].Rounds[0] = rep("3", 4*ms, 12*ms, 3)
+	res.Runs[2].Rounds[2] = rep("3", 4*ms, 12*ms, 0)
+	b.Reset()
+	printTargets(&b, &result{Protocols: []protocolResult{res}})
+	if want := "[MISS] sse at 100 req/s: HTTP/3's time to first token is 2.00× HTTP/2's at p50, 4ms against 2ms (target ≤ 1.10×) — requests failed: HTTP/2 0, HTTP/3 3"; !strings.Contains(b.String(), want) {
+		t.Errorf("targets lack %q:\n%s", want, b.String())
 	}
 }

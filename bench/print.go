@@ -72,6 +72,7 @@ func printReport(w io.Writer, o options, res *result) {
 		fmt.Fprintf(w, "stream duration p50 %s, p99 %s (the upstream alone: %s); time to first token p50 %s, p99 %s\n",
 			dur(r.Latency.P50), dur(r.Latency.P99), dur((slowTokens-1)*slowInterTokenDelay), dur(r.TTFT.P50), dur(r.TTFT.P99))
 	}
+	printProtocols(w, res.Protocols)
 	printTargets(w, res)
 }
 
@@ -112,6 +113,22 @@ func printTargets(w io.Writer, res *result) {
 				"%s at %g req/s: a stream ends %s later through layer0 at p50 (target ≤ %s)%s",
 				sc.Name, p.Rate, added(p, false), dur(targetStreamGain), failNote(p))
 		}
+	}
+	for _, r := range res.Protocols {
+		h2, h3 := r.run("2"), r.run("3")
+		if h2 == nil || h3 == nil {
+			continue
+		}
+		q := r.h3Ratio(false)
+		_, f2, _ := h2.sums()
+		_, f3, _ := h3.sums()
+		fail := ""
+		if f2+f3 > 0 {
+			fail = fmt.Sprintf(" — requests failed: HTTP/2 %d, HTTP/3 %d", f2, f3)
+		}
+		check(f2+f3 == 0 && q > 0 && q <= 1+targetH3TTFT,
+			"%s at %g req/s: HTTP/3's time to first token is %.2f× HTTP/2's at p50, %s against %s (target ≤ %.2f×)%s",
+			r.Name, r.Rate, q, durOrNA(h3.ttft(false)), durOrNA(h2.ttft(false)), 1+targetH3TTFT, fail)
 	}
 	if st := res.Streams; st != nil {
 		check(st.Report.Failed == 0 && st.Report.PeakInFlight >= int64(st.Want) && st.PeakRSS < targetStreamsRSS,

@@ -28,7 +28,7 @@ const childProxy = "child-proxy"
 func runProxyChild(args []string) error {
 	fs := flag.NewFlagSet(childProxy, flag.ContinueOnError)
 	upstream := fs.String("upstream", "", "upstream host:port")
-	http1 := fs.String("http1", "lean", "server towards the client: lean or net/http")
+	http1 := fs.String("http1", "net/http", "server towards the client: net/http or lean")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -154,6 +154,7 @@ type result struct {
 	HTTP1      string           `json:"http1"`
 	Scenarios  []scenarioResult `json:"scenarios"`
 	Streams    *streamsResult   `json:"streams,omitempty"`
+	Protocols  []protocolResult `json:"protocols,omitempty"`
 }
 
 // report runs everything and writes the report to w.
@@ -177,7 +178,13 @@ func report(ctx context.Context, o options, w io.Writer) error {
 		defer slow.stop()
 		slowURL = "http://" + slow.fields[0]
 	}
-	gw, engineNote, err := startGateway(o, upURL, slowURL)
+	var cert tlsFiles
+	if o.protocols {
+		if cert, err = writeCert(o.out); err != nil {
+			return err
+		}
+	}
+	gw, engineNote, err := startGateway(o, upURL, slowURL, cert)
 	if err != nil {
 		return err
 	}
@@ -211,6 +218,14 @@ func report(ctx context.Context, o options, w io.Writer) error {
 			return err
 		}
 	}
+	if o.protocols {
+		if len(gw.fields) < 3 {
+			return fmt.Errorf("layer0 started without its TLS listener (ready %v)", gw.fields)
+		}
+		if res.Protocols, err = runProtocols(ctx, o, gwURL, "https://"+gw.fields[2], up, gw); err != nil {
+			return err
+		}
+	}
 
 	res.LoadAfter = loadAvg()
 	printReport(w, o, &res)
@@ -226,7 +241,7 @@ func report(ctx context.Context, o options, w io.Writer) error {
 
 // startGateway starts layer0 with the upstream as its engine, or the sim where this build has no
 // such engine.
-func startGateway(o options, upURL, slowURL string) (*child, string, error) {
+func startGateway(o options, upURL, slowURL string, cert tlsFiles) (*child, string, error) {
 	kinds := []string{o.engine}
 	if o.engine != "sim" {
 		kinds = append(kinds, "sim")
@@ -234,7 +249,7 @@ func startGateway(o options, upURL, slowURL string) (*child, string, error) {
 	var firstErr error
 	for _, kind := range kinds {
 		path := filepath.Join(o.out, "layer0-"+kind+".yaml")
-		if err := os.WriteFile(path, []byte(gatewayConfig(kind, upURL, slowURL, o.http1)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(gatewayConfig(kind, upURL, slowURL, cert, o.http1)), 0o644); err != nil {
 			return nil, "", err
 		}
 		gw, err := startChild(o.out, "layer0-"+kind, childGateway, "--config", path,
@@ -258,8 +273,9 @@ func startGateway(o options, upURL, slowURL string) (*child, string, error) {
 }
 
 // gatewayConfig is the YAML configuration of the gateway child: model "bench" on the fast
-// upstream, "bench-slow" on the paced one (when given).
-func gatewayConfig(kind, upURL, slowURL, http1 string) string {
+// upstream, "bench-slow" on the paced one (when given), and with a certificate a TLS listener
+// with HTTP/3 on its port.
+func gatewayConfig(kind, upURL, slowURL string, cert tlsFiles, http1 string) string {
 	engine := func(name, url string, itl time.Duration) string {
 		if kind == "sim" {
 			return fmt.Sprintf("  %s:\n    kind: sim\n    sim:\n      inter_token_latency: %s\n"+
@@ -278,8 +294,14 @@ func gatewayConfig(kind, upURL, slowURL, http1 string) string {
 		fmt.Fprintf(&b, "  %s:\n    engines: [upstream-slow]\n", benchSlowModel)
 	}
 	b.WriteString("log:\n  level: warn\n")
+	if http1 != "" || cert.cert != "" {
+		b.WriteString("server:\n")
+	}
 	if http1 != "" {
-		fmt.Fprintf(&b, "server:\n  http1: %s\n", http1)
+		fmt.Fprintf(&b, "  http1: %s\n", http1)
+	}
+	if cert.cert != "" {
+		fmt.Fprintf(&b, "  http3: true\n  tls: {cert_file: %q, key_file: %q}\n", cert.cert, cert.key)
 	}
 	return b.String()
 }

@@ -49,13 +49,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Stream, "stream", false, "ask for streamed responses (SSE); binary always streams")
 	fs.IntVar(&cfg.BinaryVersion, "binary-version", 1, "binary protocol version: 1 or 2")
 	fs.BoolVar(&cfg.BinaryText, "binary-text", false, "binary version 2: ask for text frames instead of token IDs")
-	httpVersion := fs.String("http", "1.1", "HTTP version: 1.1, or 2 (h2 over TLS for https, h2c prior knowledge for http)")
+	httpVersion := fs.String("http", "1.1", "HTTP version: 1.1, 2 (h2 over TLS for https, h2c prior knowledge for http), or 3 (QUIC; https only)")
 	fs.BoolVar(&cfg.NetHTTP, "nethttp", false, "use net/http's client for cleartext HTTP/1.1 instead of the built-in one")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS certificate verification")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second, latency measured from each request's scheduled time; 0 = closed loop")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 10000, "open loop: most requests in flight (worker pool size)")
 	fs.IntVar(&cfg.Connections, "conns", 1, "closed loop: number of connections, each one request at a time (shared-prefix: default 16)")
-	fs.IntVar(&cfg.H2Conns, "h2-conns", 1, "HTTP/2: number of connections the requests share")
+	fs.IntVar(&cfg.H2Conns, "h2-conns", 1, "HTTP/2 and HTTP/3: number of connections the requests share")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to send requests (default 10s when --requests is not set)")
 	fs.IntVar(&cfg.Requests, "requests", 0, "number of requests to send (0: bounded by --duration only)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "per-request timeout")
@@ -93,8 +93,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	case "1.1", "1":
 	case "2":
 		cfg.HTTP2 = true
+	case "3":
+		cfg.HTTP3 = true
 	default:
-		return fmt.Errorf("bench: --http %q: want 1.1 or 2", *httpVersion)
+		return fmt.Errorf("bench: --http %q: want 1.1, 2 or 3", *httpVersion)
 	}
 	cfg.Header = http.Header(headers)
 	switch *progress {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/h1"
+	"github.com/layer0ai/layer0/internal/h3"
+	"github.com/quic-go/quic-go"
 )
 
 // client sends the run's one request and streams the response to a worker: head once, then body
@@ -24,11 +26,13 @@ type client interface {
 }
 
 // clientFactory returns how to make each worker's client, and how to release what they share.
-func clientFactory(cfg Config, body []byte, hdr http.Header) (func(int) client, func(), error) {
+// Every socket the clients open is counted by wc.
+func clientFactory(cfg Config, body []byte, hdr http.Header, wc *wireCounter) (func(int) client, func(), error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
+	dial := wc.dialer((&net.Dialer{Timeout: cfg.Timeout}).DialContext)
 	if u.Scheme == "http" && !cfg.HTTP2 && !cfg.NetHTTP {
 		req, err := rawRequest(u, body, hdr)
 		if err != nil {
@@ -36,8 +40,11 @@ func clientFactory(cfg Config, body []byte, hdr http.Header) (func(int) client, 
 		}
 		addr := hostPort(u)
 		return func(int) client {
-			return &rawClient{addr: addr, req: req, timeout: cfg.Timeout}
+			return &rawClient{addr: addr, req: req, timeout: cfg.Timeout, dialFn: dial}
 		}, func() {}, nil
+	}
+	if cfg.HTTP3 {
+		return h3ClientFactory(cfg, u, body, hdr, wc)
 	}
 
 	n := 1
@@ -48,7 +55,7 @@ func clientFactory(cfg Config, body []byte, hdr http.Header) (func(int) client, 
 	for i := range transports {
 		t := &http.Transport{
 			Proxy:               nil, // a benchmark never goes through an environment proxy
-			DialContext:         (&net.Dialer{Timeout: cfg.Timeout}).DialContext,
+			DialContext:         dial,
 			MaxIdleConnsPerHost: max(cfg.MaxInFlight, cfg.Connections),
 			DisableCompression:  true,
 			TLSClientConfig:     &tls.Config{InsecureSkipVerify: cfg.Insecure}, //nolint:gosec // --insecure asks for it
@@ -79,6 +86,62 @@ func clientFactory(cfg Config, body []byte, hdr http.Header) (func(int) client, 
 				t.CloseIdleConnections()
 			}
 		}, nil
+}
+
+// h3ClientFactory makes HTTP/3 clients: internal/h3's transport in On mode (the Go client's
+// own), H2Conns of them, each holding one QUIC connection, all dialed from one UDP socket whose
+// datagrams wc counts.
+func h3ClientFactory(cfg Config, u *url.URL, body []byte, hdr http.Header, wc *wireCounter) (func(int) client, func(), error) {
+	// The socket's family is the server's: a socket bound to IPv4 cannot reach ::1.
+	ra, err := net.ResolveUDPAddr("udp", hostPort(u))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: http3: %w", err)
+	}
+	network := "udp4"
+	if ra.IP.To4() == nil {
+		network = "udp6"
+	}
+	uc, err := net.ListenUDP(network, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: http3: %w", err)
+	}
+	qt := &quic.Transport{Conn: newCountingUDPConn(uc, wc)}
+	closeAll := func(ts []*h3.Transport) {
+		for _, t := range ts {
+			_ = t.Close()
+		}
+		_ = qt.Close()
+		_ = uc.Close()
+	}
+	tc := &tls.Config{InsecureSkipVerify: cfg.Insecure} //nolint:gosec // --insecure asks for it
+	transports := make([]*h3.Transport, cfg.H2Conns)
+	for i := range transports {
+		// The fallback is never used in On mode; it is required, and refuses.
+		t, err := h3.NewTransport(h3.Options{Mode: h3.On, TLSConfig: tc, Fallback: noFallback{},
+			HandshakeTimeout: cfg.Timeout, QUICTransport: qt})
+		if err != nil {
+			closeAll(transports[:i])
+			return nil, nil, fmt.Errorf("bench: %w", err)
+		}
+		transports[i] = t
+	}
+	u2 := u.String()
+	return func(i int) client {
+		return &stdClient{
+			hc:      &http.Client{Transport: transports[i%len(transports)]},
+			url:     u2,
+			body:    body,
+			hdr:     hdr,
+			timeout: cfg.Timeout,
+		}
+	}, func() { closeAll(transports) }, nil
+}
+
+// noFallback is the fallback of an HTTP/3-only transport, which only http URLs would reach.
+type noFallback struct{}
+
+func (noFallback) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("bench: HTTP/3 needs an https URL")
 }
 
 func hostPort(u *url.URL) string {
@@ -156,6 +219,7 @@ type rawClient struct {
 	addr    string
 	req     []byte
 	timeout time.Duration
+	dialFn  func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	conn   *h1.Conn
 	reused bool        // conn has served a request before
@@ -192,8 +256,7 @@ func isConnReset(err error) bool {
 }
 
 func (c *rawClient) dial(ctx context.Context) error {
-	d := net.Dialer{Timeout: c.timeout}
-	conn, err := d.DialContext(ctx, "tcp", c.addr)
+	conn, err := c.dialFn(ctx, "tcp", c.addr)
 	if err != nil {
 		return err
 	}

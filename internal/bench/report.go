@@ -55,12 +55,32 @@ type Report struct {
 	Bytes         uint64  `json:"bytes"`
 	BytesPerToken float64 `json:"bytes_per_token"`
 
+	// Wire is what crossed the generator's sockets during the run, both directions.
+	Wire Wire `json:"wire"`
+
 	// Latency is scheduled send → complete response; TTFT scheduled send → first token (streams);
 	// ITL the time between consecutive tokens; SendLag scheduled → actual send.
 	Latency Percentiles `json:"latency"`
 	TTFT    Percentiles `json:"ttft"`
 	ITL     Percentiles `json:"itl"`
 	SendLag Percentiles `json:"send_lag"`
+}
+
+// Wire is the bytes on the wire of a run: for HTTP/1.1 and HTTP/2 what the generator read from
+// and wrote to its TCP connections (HTTP, and TLS records for https: the TCP payload), for
+// HTTP/3 the payload of its UDP datagrams (QUIC packets: headers, encryption, acknowledgements).
+// Neither counts IP, TCP or UDP headers. Connection setup (TCP has none of its own here; TLS and
+// QUIC handshakes) is shared out over the run's requests, so short runs on new connections
+// report more per request than a long run does.
+type Wire struct {
+	// Sent and Received are the run's totals.
+	Sent     uint64 `json:"sent_bytes"`
+	Received uint64 `json:"received_bytes"`
+	// SentPerRequest and ReceivedPerRequest divide them by the requests sent.
+	SentPerRequest     float64 `json:"sent_bytes_per_request"`
+	ReceivedPerRequest float64 `json:"received_bytes_per_request"`
+	// PerToken is both directions' bytes per output token of the successful requests.
+	PerToken float64 `json:"bytes_per_token"`
 }
 
 // Percentiles summarises a histogram.
@@ -98,8 +118,11 @@ func (r *runner) report() *Report {
 		Latency: percentiles(&s.latency), TTFT: percentiles(&s.ttft), ITL: percentiles(&s.itl),
 		SendLag: percentiles(&s.lag),
 	}
-	if c.HTTP2 {
+	switch {
+	case c.HTTP2:
 		rep.HTTP = "2"
+	case c.HTTP3:
+		rep.HTTP = "3"
 	}
 	if c.Format == llm.FormatBinary {
 		rep.BinaryMode = fmt.Sprintf("v%d", c.BinaryVersion)
@@ -107,8 +130,19 @@ func (r *runner) report() *Report {
 			rep.BinaryMode += "-text"
 		}
 	}
-	if c.HTTP2 || c.NetHTTP || strings.HasPrefix(c.URL, "https:") {
+	switch {
+	case c.HTTP3:
+		rep.Client = "quic-go"
+	case c.HTTP2 || c.NetHTTP || strings.HasPrefix(c.URL, "https:"):
 		rep.Client = "net/http"
+	}
+	rep.Wire = Wire{Sent: r.wire.sent.Load(), Received: r.wire.received.Load()}
+	if rep.Sent > 0 {
+		rep.Wire.SentPerRequest = float64(rep.Wire.Sent) / float64(rep.Sent)
+		rep.Wire.ReceivedPerRequest = float64(rep.Wire.Received) / float64(rep.Sent)
+	}
+	if s.tokens > 0 {
+		rep.Wire.PerToken = float64(rep.Wire.Sent+rep.Wire.Received) / float64(s.tokens)
 	}
 	if c.Rate > 0 {
 		rep.Mode, rep.Rate, rep.Connections = "open", c.Rate, 0
@@ -156,6 +190,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Sent, r.OK, r.Failed, r.PeakInFlight, r.Late, fmtDur(r.LateAfter), r.Blocked)
 	fmt.Fprintf(&b, "throughput  %.1f req/s, %.0f tokens/s; %d tokens, %d bytes, %.1f bytes/token\n",
 		r.Throughput, r.TokensPerSec, r.Tokens, r.Bytes, r.BytesPerToken)
+	if r.Wire.Sent+r.Wire.Received > 0 {
+		fmt.Fprintf(&b, "wire        %d bytes sent, %d received: %.0f + %.0f per request, %.1f per token (%s)\n",
+			r.Wire.Sent, r.Wire.Received, r.Wire.SentPerRequest, r.Wire.ReceivedPerRequest, r.Wire.PerToken, r.wireKind())
+	}
 	fmt.Fprintf(&b, "\n%-10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "count", "min", "mean", "p50", "p90", "p99", "p99.9", "max")
 	row := func(name string, p Percentiles) {
 		if p.Count == 0 {
@@ -187,6 +225,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// wireKind says what the wire line counts.
+func (r *Report) wireKind() string {
+	switch {
+	case r.HTTP == "3":
+		return "UDP payload: QUIC packets"
+	case strings.HasPrefix(r.URL, "https:"):
+		return "TCP payload: TLS records"
+	}
+	return "TCP payload"
 }
 
 // fmtDur prints a duration with three significant digits and a unit a person reads at a glance.

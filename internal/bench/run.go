@@ -44,6 +44,9 @@ type Config struct {
 	// HTTP2 uses HTTP/2: over TLS (ALPN h2) for https URLs, cleartext with prior knowledge (h2c)
 	// for http URLs. Default HTTP/1.1.
 	HTTP2 bool
+	// HTTP3 uses HTTP/3 over QUIC (internal/h3's transport, HTTP/3 only, no fallback); the URL
+	// must be https.
+	HTTP3 bool
 	// NetHTTP uses net/http's client for HTTP/1.1 over cleartext too, instead of the generator's
 	// own client (which is several times cheaper per request). https always uses net/http.
 	NetHTTP bool
@@ -59,7 +62,7 @@ type Config struct {
 	// Connections is the number of closed-loop workers, each with its own HTTP/1.1 connection,
 	// each sending its next request when the previous one ends. Default 1.
 	Connections int
-	// H2Conns is the number of HTTP/2 connections the workers share. Default 1.
+	// H2Conns is the number of HTTP/2 or HTTP/3 connections the workers share. Default 1.
 	H2Conns int
 
 	// Duration bounds the run: no request is scheduled (open loop) or started (closed loop) after
@@ -109,6 +112,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: durations and counts must not be negative")
 	case c.MaxTokens < 0:
 		return c, fmt.Errorf("bench: max tokens %d is negative", c.MaxTokens)
+	case c.HTTP3 && c.HTTP2:
+		return c, errors.New("bench: HTTP/2 and HTTP/3 are exclusive")
+	case c.HTTP3 && u.Scheme != "https":
+		return c, fmt.Errorf("bench: URL %q: HTTP/3 needs an https URL", c.URL)
 	}
 	if c.Duration == 0 && c.Requests == 0 {
 		c.Duration = 10 * time.Second
@@ -169,18 +176,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	hdr := requestHeader(cfg.Format, ctype, cfg.APIKey, cfg.Header)
-	newClient, closeClients, err := clientFactory(cfg, body, hdr)
+	r := &runner{
+		cfg:    cfg,
+		kind:   parserKindFor(cfg.Format, cfg.Stream),
+		shards: make([]shard, max(8, 2*runtime.GOMAXPROCS(0))),
+	}
+	newClient, closeClients, err := clientFactory(cfg, body, hdr, &r.wire)
 	if err != nil {
 		return nil, err
 	}
 	defer closeClients()
-
-	r := &runner{
-		cfg:       cfg,
-		kind:      parserKindFor(cfg.Format, cfg.Stream),
-		newClient: newClient,
-		shards:    make([]shard, max(8, 2*runtime.GOMAXPROCS(0))),
-	}
+	r.newClient = newClient
 	r.base = time.Now()
 	stopProgress := r.startProgress()
 	if cfg.Rate > 0 {
@@ -206,6 +212,7 @@ type runner struct {
 	blocked  atomic.Uint64 // open loop: requests that found every worker busy
 	inflight atomic.Int64  // requests being sent or received now
 	peak     atomic.Int64  // the most requests in flight at once
+	wire     wireCounter   // bytes on the generator's sockets
 }
 
 // spinMargin is how long before a request's time the scheduler stops sleeping and spins: on the

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/syncbuf"
+	"github.com/layer0ai/layer0/internal/testcert"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
 
@@ -64,6 +67,38 @@ func startH2(t testing.TB, up *Upstream, tls bool) string {
 	return srv.URL
 }
 
+// startH3 serves an Upstream as layer0 serves HTTP/3: TLS (HTTP/2) on a TCP port and QUIC on the
+// same UDP port, with a fresh self-signed certificate. It returns the https URL.
+func startH3(t testing.TB, up *Upstream) string {
+	t.Helper()
+	certFile, keyFile, _ := testcert.Write(t, t.TempDir())
+	srv := server.HTTPServer(up, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second})
+	if err := server.EnableTLS(srv, certFile, keyFile, nil); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := server.Listen("127.0.0.1:0", server.ConnLimit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := server.ListenHTTP3(srv, ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- server.Serve(ctx, srv, ln, time.Second, nil) }()
+	go func() { done <- hs.Serve(ctx, time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	})
+	return "https://" + ln.Addr().String()
+}
+
 // TestRunFormats makes short bounded runs in every format and transport against the upstream
 // and checks that the report adds up and its JSON is valid.
 func TestRunFormats(t *testing.T) {
@@ -71,16 +106,19 @@ func TestRunFormats(t *testing.T) {
 	up, h1 := startUpstream(t, UpstreamConfig{Tokens: tokens})
 	h2c := startH2(t, up, false)
 	h2tls := startH2(t, up, true)
+	h3 := startH3(t, up)
 	type transport struct {
 		name, url      string
 		http2, nethttp bool
 		want           string // Report.Client
+		http3          bool
 	}
 	transports := []transport{
-		{"raw h1", h1, false, false, "layer0"},
-		{"net/http h1", h1, false, true, "net/http"},
-		{"h2c", h2c, true, false, "net/http"},
-		{"h2 tls", h2tls, true, false, "net/http"},
+		{"raw h1", h1, false, false, "layer0", false},
+		{"net/http h1", h1, false, true, "net/http", false},
+		{"h2c", h2c, true, false, "net/http", false},
+		{"h2 tls", h2tls, true, false, "net/http", false},
+		{"h3", h3, false, false, "quic-go", true},
 	}
 	formats := []struct {
 		format llm.Format
@@ -105,7 +143,7 @@ func TestRunFormats(t *testing.T) {
 					name += "/open"
 				}
 				t.Run(name, func(t *testing.T) {
-					cfg := Config{URL: tr.url, Format: f.format, Stream: f.stream, BinaryVersion: f.binVer, HTTP2: tr.http2,
+					cfg := Config{URL: tr.url, Format: f.format, Stream: f.stream, BinaryVersion: f.binVer, HTTP2: tr.http2, HTTP3: tr.http3,
 						NetHTTP: tr.nethttp, Insecure: true, Requests: requests, Connections: 3, Timeout: 10 * time.Second}
 					if open {
 						cfg.Rate = 2000
@@ -131,6 +169,11 @@ func TestRunFormats(t *testing.T) {
 					}
 					if rep.BytesPerToken <= 0 || rep.Throughput <= 0 || rep.Elapsed <= 0 {
 						t.Errorf("got bytes/token %v, throughput %v, elapsed %v; want all positive", rep.BytesPerToken, rep.Throughput, rep.Elapsed)
+					}
+					// The wire carries the bodies and more: heads, framing, encryption.
+					if w := rep.Wire; w.Received <= rep.Bytes || w.Sent == 0 || w.PerToken <= 0 ||
+						w.ReceivedPerRequest*requests != float64(w.Received) {
+						t.Errorf("wire: got %+v with %d body bytes received, want more than the bodies", w, rep.Bytes)
 					}
 					if rep.Latency.Count != requests || rep.Latency.P50 <= 0 || rep.Latency.P50 > rep.Latency.Max {
 						t.Errorf("latency: got %+v", rep.Latency)
@@ -162,7 +205,7 @@ func TestRunFormats(t *testing.T) {
 					if err := rep.WriteText(&text); err != nil {
 						t.Fatal(err)
 					}
-					for _, want := range []string{"throughput", "latency", "bytes/token"} {
+					for _, want := range []string{"throughput", "latency", "bytes/token", "per request"} {
 						if !strings.Contains(text.String(), want) {
 							t.Errorf("text report lacks %q:\n%s", want, text.String())
 						}
@@ -364,6 +407,8 @@ func TestConfigErrors(t *testing.T) {
 		{"negative rate", Config{URL: "http://x", Rate: -1}, "rate -1"},
 		{"negative count", Config{URL: "http://x", Requests: -1}, "must not be negative"},
 		{"binary max tokens", Config{URL: "http://x", Format: llm.FormatBinary, MaxTokens: 70000}, "max_tokens 70000"},
+		{"h3 cleartext", Config{URL: "http://x", HTTP3: true}, "needs an https URL"},
+		{"h2 and h3", Config{URL: "https://x", HTTP2: true, HTTP3: true}, "exclusive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -413,13 +458,13 @@ func newTestWorker(t testing.TB, cfg Config) (*runner, *worker) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newClient, closeAll, err := clientFactory(cfg, body, requestHeader(cfg.Format, ctype, "", nil))
+	r := &runner{cfg: cfg, kind: parserKindFor(cfg.Format, cfg.Stream), shards: make([]shard, 1), base: time.Now()}
+	newClient, closeAll, err := clientFactory(cfg, body, requestHeader(cfg.Format, ctype, "", nil), &r.wire)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeAll)
-	r := &runner{cfg: cfg, kind: parserKindFor(cfg.Format, cfg.Stream), newClient: newClient,
-		shards: make([]shard, 1), base: time.Now()}
+	r.newClient = newClient
 	return r, r.newWorker(0)
 }
 
@@ -452,5 +497,40 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.Fatalf("got %d tokens, want 100", w.p.tokens)
 			}
 		})
+	}
+}
+
+// TestWireCountsExactly checks the TCP count against what is known to cross: the raw HTTP/1.1
+// client writes its prebuilt request, byte for byte, once per request, and reads at least each
+// response's body and head.
+func TestWireCountsExactly(t *testing.T) {
+	_, url := startUpstream(t, UpstreamConfig{Tokens: 5})
+	const requests = 10
+	cfg := Config{URL: url, Format: llm.FormatAnthropic, Stream: true, Requests: requests, Timeout: 10 * time.Second}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK != requests {
+		t.Fatalf("got %d ok (%v), want %d", rep.OK, rep.ErrorSamples, requests)
+	}
+	full, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ctype, err := requestBody(full.Format, full.Model, full.Prompt, full.MaxTokens, full.Stream, full.binaryMode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := neturl.Parse(full.URL)
+	req, err := rawRequest(u, body, requestHeader(full.Format, ctype, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(requests * len(req)); rep.Wire.Sent != want {
+		t.Errorf("sent %d bytes, want %d: %d requests of %d", rep.Wire.Sent, want, requests, len(req))
+	}
+	if rep.Wire.Received <= rep.Bytes+uint64(requests*len("HTTP/1.1 200 OK\r\n")) {
+		t.Errorf("received %d bytes for %d body bytes: fewer than the bodies and status lines", rep.Wire.Received, rep.Bytes)
 	}
 }

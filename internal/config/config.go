@@ -111,9 +111,9 @@ type Server struct {
 	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
 	// cleartext HTTP/1.1 + h2c. Default: off.
 	TLS TLS `yaml:"tls"`
-	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: "lean" (layer0's own, less
-	// work per request) or "net/http" (Go's). TLS, HTTP/2 and h2c are served by Go's either
-	// way. Default "lean".
+	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: "net/http" (Go's) or "lean"
+	// (layer0's own: less work per request, stricter parsing). TLS, HTTP/2 and h2c are served
+	// by Go's either way. Default "net/http".
 	HTTP1 string `yaml:"http1"`
 	// HTTP3 also serves HTTP/3 (QUIC) over UDP on the same port, advertised to TLS clients with
 	// Alt-Svc. Only with TLS. Default false.
@@ -509,7 +509,7 @@ func (c *Config) SetDefaults() {
 		s.IdleTimeout = 120 * time.Second
 	}
 	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1Lean
+		s.HTTP1 = HTTP1NetHTTP
 	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second

@@ -275,6 +275,13 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 	c.req = *r.WithContext(ctx) // the copy stays on the stack
 	r2 := &c.req
 	c.rw = response{c: c, req: r2, header: make(http.Header, 8), declared: -1}
+	// A large answer's buffers are not kept for the connection's next requests.
+	if cap(c.body) > 2*flushAt {
+		c.body = nil
+	}
+	if cap(c.wbuf) > 2*flushAt {
+		c.wbuf = nil
+	}
 	c.body = c.body[:0]
 	c.wbuf = c.wbuf[:0]
 
@@ -379,9 +386,6 @@ func (c *conn) writeOut() error {
 	}
 	_, err := c.nc.Write(c.wbuf)
 	c.wbuf = c.wbuf[:0]
-	if cap(c.wbuf) > 1<<20 {
-		c.wbuf = nil
-	}
 	return err
 }
 

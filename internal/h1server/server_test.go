@@ -293,3 +293,31 @@ func TestLargeHead(t *testing.T) {
 		t.Fatalf("a 40 KiB head and the request after it: got %.200q", got)
 	}
 }
+
+func TestLargeAnswers(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/declared" {
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+		}
+		w.Write(big[:len(big)/2])
+		w.Write(big[len(big)/2:])
+	})})
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for _, path := range []string{"/declared", "/undeclared"} {
+		for range 2 { // the same connection serves the next one
+			resp, err := cl.Get("http://" + addr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || !bytes.Equal(b, big) {
+				t.Fatalf("%s: %d bytes, err %v", path, len(b), err)
+			}
+			if path == "/undeclared" && resp.ContentLength != -1 {
+				t.Errorf("an answer over the buffer was not chunked: length %d", resp.ContentLength)
+			}
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -92,6 +93,10 @@ type Options struct {
 	// RetryAfter is how long Auto keeps a failed host on the fallback; default
 	// DefaultRetryAfter.
 	RetryAfter time.Duration
+	// QUICTransport, when set, is the UDP socket connections are dialed through (the caller
+	// owns and closes it), e.g. one over a PacketConn that counts the bytes on the wire. By
+	// default each connection dials from a socket of its own.
+	QUICTransport *quic.Transport
 }
 
 // Transport is an http.RoundTripper following a Mode. It is safe for concurrent use.
@@ -131,6 +136,7 @@ func NewTransport(o Options) (*Transport, error) {
 		tc = o.TLSConfig.Clone()
 	}
 	timeout := o.HandshakeTimeout
+	qt := o.QUICTransport
 	t.h3 = &http3.Transport{
 		TLSClientConfig:    tc,
 		DisableCompression: true, // streams must not wait on a decompressor's buffer
@@ -147,7 +153,13 @@ func NewTransport(o Options) (*Transport, error) {
 		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
 			hctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			c, err := quic.DialAddr(hctx, addr, tlsCfg, cfg)
+			var c *quic.Conn
+			var err error
+			if qt == nil {
+				c, err = quic.DialAddr(hctx, addr, tlsCfg, cfg)
+			} else {
+				c, err = dialThrough(hctx, qt, addr, tlsCfg, cfg)
+			}
 			if err != nil {
 				return nil, &dialError{err}
 			}
@@ -155,6 +167,15 @@ func NewTransport(o Options) (*Transport, error) {
 		},
 	}
 	return t, nil
+}
+
+// dialThrough dials addr (HOST:PORT) over qt, as quic.DialAddr does over a socket of its own.
+func dialThrough(ctx context.Context, qt *quic.Transport, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return qt.Dial(ctx, ua, tlsCfg, cfg)
 }
 
 // RoundTrip implements http.RoundTripper.

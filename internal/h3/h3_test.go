@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/layer0ai/layer0/internal/h3"
 	"github.com/layer0ai/layer0/internal/server"
@@ -169,5 +172,48 @@ func TestOffAndCleartextUseFallback(t *testing.T) {
 	defer srv.Close()
 	if got, err := post(t, newTransport(t, h3.On, roots, 0), "http://"+ln.Addr().String()+"/", ""); err != nil || got != "HTTP/1.1" {
 		t.Errorf("http URL in on mode: %q, %v", got, err)
+	}
+}
+
+// writeCounter is a UDP socket that counts the datagram writes quic-go makes on it.
+type writeCounter struct {
+	*net.UDPConn
+	writes atomic.Int64
+}
+
+func (c *writeCounter) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error) {
+	c.writes.Add(1)
+	return c.UDPConn.WriteMsgUDP(b, oob, addr)
+}
+
+// With Options.QUICTransport the connections are dialed through the caller's socket, which
+// stays open (the caller's) after the Transport closes.
+func TestQUICTransportCarriesTheConnections(t *testing.T) {
+	url, roots := serveTLS(t, true)
+	uc, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	wc := &writeCounter{UDPConn: uc}
+	qt := &quic.Transport{Conn: wc}
+	defer qt.Close()
+	tc := &tls.Config{RootCAs: roots}
+	tr, err := h3.NewTransport(h3.Options{Mode: h3.On, TLSConfig: tc, Fallback: &http.Transport{TLSClientConfig: tc},
+		QUICTransport: qt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := post(t, tr, url+"/", "hello"); err != nil || got != "HTTP/3.0 hello" {
+		t.Fatalf("got %q, %v; want the request over HTTP/3", got, err)
+	}
+	if wc.writes.Load() == 0 {
+		t.Error("no datagram went through the given transport's socket")
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := uc.WriteTo([]byte{0}, uc.LocalAddr()); err != nil {
+		t.Errorf("the caller's socket was closed with the Transport: %v", err)
 	}
 }

@@ -289,6 +289,14 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 				switch res[i].refused {
 				case stepNone:
 					done[i] = stepReq // all taken (the scope's admission is all or nothing)
+				case stepLost:
+					// Nothing taken: this replica's concurrency count in Redis was lost. The
+					// scope's cells one by one, the gauge writing its count first.
+					if err == nil {
+						var e error
+						done[i], e = s.admit(ctx, now)
+						err = e
+					}
 				case stepConc:
 					err = cmp.Or(err, error(s.concRefused(res[i].n)))
 				case stepReq:
@@ -304,6 +312,9 @@ func (l *Limiter) Admit(ctx context.Context, name string) (Lease, error) {
 			}
 			ls := Lease{l: l, key: key, held: true, wrote: now}
 			for i, s := range scopes {
+				if res[i].refused == stepLost {
+					continue // its cells' state is read for the headers
+				}
 				if s.req.cell != nil {
 					ls.seen[0+i], ls.known = res[i].req, ls.known|1<<(0+i)
 				}

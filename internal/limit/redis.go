@@ -63,6 +63,7 @@ type RedisConfig struct {
 type Redis struct {
 	c         RedisConfig
 	ttlMS     string
+	epoch0    uint64 // where this store's gauges start numbering their count's fields (random)
 	up        atomic.Bool
 	probing   atomic.Bool
 	closed    chan struct{}
@@ -99,8 +100,11 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	var e [4]byte
+	_, _ = rand.Read(e[:])
 	s := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), closed: make(chan struct{}),
-		rates: map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
+		epoch0: uint64(e[0])<<24 | uint64(e[1])<<16 | uint64(e[2])<<8 | uint64(e[3]),
+		rates:  map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
 	s.up.Store(true)
 	s.wg.Add(1)
 	go s.renewLoop()
@@ -176,7 +180,7 @@ func (s *Redis) Gauge(id string) Gauge {
 	g, ok := s.gauges[id]
 	if !ok {
 		k := s.cellKey(id)
-		g = &redisGauge{s: s, keys: []string{k + ":slots", k + ":leases"}}
+		g = newRedisGauge(s, k)
 		s.gauges[id] = g
 	}
 	return g
@@ -303,6 +307,7 @@ func (s *Redis) probe() {
 			err := s.c.Client.Ping(ctx).Err()
 			cancel()
 			if err == nil {
+				s.staleAll() // Redis may have restarted empty, or missed writes: every count is re-asserted
 				s.renewAll()
 				s.up.Store(true)
 				s.c.Logger.Info("shared store (Redis) reachable again")
@@ -325,6 +330,16 @@ func (s *Redis) renewLoop() {
 				s.renewAll()
 			}
 		}
+	}
+}
+
+// staleAll marks every gauge's count in Redis as possibly wrong: the next operation on each (or
+// the renewal of one holding slots) writes it exactly.
+func (s *Redis) staleAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gauges {
+		g.markStale()
 	}
 }
 
@@ -491,189 +506,6 @@ func (c *redisRate) fallbackPeek(ctx context.Context, now time.Time, r Rate) (St
 		return Status{}, ErrStoreUnavailable
 	}
 	return c.local.Peek(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period})
-}
-
-// A gauge is two keys: a hash of replica id → slots it holds, and a sorted set of replica id →
-// lease expiry (Redis time, ms). Every script first drops the replicas whose lease expired, so a
-// replica that died returns its slots within the TTL. A replica writes its own count exactly
-// (not an increment), so a write lost while Redis was unreachable is repaired by the next.
-
-// gaugeIncScript: ARGV replica, slots it holds, max, ttl ms. Returns {count after, taken}.
-var gaugeIncScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-for i = 1, #dead do redis.call('HDEL', KEYS[1], dead[i]) end
-if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-local kv = redis.call('HGETALL', KEYS[1])
-local held = tonumber(ARGV[2])
-local n = held
-for i = 1, #kv, 2 do
-  if kv[i] ~= ARGV[1] then n = n + tonumber(kv[i + 1]) end
-end
-if n >= tonumber(ARGV[3]) then return {n, 0} end
-local ttl = tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], ARGV[1], held + 1)
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-return {n + 1, 1}
-`)
-
-// gaugeSetScript: ARGV replica, slots it holds, ttl ms. Writes the count and renews the lease.
-// When it holds none, a lease still in the set keeps its expiry and the count is written 0 (the
-// replica's next admission then need not write the lease again: see admitScript); the lease
-// expires unrenewed and the next script to see it expired removes both. Without a lease, the
-// count is removed.
-var gaugeSetScript = redis.NewScript(gaugeSetLua + `
-gaugeSet(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
-return {math.max(tonumber(ARGV[2]), 0), 1}
-`)
-
-// gaugeSetLua defines gaugeSet(slots key, leases key, replica, held, ttl ms), the script's
-// write, which the batched end of a request (redisbatch.go) runs too.
-const gaugeSetLua = `
-local function gaugeSet(slots, leases, replica, held, ttl)
-  if held <= 0 then
-    if redis.call('ZSCORE', leases, replica) then
-      if redis.call('HSET', slots, replica, 0) == 1 then
-        redis.call('PEXPIRE', slots, ttl) -- a count lost with its lease kept: never without TTL
-      end
-    else
-      redis.call('HDEL', slots, replica)
-    end
-    return
-  end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('HSET', slots, replica, held)
-  redis.call('ZADD', leases, now + ttl, replica)
-  redis.call('PEXPIRE', slots, ttl)
-  redis.call('PEXPIRE', leases, ttl)
-end
-`
-
-// gaugeValueScript sums the slots of the replicas whose lease is current.
-var gaugeValueScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local kv = redis.call('HGETALL', KEYS[1])
-local n = 0
-for i = 1, #kv, 2 do
-  local exp = redis.call('ZSCORE', KEYS[2], kv[i])
-  if exp and tonumber(exp) > now then n = n + tonumber(kv[i + 1]) end
-end
-return {n, 1}
-`)
-
-type redisGauge struct {
-	s    *Redis
-	keys []string
-
-	mu    sync.Mutex // orders this replica's writes of its count
-	held  int64      // slots this replica holds in Redis
-	dirty bool       // Redis may disagree with held (a write failed)
-
-	local memGauge // slots taken from this replica's own share while Redis was unreachable
-}
-
-func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) {
-	if !g.s.usable() {
-		return g.fallbackInc(ctx, limit)
-	}
-	g.mu.Lock()
-	v, err := g.s.run(ctx, gaugeIncScript, g.keys, g.s.c.ReplicaID, g.held, limit, g.s.ttlMS)
-	if err != nil {
-		g.mu.Unlock()
-		g.s.failed(ctx, err)
-		return g.fallbackInc(ctx, limit)
-	}
-	n, ok := pair(v)
-	if ok {
-		g.held++
-		g.dirty = false
-	}
-	g.mu.Unlock()
-	return n, ok, nil
-}
-
-func (g *redisGauge) fallbackInc(ctx context.Context, limit int64) (int64, bool, error) {
-	if g.s.c.Deny {
-		return 0, false, ErrStoreUnavailable
-	}
-	return g.local.Inc(ctx, g.s.share(limit))
-}
-
-// Dec releases a slot: one taken locally if any, else one of this replica's in Redis. It does not
-// fail: a release that cannot reach Redis is written with the next renewal.
-func (g *redisGauge) Dec(ctx context.Context) error {
-	if g.decLocal() {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held > 0 {
-		g.held--
-	}
-	if !g.s.usable() {
-		g.dirty = true
-		return nil
-	}
-	if _, err := g.s.run(ctx, gaugeSetScript, g.keys, g.s.c.ReplicaID, g.held, g.s.ttlMS); err != nil {
-		g.dirty = true
-		g.s.failed(ctx, err)
-	}
-	return nil
-}
-
-// decLocal gives back a slot taken from this replica's own share while Redis was unreachable,
-// and reports whether there was one.
-func (g *redisGauge) decLocal() bool {
-	for {
-		v := g.local.n.Load()
-		if v <= 0 {
-			return false
-		}
-		if g.local.n.CompareAndSwap(v, v-1) {
-			return true
-		}
-	}
-}
-
-// renew extends this replica's lease on its slots, or writes its count after a failed write.
-func (g *redisGauge) renew() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held == 0 && !g.dirty {
-		return
-	}
-	ctx := context.Background()
-	if _, err := g.s.run(ctx, gaugeSetScript, g.keys, g.s.c.ReplicaID, g.held, g.s.ttlMS); err != nil {
-		g.dirty = true
-		g.s.failed(ctx, err)
-		return
-	}
-	g.dirty = false
-}
-
-func (g *redisGauge) Value(ctx context.Context) (int64, error) {
-	if !g.s.usable() {
-		return g.fallbackValue(ctx)
-	}
-	v, err := g.s.run(ctx, gaugeValueScript, g.keys)
-	if err != nil {
-		g.s.failed(ctx, err)
-		return g.fallbackValue(ctx)
-	}
-	n, _ := pair(v)
-	return n, nil
-}
-
-func (g *redisGauge) fallbackValue(ctx context.Context) (int64, error) {
-	if g.s.c.Deny {
-		return 0, ErrStoreUnavailable
-	}
-	return g.local.Value(ctx)
 }
 
 // pair decodes a script's {n, flag} reply.

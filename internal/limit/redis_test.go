@@ -495,7 +495,7 @@ func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	slots, leases := g.keys[0], g.keys[1]
 	expiry := func() float64 {
 		t.Helper()
-		v, err := st.c.Client.ZScore(ctx, leases, "a").Result()
+		v, err := st.c.Client.ZScore(ctx, leases, g.field.Load().name).Result()
 		if err != nil {
 			t.Fatalf("the lease: %v", err)
 		}
@@ -522,7 +522,7 @@ func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	}
 	cycle()
 	first := expiry()
-	if n, err := st.c.Client.HGet(ctx, slots, "a").Int(); err != nil || n != 0 {
+	if n, err := st.c.Client.HGet(ctx, slots, g.field.Load().name).Int(); err != nil || n != 0 {
 		t.Errorf("after the release: count %d %v, want 0 kept with the lease", n, err)
 	}
 	if v, err := g.Value(ctx); err != nil || v != 0 {

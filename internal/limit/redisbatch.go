@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -21,15 +22,17 @@ import (
 // output-tokens cell, the concurrency slots and leases — all of one hash tag (an absent cell's
 // key is another of the scope's, never touched). ARGV: now (s, ns), the requests interval
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
-// the replica, the slots it holds, the concurrency max (0: unlimited), the lease TTL (ms).
+// the replica's field, the field it replaces and the count to assert (-1: none; see concLua),
+// the concurrency max (0: unlimited), the lease TTL (ms).
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
-// {3, TAT offset} by output tokens. The GCRA arithmetic is gcraScript's. The lease is written
-// (ZADD and both keys' PEXPIRE: 7 of the 16 µs its concurrency cells cost Redis) only when this
-// replica's entry is new or its lease has less than two thirds of the TTL left: a current lease
-// outlives the next renewal (every TTL/3), and the keys' TTL, set with every lease write, is
-// never shorter than a lease in them.
-var admitScript = redis.NewScript(`
+// {3, TAT offset} by output tokens; {4, 0} when the replica's field was lost (nothing taken: the
+// caller re-asserts and tries again). The GCRA arithmetic is gcraScript's. The slot is one
+// HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
+// one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
+// when the field is new or its lease has less than two thirds of the TTL left: a current lease
+// outlives the next renewal (every TTL/3).
+var admitScript = redis.NewScript(concLua + `
 local nh, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function rel(k)
   local s = redis.call('GET', k)
@@ -38,19 +41,12 @@ local function rel(k)
   if r < 0 then return 0 end
   return r
 end
-local cmax, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
-local held, n, now = tonumber(ARGV[8]), 0, 0
+local cmax, n = tonumber(ARGV[10]), 0
 if cmax > 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]) end
-  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now) end
-  local kv = redis.call('HGETALL', KEYS[3])
-  n = held
-  for i = 1, #kv, 2 do
-    if kv[i] ~= ARGV[7] then n = n + tonumber(kv[i + 1]) end
+  if not concOpen(KEYS[3], KEYS[4], ARGV[7], ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[11]), concNow(), false) then
+    return {4, 0}
   end
+  n = concSum(KEYS[3])
   if n >= cmax then return {1, n} end
 end
 local rinc, rnext = tonumber(ARGV[3]), 0
@@ -65,16 +61,7 @@ if need > 0 then
   if tonumber(ARGV[6]) - orel < need then return {3, orel} end
 end
 if cmax > 0 then
-  local fresh = redis.call('HSET', KEYS[3], ARGV[7], held + 1) == 0
-  if fresh then
-    local exp = redis.call('ZSCORE', KEYS[4], ARGV[7])
-    fresh = exp and tonumber(exp) >= now + ttl - math.floor(ttl / 3)
-  end
-  if not fresh then
-    redis.call('ZADD', KEYS[4], now + ttl, ARGV[7])
-    redis.call('PEXPIRE', KEYS[3], ttl)
-    redis.call('PEXPIRE', KEYS[4], ttl)
-  end
+  redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
   n = n + 1
 end
 if rinc > 0 then
@@ -172,21 +159,30 @@ func (s *Redis) mineGauge(g Gauge) *redisGauge {
 
 // admission is one scope's outcome of a batched admission.
 type admission struct {
-	refused  step  // stepNone: taken; else the step that refused (stepConc, stepReq, stepOut)
-	n        int64 // the concurrency count, or the refusing cell's TAT (Unix ns)
-	req, out int64 // when taken: the requests cell's TAT after, the output cell's (Unix ns)
-	gauge    *redisGauge
+	refused step  // stepNone: taken; else the step that refused (stepConc, stepReq, stepOut), or stepLost
+	n       int64 // the concurrency count, or the refusing cell's TAT (Unix ns)
+	req     int64 // when taken: the requests cell's TAT after (Unix ns)
+	out     int64 // when taken: the output cell's TAT (Unix ns)
 }
 
-// stepOut marks a refusal by the output-token check (it takes nothing, so it is never undone).
-const stepOut step = 100
+const (
+	// stepOut marks a refusal by the output-token check (it takes nothing, so it is never undone).
+	stepOut step = 100
+	// stepLost marks a scope that took nothing because this replica's concurrency count in Redis
+	// was lost (Redis restarted empty, or the lease expired): its gauge is stale, and the Limiter
+	// runs the scope's admission cell by cell, which writes the count again first.
+	stepLost step = 101
+)
 
 // admit runs the admission of every scope that limits anything in one round trip. ok is false
-// when it did not run.
+// when it did not run. The gauges' operations run side by side: an admission adds one to this
+// replica's count (no lock is held across the round trip), except when a gauge is stale, whose
+// admission then writes the exact count first (see concLua).
 func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res [2]admission, ok bool) {
 	n := now.UnixNano()
 	var calls [2]scriptCall
 	var idx [2]int
+	var ops [2]gaugeOp
 	nc := 0
 	for i, sc := range scopes {
 		idx[i] = -1
@@ -215,56 +211,77 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
 			}
 		}
-		res[i].gauge = g
 		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
-			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), s.c.ReplicaID, int64(0), sc.conc.max, s.ttlMS}}
+			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS}}
 		idx[i] = nc
 		nc++
 	}
 	if nc == 0 {
 		return res, true
 	}
-	// Each gauge's count is written exactly, so its writes are ordered: hold both (the key's
-	// first, always) across the round trip.
-	for i := range scopes {
-		if g := res[i].gauge; g != nil {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			calls[idx[i]].args[7] = g.held
+	// Enter the gauges, the key's first, always (a stale one waits for the operations in flight).
+	for i, sc := range scopes {
+		if idx[i] < 0 || sc.conc.cell == nil {
+			continue
 		}
+		op, entered := s.mineGauge(sc.conc.cell).enter(ctx, false)
+		if !entered {
+			for j := range i {
+				if ops[j].g != nil {
+					ops[j].exit(opNotSent)
+				}
+			}
+			return res, false
+		}
+		ops[i] = op
+		a := calls[idx[i]].args
+		a[6], a[7], a[8] = op.args()
 	}
 	if err := s.pipe(ctx, calls[:nc]); err != nil {
-		for i := range scopes {
-			if g := res[i].gauge; g != nil {
-				g.dirty = true // it may have run: the next renewal writes the count
+		for i := range ops {
+			if ops[i].g != nil {
+				ops[i].exit(opFailed) // it may have run: the count is written again
 			}
 		}
 		s.failed(ctx, err)
 		return res, false
 	}
+	var bad error
 	for i := range scopes {
 		if idx[i] < 0 {
 			continue
 		}
 		code, v, err := reply(&calls[idx[i]])
 		if err != nil {
-			s.failed(ctx, err)
-			return res, false
+			bad = cmp.Or(bad, err)
+			if ops[i].g != nil {
+				ops[i].exit(opFailed)
+			}
+			continue
 		}
+		result := opDone
 		switch code {
 		case 0:
-			if g := res[i].gauge; g != nil {
-				g.held++
-				g.dirty = false
+			if ops[i].g != nil {
+				ops[i].g.held.Add(1)
 			}
 			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
 		case 1:
 			res[i].refused, res[i].n = stepConc, v
 		case 2:
 			res[i].refused, res[i].n = stepReq, n+v
-		default:
+		case 3:
 			res[i].refused, res[i].n = stepOut, n+v
+		default:
+			res[i].refused, result = stepLost, opLost
 		}
+		if ops[i].g != nil {
+			ops[i].exit(result)
+		}
+	}
+	if bad != nil {
+		s.failed(ctx, bad)
+		return res, false
 	}
 	return res, true
 }
@@ -294,13 +311,14 @@ func (s *Redis) release(ctx context.Context, gauges []Gauge) bool {
 	return released
 }
 
-// scopeScript runs operations on several rate cells and writes gauges' counts, in one scope
-// (one hash tag) on a Redis Cluster, else in any: the end of a request (its settlement and its
-// release) is one script. KEYS: the m cells, then each gauge's slots and leases. ARGV: now (s, ns),
-// m, each cell's op, interval and period (gcraScript's), then the replica, the lease TTL (ms) and
-// the slots it holds in each gauge (gaugeSetScript's). Returns each cell's took and TAT offset, in
-// order.
-var scopeScript = redis.NewScript(gcraLua + gaugeSetLua + `
+// scopeScript runs operations on several rate cells and gives back a slot of gauges, in one
+// scope (one hash tag) on a Redis Cluster, else in any: the end of a request (its settlement and
+// its release) is one script. KEYS: the m cells, then each gauge's slots and leases. ARGV: now
+// (s, ns), m, each cell's op, interval and period (gcraScript's), then the lease TTL (ms) and, for
+// each gauge, the replica's field, the field it replaces and the count to assert (-1: give back
+// one; see concRelease). Returns each cell's took and TAT offset, in order, then for each gauge 1,
+// or 0 when the replica's field was lost.
+var scopeScript = redis.NewScript(gcraLua + concLua + `
 local nh, nl, m = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
 for i = 1, m do
@@ -308,9 +326,15 @@ for i = 1, m do
   out[2 * i - 1], out[2 * i] = gcra(KEYS[i], ARGV[a + 1], nh, nl, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
 end
 local g = m * 3 + 4
-for j = g + 2, #ARGV do
-  local k = m + 2 * (j - g - 2)
-  gaugeSet(KEYS[k + 1], KEYS[k + 2], ARGV[g], tonumber(ARGV[j]), tonumber(ARGV[g + 1]))
+local now = nil
+for j = g + 1, #ARGV, 3 do
+  local k = m + 2 * math.floor((j - g - 1) / 3)
+  now = now or concNow()
+  if concRelease(KEYS[k + 1], KEYS[k + 2], ARGV[j], ARGV[j + 1], tonumber(ARGV[j + 2]), tonumber(ARGV[g]), now) then
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
 end
 return out
 `)
@@ -332,15 +356,16 @@ type scopeCall struct {
 	keys   []string
 	cells  []any // op, interval, period of each cell
 	ops    []int // the indexes in ops of its cells
-	gauges []*redisGauge
+	gauges []int // the indexes in the gauges' operations of its gauges
 }
 
 // settle runs ops and gives back one slot of each gauge, all in one round trip of one script (one
-// per scope on a Redis Cluster, whose scripts take keys of one shard only): the end of a request (its settlement and its release) costs one. A slot taken from the
-// local share while Redis was unreachable goes back there. ran reports that ops ran (else the
-// caller runs them on the cells, whose fallback serves), released that the slots were given back
-// (a write that failed is made by the next renewal); both are false for a cell or gauge of
-// another store.
+// per scope on a Redis Cluster, whose scripts take keys of one shard only): the end of a request
+// (its settlement and its release) costs one. A slot taken from the local share while Redis was
+// unreachable goes back there. ran reports that ops ran (else the caller runs them on the cells,
+// whose fallback serves), released that the slots were given back (a write that failed leaves the
+// gauge stale: the next operation or renewal writes its count); both are false for a cell or
+// gauge of another store.
 func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges []Gauge) (ran, released bool) {
 	var mine [2]*redisGauge
 	for i, gg := range gauges {
@@ -386,19 +411,24 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		sc.cells = append(sc.cells, op, inc, int64(o.slot.rate.Period))
 		sc.ops = append(sc.ops, i)
 	}
-	var held [2]*redisGauge
-	nh := 0
+	// The gauges, the key's first, always: each release subtracts one from this replica's count
+	// (a stale gauge's writes the exact count), side by side with the replica's other operations.
+	var gops [2]gaugeOp
+	ng := 0
 	for _, g := range mine[:len(gauges)] {
 		if g.decLocal() {
 			continue
 		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.held = max(g.held-1, 0)
-		held[nh] = g
-		nh++
+		op, ok := g.enter(context.WithoutCancel(ctx), false)
+		g.decHeld()
+		if !ok { // the count is written by the next operation
+			g.markStale()
+			continue
+		}
+		gops[ng] = op
+		ng++
 		sc := in(g.keys[0])
-		sc.gauges = append(sc.gauges, g)
+		sc.gauges = append(sc.gauges, ng-1)
 	}
 	if len(scopes) == 0 {
 		return true, true
@@ -407,36 +437,52 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 	calls := make([]scriptCall, len(scopes))
 	for i := range scopes {
 		sc := &scopes[i]
-		args := make([]any, 0, 3+len(sc.cells)+2+len(sc.gauges))
+		args := make([]any, 0, 4+len(sc.cells)+3*len(sc.gauges))
 		args = append(args, n/1e9, n%1e9, len(sc.ops))
 		args = append(args, sc.cells...)
-		if len(sc.gauges) > 0 {
-			args = append(args, s.c.ReplicaID, s.ttlMS)
-		}
-		for _, g := range sc.gauges {
-			sc.keys = append(sc.keys, g.keys...)
-			args = append(args, g.held)
+		args = append(args, s.ttlMS)
+		for _, j := range sc.gauges {
+			op := &gops[j]
+			sc.keys = append(sc.keys, op.g.keys...)
+			f, old, base := op.args()
+			args = append(args, f, old, base)
 		}
 		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
 	}
 	if err := s.pipe(ctx, calls); err != nil {
-		for _, g := range held[:nh] {
-			g.dirty = true
+		for j := range gops[:ng] {
+			gops[j].exit(opFailed) // it may have run: the count is written again
 		}
 		s.failed(ctx, err)
 		return false, true
 	}
+	var bad error
 	for i := range scopes {
 		v, err := calls[i].cmd.Slice()
-		if err != nil || len(v) != 2*len(scopes[i].ops) {
-			s.failed(ctx, fmt.Errorf("limit: redis: unexpected reply %v %v", v, err))
-			return false, true
+		m := 2 * len(scopes[i].ops)
+		if err != nil || len(v) != m+len(scopes[i].gauges) {
+			bad = cmp.Or(bad, fmt.Errorf("limit: redis: unexpected reply %v %v", v, err))
+			for _, j := range scopes[i].gauges {
+				gops[j].exit(opFailed)
+			}
+			continue
 		}
 		for j, k := range scopes[i].ops {
 			took, _ := v[2*j].(int64)
 			rel, _ := v[2*j+1].(int64)
 			ops[k].ok, ops[k].tat, ops[k].ran = took == 1, n+rel, true
 		}
+		for j, k := range scopes[i].gauges {
+			if f, _ := v[m+j].(int64); f == 1 {
+				gops[k].exit(opDone)
+			} else {
+				gops[k].exit(opLost) // the slot went with the lost count: the next operation writes it
+			}
+		}
+	}
+	if bad != nil {
+		s.failed(ctx, bad)
+		return false, true
 	}
 	return true, true
 }

@@ -29,8 +29,8 @@ type ListenOptions struct {
 	// Logger receives net/http's own error lines (accept errors, TLS handshake failures) as
 	// JSON records at WARN; nil discards them.
 	Logger *slog.Logger
-	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: HTTP1Lean (package
-	// h1server) or HTTP1NetHTTP. Default HTTP1Lean. TLS, HTTP/2 and h2c are net/http's either way.
+	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: HTTP1NetHTTP or HTTP1Lean
+	// (package h1server). Default HTTP1NetHTTP. TLS, HTTP/2 and h2c are net/http's either way.
 	HTTP1 string
 }
 
@@ -41,8 +41,9 @@ const (
 )
 
 // Front is the server of one listener: net/http's http.Server for TLS (HTTP/1.1 and HTTP/2 by
-// ALPN), h2c and, when chosen, cleartext HTTP/1.1; else the lean HTTP/1.1 server in front of it
-// on cleartext connections, which hands it the connections that open with HTTP/2's preface.
+// ALPN), h2c and, by default, cleartext HTTP/1.1; or, when chosen, the lean HTTP/1.1 server in
+// front of it on cleartext connections, which hands it the connections that open with HTTP/2's
+// preface.
 // Its Serve, Shutdown and Close cover both.
 type Front struct {
 	*http.Server
@@ -60,7 +61,7 @@ func HTTPServer(h http.Handler, o ListenOptions) *Front {
 	if o.MaxHeaderBytes == 0 {
 		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
 	}
-	f := &Front{Server: netHTTPServer(h, o), lean: o.HTTP1 != HTTP1NetHTTP, maxHeaderBytes: o.MaxHeaderBytes}
+	f := &Front{Server: netHTTPServer(h, o), lean: o.HTTP1 == HTTP1Lean, maxHeaderBytes: o.MaxHeaderBytes}
 	return f
 }
 
