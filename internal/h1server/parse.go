@@ -153,12 +153,21 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		f.length = n
 	}
 
+	// Whether the connection ends after the answer: as net/http decides it (the first
+	// Connection field, tokens bounded by space, tab or comma), and also whenever any field
+	// says close, so that the lean server never keeps a connection net/http would end.
 	conn := h["Connection"]
-	if f.minor == 0 {
-		f.close = !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
+	first := ""
+	if len(conn) > 0 {
+		first = conn[0]
 	}
-	if httpguts.HeaderValuesContainsToken(conn, "close") {
-		f.close = true
+	if f.minor == 0 {
+		f.close = !hasToken(first, "keep-alive")
+	}
+	for _, v := range conn {
+		if hasToken(v, "close") {
+			f.close = true
+		}
 	}
 
 	if e := h["Expect"]; len(e) > 0 {
@@ -182,6 +191,25 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 	}
 	return f, nil
 }
+
+// hasToken says v holds token (case-insensitive) between boundaries of space, tab or comma, as
+// net/http reads a Connection field.
+func hasToken(v, token string) bool {
+	for i := 0; i+len(token) <= len(v); i++ {
+		if i > 0 && !tokenBoundary(v[i-1]) {
+			continue
+		}
+		if end := i + len(token); end < len(v) && !tokenBoundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[i:i+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func tokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 var (
 	noCache   = []string{"no-cache"}

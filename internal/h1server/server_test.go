@@ -321,3 +321,22 @@ func TestLargeAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestConnectionTokens(t *testing.T) {
+	addr := start(t, &Server{Handler: echo})
+	for _, tc := range []struct {
+		req     string
+		answers int
+	}{
+		{"GET /a HTTP/1.1\r\nHost: a\r\nConnection: foo close\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n", 1},
+		{"GET /a HTTP/1.1\r\nHost: a\r\nConnection: foo\r\nConnection: Close\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n", 1},
+		{"GET /a HTTP/1.0\r\nConnection: x\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n", 1},
+		{"GET /a HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n", 2},
+		{"GET /a HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, x-closed\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n", 2},
+	} {
+		got := rawExchange(t, addr, tc.req)
+		if n := strings.Count(got, "HTTP/1.1 200 OK"); n != tc.answers {
+			t.Errorf("%q: %d answers, want %d", tc.req, n, tc.answers)
+		}
+	}
+}
