@@ -23,8 +23,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // The limits both servers run with. maxHeaderBytes is small so that the seeds at and over the
@@ -557,47 +555,9 @@ type knownDivergence struct {
 // close was removed from r.Header; a client that half-closed lost a slow handler's answer; an
 // Expect: 100-continue request read in part kept the connection (net/http closes it);
 // Connection tokens were read differently (net/http closes on "Connection: foo close" and on
-// HTTP/1.0 with keep-alive only in a second Connection field).
-var knownDivergences = []knownDivergence{
-	{
-		// The connection now ends where net/http ends it, but the lean server's r.Close
-		// follows that decision, which net/http takes from its first Connection field with
-		// spaces and tabs as token boundaries (hasToken), while net/http's own r.Close follows
-		// the comma-separated tokens of all fields (httpguts): on "Connection: x close" the
-		// lean r.Close is true and net/http's false, on HTTP/1.0 "Connection: x keep-alive"
-		// the other way round.
-		name: "close-field-follows-net-http-connection-decision",
-		explain: func(ref, got *outcome, p problem) bool {
-			if p.kind != "Close" || p.req < 0 || p.req >= len(ref.reqs) {
-				return false
-			}
-			r, g := ref.reqs[p.req], got.reqs[p.req]
-			all := g.Header["Connection"]
-			first := ""
-			if len(all) > 0 {
-				first = all[0]
-			}
-			gutsClose := httpguts.HeaderValuesContainsToken(all, "close") ||
-				g.ProtoMinor == 0 && !httpguts.HeaderValuesContainsToken(all, "keep-alive")
-			netClose := netHTTPHasToken(first, "close") ||
-				g.ProtoMinor == 0 && !netHTTPHasToken(first, "keep-alive")
-			return r.Close == gutsClose && g.Close == netClose && gutsClose != netClose
-		},
-	},
-}
-
-// netHTTPHasToken is net/http's hasToken: token in v, case-insensitively, bounded by the
-// string's ends, spaces, tabs or commas.
-func netHTTPHasToken(v, token string) bool {
-	boundary := func(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
-	for sp := 0; sp+len(token) <= len(v); sp++ {
-		end := sp + len(token)
-		if (sp == 0 || boundary(v[sp-1])) && (end == len(v) || boundary(v[end])) && strings.EqualFold(v[sp:end], token) {
-			return true
-		}
-	}
-	return false
-}
+// HTTP/1.0 with keep-alive only in a second Connection field); r.Close followed the connection's
+// end instead of net/http's reading of the fields.
+var knownDivergences = []knownDivergence{}
 
 // explainKnown returns the name of a known divergence when every problem is one, else "".
 func explainKnown(ref, got *outcome, problems []problem) string {

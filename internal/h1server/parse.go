@@ -185,7 +185,12 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 	r.Header = h
 	r.Host = host
 	r.ContentLength = f.length
-	r.Close = f.close
+	// r.Close is net/http's reading of the fields (every field's comma-separated tokens); the
+	// connection's end (f.close) also takes its first-field reading, and ends it when either
+	// says so.
+	r.Close = httpguts.HeaderValuesContainsToken(conn, "close") ||
+		f.minor == 0 && !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
+	f.close = f.close || r.Close
 	if f.chunked {
 		r.TransferEncoding = chunkedTE
 	}
