@@ -184,14 +184,20 @@ func TestH2spec(t *testing.T) {
 	bin := buildH2spec(t)
 	exceptions := h2specExceptions(t)
 	certFile, keyFile, _ := testcert.Write(t, t.TempDir())
-	for _, listener := range []string{"h2c", "TLS"} {
-		t.Run(listener, func(t *testing.T) {
+	// h2c runs twice: on net/http alone, and handed over by the lean HTTP/1.1 server
+	// (server.http1: lean), which must not change what HTTP/2 clients see.
+	for _, run := range []string{"h2c", "h2c-lean", "TLS"} {
+		listener := strings.TrimSuffix(run, "-lean")
+		t.Run(run, func(t *testing.T) {
 			cfg := parseConfig(t, "server: {}\n")
 			var addr string
-			if listener == "TLS" {
+			switch run {
+			case "TLS":
 				_, addr = serveTLS(t, cfg, certFile, keyFile)
-			} else {
+			case "h2c":
 				_, addr, _ = serveListener(t, cfg)
+			default:
+				_, addr, _ = serveListener(t, parseConfig(t, "server: {http1: lean}\n"))
 			}
 			res := runH2spec(t, bin, addr, listener == "TLS")
 			var passed, failed, skipped int
