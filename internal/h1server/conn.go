@@ -129,8 +129,9 @@ func (c *conn) serve(ctx context.Context) {
 		head, err := c.readHead(first)
 		if err != nil {
 			if errors.Is(err, errPreface) {
-				c.handOff(head)
-				c.nc = nil // the HTTP/2 server owns it now
+				if c.handOff(head) {
+					c.nc = nil // the HTTP/2 server owns it now
+				}
 				return
 			}
 			c.refuse(err)
@@ -462,11 +463,12 @@ func (c *conn) stopWatch() bool {
 }
 
 // handOff gives a connection that opened with HTTP/2's preface to the HTTP/2 server, with the
-// bytes read so far replayed.
-func (c *conn) handOff(head []byte) {
+// bytes read so far replayed, and reports whether it did; without one the connection is
+// refused and stays this server's to close.
+func (c *conn) handOff(head []byte) bool {
 	if c.srv.HTTP2 == nil {
 		c.refuse(&requestError{http.StatusHTTPVersionNotSupported, "HTTP/2 is not served on this listener"})
-		return
+		return false
 	}
 	buffered, _ := c.br.Peek(c.br.Buffered())
 	saved := append([]byte(nil), buffered...)
@@ -474,6 +476,7 @@ func (c *conn) handOff(head []byte) {
 	c.srv.forget(c)
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.HTTP2(&replayConn{Conn: c.nc, r: io.MultiReader(bytes.NewReader(saved), c.nc)})
+	return true
 }
 
 // replayConn is a connection whose first bytes were read already: its reads return them first.
