@@ -273,8 +273,9 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 		r.Body = http.NoBody
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	c.req = *r.WithContext(ctx) // the copy stays on the stack
-	r2 := &c.req
+	// The handler's request is a copy of its own, never c.req: a handler's goroutines may keep
+	// it after the handler returned, while c.req is parsed into for the next request.
+	r2 := r.WithContext(ctx)
 	c.rw = response{c: c, req: r2, header: make(http.Header, 8), declared: -1}
 	// A large answer's buffers are not kept for the connection's next requests.
 	if cap(c.body) > 2*flushAt {

@@ -1,7 +1,11 @@
 package h1server
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +33,38 @@ func TestPrefaceWithoutHTTP2IsForgotten(t *testing.T) {
 	s.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d connections left tracked", n)
+	}
+}
+
+// A handler's goroutine may keep its *http.Request after the handler returned (net/http gives
+// each request its own): the connection's next request must not be written over it.
+func TestRequestOutlivesHandler(t *testing.T) {
+	kept := make(chan *http.Request, 2)
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kept <- r
+		io.WriteString(w, "ok")
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for _, p := range []string{"/first", "/second"} {
+		io.WriteString(c, "GET "+p+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	first, second := <-kept, <-kept
+	if first == second {
+		t.Fatal("both requests are the same *http.Request")
+	}
+	if got := first.URL.Path; got != "/first" {
+		t.Errorf("the first request's path reads %q after the second was served", got)
 	}
 }
