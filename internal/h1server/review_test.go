@@ -68,3 +68,43 @@ func TestRequestOutlivesHandler(t *testing.T) {
 		t.Errorf("the first request's path reads %q after the second was served", got)
 	}
 }
+
+// The answer's framing is the server's alone, as net/http makes it: a handler's
+// Transfer-Encoding, or a Content-Length it did not validly declare before the head, never goes
+// out beside the server's own (an answer with both, or two of either, is read by the client as
+// something other than what was written).
+func TestHandlerFramingFieldsReplaced(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/te":
+			w.Header().Set("Transfer-Encoding", "chunked")
+		case "/te-flushed":
+			w.Header().Set("Transfer-Encoding", "chunked")
+			w.(http.Flusher).Flush()
+		case "/bad-cl":
+			w.Header().Set("Content-Length", "abc")
+		case "/late-cl":
+			w.WriteHeader(http.StatusOK)
+			w.Header().Set("Content-Length", "10")
+		}
+		io.WriteString(w, "hello")
+	})})
+	for _, p := range []string{"/te", "/te-flushed", "/bad-cl", "/late-cl"} {
+		got := rawExchange(t, addr, "GET "+p+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+		head, body, _ := strings.Cut(got, "\r\n\r\n")
+		te := strings.Count(head, "\r\nTransfer-Encoding:")
+		cl := strings.Count(head, "\r\nContent-Length:")
+		switch {
+		case te == 0 && cl == 1:
+			if !strings.Contains(head, "\r\nContent-Length: 5") || body != "hello" {
+				t.Errorf("%s: %q", p, got)
+			}
+		case te == 1 && cl == 0:
+			if body != "5\r\nhello\r\n0\r\n\r\n" {
+				t.Errorf("%s: %q", p, got)
+			}
+		default:
+			t.Errorf("%s: %d Transfer-Encoding and %d Content-Length fields: %q", p, te, cl, got)
+		}
+	}
+}
