@@ -120,7 +120,11 @@ func (c *conn) serve(ctx context.Context) {
 		if !first && s.shuttingDown() {
 			return
 		}
-		c.state.Store(stateActive)
+		if !first {
+			// The first request's connection stays new until its head is in, as net/http's
+			// does: Shutdown closes a new connection after newGrace.
+			c.state.Store(stateActive)
+		}
 		if s.ReadHeaderTimeout > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
 		} else if !first && s.IdleTimeout > 0 {
@@ -137,6 +141,7 @@ func (c *conn) serve(ctx context.Context) {
 			c.refuse(err)
 			return
 		}
+		c.state.Store(stateActive)
 		f, err := parseHead(head, c.newRequest())
 		if err != nil {
 			c.br.Discard(len(head)) //nolint:errcheck // buffered

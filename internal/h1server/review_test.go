@@ -108,3 +108,28 @@ func TestHandlerFramingFieldsReplaced(t *testing.T) {
 		}
 	}
 }
+
+// Shutdown closes a connection that has sent no request after newGrace, as net/http closes a
+// StateNew connection after five seconds, even with no header timeout to end it.
+func TestShutdownClosesSilentNewConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits newGrace")
+	}
+	s := &Server{Handler: echo}
+	addr := start(t, s)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // accepted and being served
+	ctx, cancel := context.WithTimeout(context.Background(), newGrace+3*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a silent new connection: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the silent connection read %d bytes, want its end", n)
+	}
+}
