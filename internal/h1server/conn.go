@@ -109,12 +109,18 @@ func (c *conn) serve(ctx context.Context) {
 	for first := true; ; first = false {
 		// Wait for the next request: the idle timeout between requests, the header timeout
 		// from the first byte (from the connection's start for its first request).
-		if !first && c.br.Buffered() == 0 {
+		if !first {
+			// A read deadline the handler set (for its body) ends with its request, as in
+			// net/http.
 			if s.IdleTimeout > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(s.IdleTimeout))
+			} else {
+				_ = c.nc.SetReadDeadline(time.Time{})
 			}
-			if _, err := c.br.Peek(1); err != nil {
-				return
+			if c.br.Buffered() == 0 {
+				if _, err := c.br.Peek(1); err != nil {
+					return
+				}
 			}
 		}
 		if !first && s.shuttingDown() {

@@ -133,3 +133,32 @@ func TestShutdownClosesSilentNewConnection(t *testing.T) {
 		t.Errorf("the silent connection read %d bytes, want its end", n)
 	}
 }
+
+// A read deadline the handler set for its body does not outlive its request: with no
+// IdleTimeout the connection's next request is read without a deadline, as net/http reads it.
+func TestHandlerReadDeadlineEndsWithRequest(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ {
+		if i == 1 {
+			time.Sleep(300 * time.Millisecond) // past the first request's read deadline
+		}
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
