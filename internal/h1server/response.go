@@ -210,7 +210,11 @@ func (w *response) writeHead(final bool) {
 		w.closeAfter = true
 	}
 	if w.closeAfter {
-		if len(h["Connection"]) == 0 {
+		// The handler's own Connection field stays only when it says close already.
+		if cv := h["Connection"]; !httpguts.HeaderValuesContainsToken(cv, "close") {
+			if len(cv) > 0 {
+				delete(h, "Connection")
+			}
 			extra[nx] = "Connection: close"
 			nx++
 		}

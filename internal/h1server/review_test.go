@@ -162,3 +162,18 @@ func TestHandlerReadDeadlineEndsWithRequest(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// An answer after which the connection ends says so, whatever Connection field the handler
+// set, as net/http replaces it: a client told keep-alive would send its next request into a
+// closing connection.
+func TestCloseAnswerSaysClose(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "keep-alive")
+		io.WriteString(w, "ok")
+	})})
+	got := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	head, _, _ := strings.Cut(got, "\r\n\r\n")
+	if !strings.Contains(head, "\r\nConnection: close") || strings.Contains(head, "keep-alive") {
+		t.Errorf("answer before the connection's end: %q", got)
+	}
+}
