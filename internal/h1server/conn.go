@@ -109,18 +109,28 @@ func (c *conn) serve(ctx context.Context) {
 	for first := true; ; first = false {
 		// Wait for the next request: the idle timeout between requests, the header timeout
 		// from the first byte (from the connection's start for its first request).
-		if !first && c.br.Buffered() == 0 {
+		if !first {
+			// A read deadline the handler set (for its body) ends with its request, as in
+			// net/http.
 			if s.IdleTimeout > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(s.IdleTimeout))
+			} else {
+				_ = c.nc.SetReadDeadline(time.Time{})
 			}
-			if _, err := c.br.Peek(1); err != nil {
-				return
+			if c.br.Buffered() == 0 {
+				if _, err := c.br.Peek(1); err != nil {
+					return
+				}
 			}
 		}
 		if !first && s.shuttingDown() {
 			return
 		}
-		c.state.Store(stateActive)
+		if !first {
+			// The first request's connection stays new until its head is in, as net/http's
+			// does: Shutdown closes a new connection after newGrace.
+			c.state.Store(stateActive)
+		}
 		if s.ReadHeaderTimeout > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
 		} else if !first && s.IdleTimeout > 0 {
@@ -129,13 +139,15 @@ func (c *conn) serve(ctx context.Context) {
 		head, err := c.readHead(first)
 		if err != nil {
 			if errors.Is(err, errPreface) {
-				c.handOff(head)
-				c.nc = nil // the HTTP/2 server owns it now
+				if c.handOff(head) {
+					c.nc = nil // the HTTP/2 server owns it now
+				}
 				return
 			}
 			c.refuse(err)
 			return
 		}
+		c.state.Store(stateActive)
 		f, err := parseHead(head, c.newRequest())
 		if err != nil {
 			c.br.Discard(len(head)) //nolint:errcheck // buffered
@@ -272,8 +284,9 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 		r.Body = http.NoBody
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	c.req = *r.WithContext(ctx) // the copy stays on the stack
-	r2 := &c.req
+	// The handler's request is a copy of its own, never c.req: a handler's goroutines may keep
+	// it after the handler returned, while c.req is parsed into for the next request.
+	r2 := r.WithContext(ctx)
 	c.rw = response{c: c, req: r2, header: make(http.Header, 8), declared: -1}
 	// A large answer's buffers are not kept for the connection's next requests.
 	if cap(c.body) > 2*flushAt {
@@ -462,11 +475,12 @@ func (c *conn) stopWatch() bool {
 }
 
 // handOff gives a connection that opened with HTTP/2's preface to the HTTP/2 server, with the
-// bytes read so far replayed.
-func (c *conn) handOff(head []byte) {
+// bytes read so far replayed, and reports whether it did; without one the connection is
+// refused and stays this server's to close.
+func (c *conn) handOff(head []byte) bool {
 	if c.srv.HTTP2 == nil {
 		c.refuse(&requestError{http.StatusHTTPVersionNotSupported, "HTTP/2 is not served on this listener"})
-		return
+		return false
 	}
 	buffered, _ := c.br.Peek(c.br.Buffered())
 	saved := append([]byte(nil), buffered...)
@@ -474,6 +488,7 @@ func (c *conn) handOff(head []byte) {
 	c.srv.forget(c)
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.HTTP2(&replayConn{Conn: c.nc, r: io.MultiReader(bytes.NewReader(saved), c.nc)})
+	return true
 }
 
 // replayConn is a connection whose first bytes were read already: its reads return them first.

@@ -174,6 +174,14 @@ func (w *response) writeHead(final bool) {
 	if cv := h["Connection"]; len(cv) > 0 && httpguts.HeaderValuesContainsToken(cv, "close") {
 		w.closeAfter = true
 	}
+	// The framing is this writer's alone, as net/http makes it: a handler's Transfer-Encoding,
+	// or a Content-Length it did not validly declare by WriteHeader, would go out beside it.
+	if _, ok := h["Transfer-Encoding"]; ok {
+		delete(h, "Transfer-Encoding")
+	}
+	if _, ok := h["Content-Length"]; ok && w.declared < 0 {
+		delete(h, "Content-Length")
+	}
 	w.noBody = !bodyAllowed(w.status)
 	isHead := w.req.Method == http.MethodHead
 	var extra [3]string // framing headers this writer adds
@@ -202,7 +210,11 @@ func (w *response) writeHead(final bool) {
 		w.closeAfter = true
 	}
 	if w.closeAfter {
-		if len(h["Connection"]) == 0 {
+		// The handler's own Connection field stays only when it says close already.
+		if cv := h["Connection"]; !httpguts.HeaderValuesContainsToken(cv, "close") {
+			if len(cv) > 0 {
+				delete(h, "Connection")
+			}
 			extra[nx] = "Connection: close"
 			nx++
 		}

@@ -53,6 +53,8 @@ type Front struct {
 	mu sync.Mutex
 	h1 *h1server.Server // while serving cleartext connections with the lean server
 	h2 *handoff
+	// stopped is set by Shutdown and Close: a later Serve returns at once, as net/http's does.
+	stopped bool
 }
 
 // HTTPServer returns the server of a listener for h speaking HTTP/1.1 and HTTP/2 cleartext
@@ -123,6 +125,11 @@ func (f *Front) Serve(ln net.Listener) error {
 		h1.BaseContext = func() context.Context { return srv.BaseContext(ln) }
 	}
 	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		_ = ln.Close()
+		return http.ErrServerClosed
+	}
 	f.h1, f.h2 = h1, h2
 	f.mu.Unlock()
 	go srv.Serve(h2) //nolint:errcheck // ends with Shutdown or Close, as h1 does
@@ -132,6 +139,7 @@ func (f *Front) Serve(ln net.Listener) error {
 // Shutdown stops both servers gracefully (see http.Server.Shutdown).
 func (f *Front) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
+	f.stopped = true
 	h1 := f.h1
 	f.mu.Unlock()
 	if h1 == nil {
@@ -146,6 +154,7 @@ func (f *Front) Shutdown(ctx context.Context) error {
 // Close closes both servers' listeners and connections at once.
 func (f *Front) Close() error {
 	f.mu.Lock()
+	f.stopped = true
 	h1 := f.h1
 	f.mu.Unlock()
 	if h1 != nil {
