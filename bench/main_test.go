@@ -70,9 +70,9 @@ func TestGatewayConfigIsValid(t *testing.T) {
 
 func TestPrintReportChecksTargets(t *testing.T) {
 	rep := func(ok, failed uint64, tput float64, p50, p99 time.Duration) *bench.Report {
-		return &bench.Report{Mode: "open", Sent: ok + failed, OK: ok, Failed: failed, Throughput: tput,
-			Latency: bench.Percentiles{P50: p50, P99: p99}, Errors: map[string]uint64{"status_400": failed},
-			ErrorSamples: map[string]string{"status_400": "bad"}}
+		return &bench.Report{Mode: "open", Outcome: bench.Outcome{Sent: ok + failed, OK: ok, Failed: failed,
+			Errors: map[string]uint64{"status_400": failed}, ErrorSamples: map[string]string{"status_400": "bad"}},
+			Throughput: tput, Latency: bench.Percentiles{P50: p50, P99: p99}}
 	}
 	us := time.Microsecond
 	res := &result{
@@ -161,7 +161,7 @@ func TestBudget(t *testing.T) {
 func TestProtocolComparison(t *testing.T) {
 	ms := time.Millisecond
 	rep := func(http string, p50, p99 time.Duration, failed uint64) *bench.Report {
-		return &bench.Report{HTTP: http, Sent: 100, OK: 100 - failed, Failed: failed, Tokens: 100 * 100,
+		return &bench.Report{HTTP: http, Outcome: bench.Outcome{Sent: 100, OK: 100 - failed, Failed: failed}, Tokens: 100 * 100,
 			TTFT: bench.Percentiles{P50: p50, P99: p99}, Latency: bench.Percentiles{P50: p50 + ms},
 			Wire: bench.Wire{Sent: 100 * 300, Received: 100 * 13000}}
 	}

@@ -72,20 +72,11 @@ func clientFactory(cfg Config, body []byte, hdr http.Header, wc *wireCounter) (f
 		}
 		transports[i] = t
 	}
-	u2 := u.String()
-	return func(i int) client {
-			return &stdClient{
-				hc:      &http.Client{Transport: transports[i%len(transports)]},
-				url:     u2,
-				body:    body,
-				hdr:     hdr,
-				timeout: cfg.Timeout,
-			}
-		}, func() {
-			for _, t := range transports {
-				t.CloseIdleConnections()
-			}
-		}, nil
+	return stdClients(cfg, u, body, hdr, func(i int) http.RoundTripper { return transports[i%len(transports)] }), func() {
+		for _, t := range transports {
+			t.CloseIdleConnections()
+		}
+	}, nil
 }
 
 // h3ClientFactory makes HTTP/3 clients: internal/h3's transport in On mode (the Go client's
@@ -125,16 +116,17 @@ func h3ClientFactory(cfg Config, u *url.URL, body []byte, hdr http.Header, wc *w
 		}
 		transports[i] = t
 	}
+	return stdClients(cfg, u, body, hdr, func(i int) http.RoundTripper { return transports[i%len(transports)] }),
+		func() { closeAll(transports) }, nil
+}
+
+// stdClients makes worker i's client over the transport rt(i): net/http's client API, for the
+// HTTP/2 and HTTP/3 transports alike.
+func stdClients(cfg Config, u *url.URL, body []byte, hdr http.Header, rt func(i int) http.RoundTripper) func(int) client {
 	u2 := u.String()
 	return func(i int) client {
-		return &stdClient{
-			hc:      &http.Client{Transport: transports[i%len(transports)]},
-			url:     u2,
-			body:    body,
-			hdr:     hdr,
-			timeout: cfg.Timeout,
-		}
-	}, func() { closeAll(transports) }, nil
+		return &stdClient{hc: &http.Client{Transport: rt(i)}, url: u2, body: body, hdr: hdr, timeout: cfg.Timeout}
+	}
 }
 
 // noFallback is the fallback of an HTTP/3-only transport, which only http URLs would reach.

@@ -11,6 +11,19 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 )
 
+// Outcome counts the requests of a run: Sent those sent; OK those that got a complete 200
+// response in the format; Failed and Errors the others, by kind ("status_NNN", "transport",
+// "timeout", "stream_error", "truncated", "protocol", "canceled"); ErrorSamples the first
+// message seen per kind. Report and SharedPrefixReport share it (its fields sit at the top level
+// of their JSON).
+type Outcome struct {
+	Sent         uint64            `json:"sent"`
+	OK           uint64            `json:"ok"`
+	Failed       uint64            `json:"failed"`
+	Errors       map[string]uint64 `json:"errors,omitempty"`
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+}
+
 // Report is the result of a run. Durations are in nanoseconds in JSON.
 type Report struct {
 	// URL, Format, Stream, HTTP and Mode describe the run: Mode is "open" (Rate req/s) or
@@ -27,14 +40,7 @@ type Report struct {
 
 	// Elapsed runs from the start to the last response's end.
 	Elapsed time.Duration `json:"elapsed_ns"`
-	// Sent counts requests sent; OK those that got a complete 200 response in the format;
-	// Errors the others, by kind ("status_NNN", "transport", "timeout", "stream_error",
-	// "truncated", "protocol", "canceled"); ErrorSamples the first message seen per kind.
-	Sent         uint64            `json:"sent"`
-	OK           uint64            `json:"ok"`
-	Failed       uint64            `json:"failed"`
-	Errors       map[string]uint64 `json:"errors,omitempty"`
-	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	Outcome
 	// Late counts requests sent more than LateAfter behind schedule (the generator or its worker
 	// pool could not keep up); Blocked those that found every open-loop worker busy.
 	// PeakInFlight is the most requests that were in flight at once.
@@ -110,8 +116,8 @@ func (r *runner) report() *Report {
 	rep := &Report{
 		URL: c.URL, Format: c.Format.String(), Stream: c.Stream,
 		HTTP: "1.1", Client: "layer0", Mode: "closed", Connections: c.Connections,
-		Elapsed: s.lastEnd,
-		Sent:    r.started.Load(), OK: s.ok, Failed: s.failed(),
+		Elapsed:      s.lastEnd,
+		Outcome:      Outcome{Sent: r.started.Load(), OK: s.ok, Failed: s.failed()},
 		PeakInFlight: r.peak.Load(),
 		Late:         s.late, LateAfter: c.LateAfter, Blocked: r.blocked.Load(),
 		Tokens: s.tokens, TokenEvents: s.events, Bytes: s.bytes,

@@ -95,12 +95,7 @@ type SharedPrefixReport struct {
 
 	// Elapsed runs from the start to the last response's end.
 	Elapsed time.Duration `json:"elapsed_ns"`
-	// Sent, OK, Failed, Errors and ErrorSamples count requests as Report does.
-	Sent         uint64            `json:"sent"`
-	OK           uint64            `json:"ok"`
-	Failed       uint64            `json:"failed"`
-	Errors       map[string]uint64 `json:"errors,omitempty"`
-	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	Outcome
 	// TTFT is scheduled send → first text delta; Latency scheduled send → end of the stream.
 	TTFT    Percentiles `json:"ttft"`
 	Latency Percentiles `json:"latency"`
@@ -559,7 +554,7 @@ func (r *spRunner) report() *SharedPrefixReport {
 	rep := &SharedPrefixReport{
 		URL: c.URL, Format: c.Format.String(), Models: c.Models, Mode: "closed", Connections: c.Connections,
 		Groups: c.Groups, UsersPerGroup: c.UsersPerGroup, PrefixTokens: c.PrefixTokens, Turns: c.Turns, Skew: c.Skew,
-		Elapsed: r.lastEnd, Sent: r.sent.Load(), OK: r.ok,
+		Elapsed: r.lastEnd, Outcome: Outcome{Sent: r.sent.Load(), OK: r.ok},
 		TTFT: percentiles(&r.ttft), Latency: percentiles(&r.latency),
 		PromptTokens: r.prompt, CachedTokens: r.cached, Replicas: r.replicas,
 	}
