@@ -171,15 +171,14 @@ func (w *response) writeHead(final bool) {
 	if w.c.srv.shuttingDown() {
 		w.closeAfter = true
 	}
-	if cv := h["Connection"]; len(cv) > 0 && httpguts.HeaderValuesContainsToken(cv, "close") {
+	handlerClose := httpguts.HeaderValuesContainsToken(h["Connection"], "close")
+	if handlerClose {
 		w.closeAfter = true
 	}
 	// The framing is this writer's alone, as net/http makes it: a handler's Transfer-Encoding,
 	// or a Content-Length it did not validly declare by WriteHeader, would go out beside it.
-	if _, ok := h["Transfer-Encoding"]; ok {
-		delete(h, "Transfer-Encoding")
-	}
-	if _, ok := h["Content-Length"]; ok && w.declared < 0 {
+	delete(h, "Transfer-Encoding")
+	if w.declared < 0 {
 		delete(h, "Content-Length")
 	}
 	w.noBody = !bodyAllowed(w.status)
@@ -211,10 +210,8 @@ func (w *response) writeHead(final bool) {
 	}
 	if w.closeAfter {
 		// The handler's own Connection field stays only when it says close already.
-		if cv := h["Connection"]; !httpguts.HeaderValuesContainsToken(cv, "close") {
-			if len(cv) > 0 {
-				delete(h, "Connection")
-			}
+		if !handlerClose {
+			delete(h, "Connection")
 			extra[nx] = "Connection: close"
 			nx++
 		}
