@@ -122,13 +122,11 @@ func (c *conn) serve(ctx context.Context) {
 					return
 				}
 			}
-		}
-		if !first && s.shuttingDown() {
-			return
-		}
-		if !first {
-			// The first request's connection stays new until its head is in, as net/http's
-			// does: Shutdown closes a new connection after newGrace.
+			if s.shuttingDown() {
+				return
+			}
+			// (The first request's connection stays new until its head is in, as net/http's
+			// does: Shutdown closes a new connection after newGrace.)
 			c.state.Store(stateActive)
 		}
 		if s.ReadHeaderTimeout > 0 {
@@ -147,7 +145,9 @@ func (c *conn) serve(ctx context.Context) {
 			c.refuse(err)
 			return
 		}
-		c.state.Store(stateActive)
+		if first {
+			c.state.Store(stateActive)
+		}
 		f, err := parseHead(head, c.newRequest())
 		if err != nil {
 			c.br.Discard(len(head)) //nolint:errcheck // buffered
