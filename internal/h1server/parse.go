@@ -48,6 +48,9 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 	}
 	s := string(head) // the one copy every string of the request shares
 	eol := strings.Index(s, "\r\n")
+	if nl := strings.IndexByte(s, '\n'); nl >= 0 && (eol < 0 || nl < eol+1) {
+		return f, badRequest("request line not ending in CRLF")
+	}
 	if eol < 0 {
 		return f, badRequest("malformed request line")
 	}

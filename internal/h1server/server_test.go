@@ -340,3 +340,10 @@ func TestConnectionTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestBareLFNamed(t *testing.T) {
+	addr := start(t, &Server{Handler: echo})
+	if got := rawExchange(t, addr, "GET / HTTP/1.1\nHost: a\n\n"); !strings.Contains(got, "request line not ending in CRLF") {
+		t.Fatalf("a request line ending in a bare LF: got %q, want the reason named", got)
+	}
+}
