@@ -850,6 +850,8 @@ func sortedKeys[V any](m map[string]V) []string {
 func checkURL(s string) string {
 	u, err := url.Parse(s)
 	switch {
+	case unescapedAt(s):
+		return unescapedAtMsg
 	case err != nil:
 		return "not a URL"
 	case u.Scheme != "http" && u.Scheme != "https":
@@ -890,6 +892,15 @@ func RedactUserinfo(s string) string {
 			end = len(rest)
 		}
 		at := strings.LastIndexByte(rest[start:end], '@')
+		if at >= 0 {
+			// A password may hold a space or a quote too: with userinfo present, it runs to the
+			// last '@' before the next URL.
+			next := len(rest)
+			if j := strings.Index(rest[end:], "://"); j >= 0 {
+				next = end + j
+			}
+			at = strings.LastIndexByte(rest[start:next], '@')
+		}
 		if at < 0 {
 			b.WriteString(rest[:end])
 			rest = rest[end:]
