@@ -395,6 +395,7 @@ func TestUnparsableRequestsGetJSON(t *testing.T) {
 			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
 			"bad request line":       "GARBAGE\r\n\r\n",
 			"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+			"unknown version":        "GET /v1/models HTTP/9.9\r\nHost: x\r\n\r\n",
 		} {
 			c := dial(t, addr)
 			io.WriteString(c, req)
@@ -403,7 +404,10 @@ func TestUnparsableRequestsGetJSON(t *testing.T) {
 			if name == "headers over the limit" && (status != http.StatusRequestHeaderFieldsTooLarge || typ != "request_too_large") {
 				t.Fatalf("%s: got %d %s, want 431 request_too_large", name, status, typ)
 			}
-			if name != "headers over the limit" && status != http.StatusBadRequest {
+			if name == "unknown version" && status != http.StatusHTTPVersionNotSupported {
+				t.Fatalf("%s: got %d, want 505", name, status)
+			}
+			if name != "headers over the limit" && name != "unknown version" && status != http.StatusBadRequest {
 				t.Fatalf("%s: got %d, want 400", name, status)
 			}
 		}

@@ -97,7 +97,8 @@ func (l *limitListener) count() {
 
 // answerConn is an accepted connection: it counts itself out of the listener on Close, and
 // rewrites the plain-text errors net/http writes by itself before any handler runs (a request
-// line or header it cannot parse, headers over the size limit) into the JSON error body of the
+// line or header it cannot parse, headers over the size limit, a protocol version it does not
+// speak: 4xx and 505) into the JSON error body of the
 // Anthropic format, the default when nothing of the request could be read.
 type answerConn struct {
 	net.Conn
@@ -139,7 +140,7 @@ func (c *answerConn) Write(b []byte) (int, error) {
 		}
 		return len(b), nil
 	}
-	if len(b) > 13 && b[0] == 'H' && bytes.HasPrefix(b, []byte("HTTP/1.1 4")) {
+	if len(b) > 13 && b[0] == 'H' && (bytes.HasPrefix(b, []byte("HTTP/1.1 4")) || bytes.HasPrefix(b, []byte("HTTP/1.1 505"))) {
 		if i := bytes.Index(b, plainHeaders); i > 0 {
 			if _, err := c.Conn.Write(jsonAnswer(b[len("HTTP/1.1 "):i], b[i+len(plainHeaders):])); err != nil {
 				return 0, err
@@ -159,6 +160,8 @@ func jsonAnswer(status, body []byte) []byte {
 		typ, code = "request_too_large", "HEADERS_TOO_LARGE"
 	case bytes.HasPrefix(status, []byte("408")):
 		typ, code = "timeout_error", "REQUEST_TIMEOUT"
+	case bytes.HasPrefix(status, []byte("505")):
+		code = "HTTP_VERSION_NOT_SUPPORTED"
 	}
 	msg := string(bytes.ToValidUTF8(bytes.TrimSpace(body), []byte("?")))
 	if msg == "" {
