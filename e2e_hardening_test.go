@@ -689,3 +689,93 @@ keys: [{name: tester, hash: %s}]
 		}
 	})
 }
+
+// h2cHello is what an h2c client with prior knowledge sends before its first request: the
+// preface and an empty SETTINGS frame.
+const h2cHello = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// Strangers who open connections and send nothing, or only h2c's preface and SETTINGS, never
+// hold the listener: they take at most their share of max_connections (the oldest making room
+// for the next), are closed after new_connection_timeout, and clients that send requests (health
+// checks included) still get in. A connection that sent a request keeps its idle timeout.
+func TestNewConnectionsBounded(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, logs := serveListener(t, hardConfig(t, `  max_connections: 20
+  max_new_connections: 5
+  new_connection_timeout: 1500ms
+  max_new_connections_per_source: -1`))
+		// A client that sent a request before the strangers came.
+		active := dial(t, addr)
+		br := bufio.NewReader(active)
+		get := func() {
+			t.Helper()
+			fmt.Fprintf(active, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			_ = active.SetReadDeadline(time.Now().Add(3 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the active connection: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		get()
+		// Twenty strangers, as many as max_connections: half idle, half h2c hello only.
+		strangers := make([]net.Conn, 20)
+		for i := range strangers {
+			strangers[i] = dial(t, addr)
+			if i%2 == 1 {
+				io.WriteString(strangers[i], h2cHello)
+			}
+		}
+		// Real clients still get in, on new connections.
+		for range 3 {
+			c := http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := c.Get("http://" + addr + "/healthz")
+			if err != nil {
+				t.Fatalf("healthz beside the strangers: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("healthz beside the strangers: %d", resp.StatusCode)
+			}
+		}
+		// Every stranger is gone by the timeout (with slack), evicted or timed out.
+		for _, c := range strangers {
+			closedWithin(t, c, 4*time.Second)
+		}
+		// The active connection outlived new_connection_timeout and still serves.
+		get()
+		if !strings.Contains(logs.String(), "made room at max_new_connections") {
+			t.Fatalf("no log line for the evictions: %s", logs.String())
+		}
+	})
+}
+
+// One address may hold only max_new_connections_per_source connections that sent no request;
+// the next gets a JSON 503 at once, and a slot frees when one of them sends a request.
+func TestNewConnectionsPerSource(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, `  max_new_connections_per_source: 3
+  new_connection_timeout: 30s`))
+		held := make([]net.Conn, 3)
+		for i := range held {
+			held[i] = dial(t, addr)
+		}
+		time.Sleep(100 * time.Millisecond) // the three are accepted before the fourth
+		raw := closedWithin(t, dial(t, addr), 3*time.Second)
+		status, typ, h := jsonError(t, raw)
+		if status != http.StatusServiceUnavailable || typ != "overloaded_error" || h.Get("X-Error-Code") != "TOO_MANY_CONNECTIONS" {
+			t.Fatalf("the fourth: %d %s %q, want 503 overloaded_error TOO_MANY_CONNECTIONS", status, typ, h.Get("X-Error-Code"))
+		}
+		// One of the three sends a request: it is no longer new, and another gets in.
+		fmt.Fprintf(held[0], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		healthy(t, addr)
+	})
+}

@@ -154,7 +154,7 @@ func (l *capListener) Accept(ctx context.Context) (*quic.Conn, error) {
 			return c, err
 		}
 		if max := l.lim.lim.Max; max > 0 && l.lim.open.Load() >= int64(max) {
-			l.lim.count()
+			l.lim.count("connection refused: the listener is at max_connections")
 			_ = c.CloseWithError(h3ExcessiveLoad, "too many open connections; retry shortly")
 			continue
 		}
