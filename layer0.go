@@ -405,7 +405,7 @@ func (g *Gateway) Listen(addr string) (net.Listener, error) {
 	}
 	return server.Listen(addr, server.ConnLimit{Max: capped, Refused: g.listener.Refused, Logger: g.logger,
 		MaxNew: min(s.MaxNewConnections, capped), MaxNewPerSource: max(s.MaxNewConnectionsPerSource, 0),
-		NewTimeout: s.NewConnectionTimeout})
+		NewTimeout: s.NewConnectionTimeout, MaxQUICHandshakes: s.MaxQUICHandshakes})
 }
 
 // unready says why the live configuration cannot serve now (for /readyz): empty when every

@@ -32,6 +32,9 @@ type ConnLimit struct {
 	// NewTimeout closes a connection still new this long after it was accepted; 0 means no
 	// bound.
 	NewTimeout time.Duration
+	// MaxQUICHandshakes bounds the QUIC handshakes in progress of the HTTP/3 listener on the
+	// same port (ListenHTTP3); 0 means config.DefaultMaxQUICHandshakes.
+	MaxQUICHandshakes int
 }
 
 // limitListener caps a listener's open connections. Accept never fails for the cap: the
