@@ -167,7 +167,7 @@ func TestSlowHeadersClosed(t *testing.T) {
 		c := dial(t, addr)
 		// Headers one byte at a time, never finished.
 		go func() {
-			for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
+			for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Slow: ") {
 				if _, err := c.Write([]byte{b}); err != nil {
 					return
 				}
@@ -186,7 +186,7 @@ func TestRefusedBeforeBodyAnsweredAndClosed(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
 		raw := closedWithin(t, c, 3*time.Second)
 		status, typ, _ := jsonError(t, raw)
 		if status != http.StatusUnauthorized || typ != "authentication_error" {
@@ -204,7 +204,7 @@ func TestDeclaredBodyNeverSent(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 700ms"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
 		start := time.Now()
 		raw := closedWithin(t, c, 3*time.Second)
 		if took := time.Since(start); took < 600*time.Millisecond {
@@ -225,7 +225,7 @@ func TestBodySlowloris(t *testing.T) {
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 1s"))
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
@@ -258,7 +258,7 @@ func TestBodyUnderMinimumRate(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 60s\n  min_body_rate: 1000"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
 		c.Write(bytes.Repeat([]byte(" "), 1000)) // one second's worth
 		start := time.Now()
 		raw := closedWithin(t, c, server.BodyRateGrace+4*time.Second)
@@ -280,7 +280,7 @@ func TestConnectionCap(t *testing.T) {
 		held := make([]net.Conn, 4)
 		for i := range held {
 			held[i] = dial(t, addr)
-			fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted and served: the slot is taken
+			fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") // accepted and served: the slot is taken
 			br := bufio.NewReader(held[i])
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -335,7 +335,7 @@ func TestDeclaredBodiesDoNotPinMemory(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		for i := 0; i < n; i++ {
 			c := dial(t, addr)
-			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
 		}
 		// Wait until every body is being read.
 		deadline := time.Now().Add(10 * time.Second)
@@ -362,7 +362,7 @@ func TestBodyBudget(t *testing.T) {
 		g, addr, _ := serveListener(t, hardConfig(t, "  max_body_bytes: 65536\n  max_body_bytes_in_flight: 65536"))
 		for i := 0; i < 4; i++ { // 4 × 16 KiB: the budget
 			c := dial(t, addr)
-			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for g.BodyBytesInFlight() < 4*16<<10 {
@@ -373,7 +373,7 @@ func TestBodyBudget(t *testing.T) {
 		}
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
@@ -392,10 +392,10 @@ func TestUnparsableRequestsGetJSON(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 2s"))
 		for name, req := range map[string]string{
-			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
+			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
 			"bad request line":       "GARBAGE\r\n\r\n",
-			"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
-			"unknown version":        "GET /v1/models HTTP/9.9\r\nHost: x\r\n\r\n",
+			"bad header":             "GET / HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n",
+			"unknown version":        "GET /v1/models HTTP/9.9\r\nHost: localhost\r\n\r\n",
 		} {
 			c := dial(t, addr)
 			io.WriteString(c, req)
@@ -421,7 +421,7 @@ func TestClientGoneMidBodyIsCanceled(t *testing.T) {
 		_, addr, _ := serveListener(t, hardConfig(t, ""))
 		before, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`)
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
 		time.Sleep(100 * time.Millisecond)
 		c.Close()
 		deadline := time.Now().Add(3 * time.Second)
@@ -461,7 +461,7 @@ keys: [{name: tester, hash: %s}]
 		// buffers hold.
 		body := `{"model":"sim","max_tokens":1000000,"stream":true,"messages":[{"role":"user","content":"` +
 			strings.Repeat("word ", 150000) + `"}]}`
-		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		// Never read. The request must end (stream error or canceled) within seconds.
 		base := "http://" + addr
 		deadline := time.Now().Add(15 * time.Second)
@@ -490,7 +490,7 @@ func TestNegotiateIgnoresHost(t *testing.T) {
 	t.Parallel()
 	_, addr, _ := serveListener(t, hardConfig(t, ""))
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
-	req.Host = "evil.example"
+	req.Host = "203.0.113.9:8080" // an address: a name would be refused on loopback
 	req.Header.Set("X-Api-Key", hardKey)
 	c := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
@@ -498,7 +498,7 @@ func TestNegotiateIgnoresHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "evil") || loc != "/v1/messages" {
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "203.0.113.9") || loc != "/v1/messages" {
 		t.Fatalf("got %d Location %q, want 302 to /v1/messages", resp.StatusCode, loc)
 	}
 	req, _ = http.NewRequest(http.MethodPut, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
@@ -521,7 +521,7 @@ func TestVocabErrorsInJSON(t *testing.T) {
 		want         int
 	}{{"GET", "/v1/binary/vocab/0000", 404}, {"POST", "/v1/binary/vocab", 405}} {
 		c := dial(t, addr)
-		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", tc.method, tc.path)
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", tc.method, tc.path)
 		raw := closedWithin(t, c, 3*time.Second)
 		if status, _, _ := jsonError(t, raw); status != tc.want {
 			t.Fatalf("%s %s: %d, want %d", tc.method, tc.path, status, tc.want)
@@ -634,7 +634,7 @@ keys: [{name: tester, hash: %s}]
 		_, addr, _ := serveListener(t, cfg)
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		raw := closedWithin(t, c, 5*time.Second)
 		if !strings.HasPrefix(raw, "HTTP/1.1 529 Overloaded\r\n") {
 			t.Fatalf("status line: %q", strings.SplitN(raw, "\r\n", 2)[0])
@@ -710,7 +710,7 @@ func TestNewConnectionsBounded(t *testing.T) {
 		br := bufio.NewReader(active)
 		get := func() {
 			t.Helper()
-			fmt.Fprintf(active, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			fmt.Fprintf(active, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 			_ = active.SetReadDeadline(time.Now().Add(3 * time.Second))
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -770,12 +770,126 @@ func TestNewConnectionsPerSource(t *testing.T) {
 			t.Fatalf("the fourth: %d %s %q, want 503 overloaded_error TOO_MANY_CONNECTIONS", status, typ, h.Get("X-Error-Code"))
 		}
 		// One of the three sends a request: it is no longer new, and another gets in.
-		fmt.Fprintf(held[0], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(held[0], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		healthy(t, addr)
+	})
+}
+
+// rawAnswer sends one raw request on a new connection and returns the answer's status, its
+// X-Error-Code and its body.
+func rawAnswer(t *testing.T, addr, req string) (int, string, string) {
+	t.Helper()
+	c := dial(t, addr)
+	io.WriteString(c, req)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Error-Code"), string(b)
+}
+
+// DNS rebinding: a page whose name an attacker points at 127.0.0.1 reaches a loopback listener
+// (and the admin listener) as a same-origin request with that name in Host. They answer only for
+// localhost, IP addresses and server.allowed_hosts; any other name gets 403 in the client's format.
+func TestHostCheckedOnLoopbackAndAdmin(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		cfg := hardConfig(t, "  allowed_hosts: [layer0.internal]")
+		g, addr, _ := serveListener(t, cfg)
+		_, port, _ := net.SplitHostPort(addr)
+		aln, err := g.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := server.HTTPServer(g.AdminHandler(), server.ListenOptions{ReadHeaderTimeout: time.Second, HTTP1: frontOf(t, cfg)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- server.Serve(ctx, admin, aln, time.Second, nil) }()
+		defer func() { cancel(); <-done }()
+		for _, tc := range []struct {
+			addr, path, host string
+			want             int
+		}{
+			{addr, "/healthz", "attacker.example", 403},
+			{addr, "/healthz", "attacker.example:" + port, 403},
+			{addr, "/v1/models", "localhost.attacker.example", 403},
+			{aln.Addr().String(), "/config", "attacker.example", 403},
+			{addr, "/healthz", "localhost:" + port, 200},
+			{addr, "/healthz", "127.0.0.1:" + port, 200},
+			{addr, "/healthz", "[::1]:" + port, 200},
+			{addr, "/healthz", "LAYER0.internal.", 200},
+			{aln.Addr().String(), "/config", "localhost", 200},
+			{aln.Addr().String(), "/healthz", "10.1.2.3:9090", 200}, // a probe addressing the pod by IP
+		} {
+			status, code, body := rawAnswer(t, tc.addr, "GET "+tc.path+" HTTP/1.1\r\nHost: "+tc.host+"\r\nX-Api-Key: "+hardKey+"\r\nConnection: close\r\n\r\n")
+			inFormat := strings.Contains(body, `"permission_error"`) || strings.Contains(body, `"code":"host_not_allowed"`)
+			if status != tc.want || tc.want == 403 && (code != "HOST_NOT_ALLOWED" || !inFormat) {
+				t.Errorf("GET %s Host %q: %d %s %s, want %d", tc.path, tc.host, status, code, body, tc.want)
+			}
+		}
+		// In the client's own format: OpenAI's for its endpoint.
+		body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+		status, code, b := rawAnswer(t, addr, "POST /v1/chat/completions HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\n"+
+			"Authorization: Bearer "+hardKey+"\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+		if status != 403 || code != "HOST_NOT_ALLOWED" || !strings.Contains(b, `"code":"host_not_allowed"`) {
+			t.Errorf("OpenAI endpoint with a foreign Host: %d %s %s, want 403 host_not_allowed in OpenAI's format", status, code, b)
+		}
+	})
+}
+
+// A page on another site can make a browser POST text/plain, form or typeless bodies without
+// asking first (a "simple request"); the API endpoints read only JSON and the binary protocol's
+// type, and refuse the rest with 415 in the client's format before reading the body.
+func TestAPIRequiresJSONContentType(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, ""))
+		body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+		for _, tc := range []struct {
+			path, ct string
+			want     int
+		}{
+			{"/v1/messages", "text/plain;charset=UTF-8", 415},
+			{"/v1/messages", "application/x-www-form-urlencoded", 415},
+			{"/v1/messages", "multipart/form-data; boundary=x", 415},
+			{"/v1/messages", "", 415},
+			{"/v1/messages/count_tokens", "text/plain", 415},
+			{"/v1/chat/completions", "text/plain", 415},
+			{"/v1/messages", "application/json", 200},
+			{"/v1/messages", "Application/JSON; charset=utf-8", 200},
+			{"/v1/chat/completions", "application/json", 200},
+		} {
+			ct := ""
+			if tc.ct != "" {
+				ct = "Content-Type: " + tc.ct + "\r\n"
+			}
+			status, code, b := rawAnswer(t, addr, "POST "+tc.path+" HTTP/1.1\r\nHost: localhost\r\n"+ct+"X-Api-Key: "+hardKey+
+				"\r\nAuthorization: Bearer "+hardKey+"\r\nConnection: close\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+			if status != tc.want {
+				t.Errorf("POST %s with Content-Type %q: %d %s, want %d", tc.path, tc.ct, status, b, tc.want)
+				continue
+			}
+			if tc.want != 415 {
+				continue
+			}
+			if code != "UNSUPPORTED_MEDIA_TYPE" {
+				t.Errorf("POST %s with Content-Type %q: X-Error-Code %q, want UNSUPPORTED_MEDIA_TYPE", tc.path, tc.ct, code)
+			}
+			want := `"type":"invalid_request_error"`
+			if tc.path == "/v1/chat/completions" {
+				want = `"code":"unsupported_media_type"`
+			}
+			if !strings.Contains(b, want) {
+				t.Errorf("POST %s with Content-Type %q: body %s, want %s in the client's format", tc.path, tc.ct, b, want)
+			}
+		}
 	})
 }

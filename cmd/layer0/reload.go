@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/layer0ai/layer0"
@@ -160,11 +159,10 @@ func (r *reloader) reload(why string) bool {
 			if fileAddr != rs.Addr || s.TLS != rs.TLS || s.HTTP3 != rs.HTTP3 || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
 				s.MaxConnections != rs.MaxConnections || s.NewConnectionTimeout != rs.NewConnectionTimeout || s.MaxNewConnections != rs.MaxNewConnections ||
 				s.MaxNewConnectionsPerSource != rs.MaxNewConnectionsPerSource || s.MaxQUICHandshakes != rs.MaxQUICHandshakes ||
-				!slices.Equal(s.AllowedHosts, rs.AllowedHosts) ||
 				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access || cfg.Log.AccessLog != running.Log.AccessLog ||
 				cfg.Limits.MaxHeaderBytes != running.Limits.MaxHeaderBytes {
 				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, connection caps, "+
-					"server.allowed_hosts, log.access, log.access_log, "+
+					"log.access, log.access_log, "+
 					"limits.max_header_bytes at the listener) apply only after a restart", "path", r.path)
 			}
 		}

@@ -118,8 +118,9 @@ type Server struct {
 	MaxQUICHandshakes int `yaml:"max_quic_handshakes"`
 	// AllowedHosts are host names (without port) the Host header may carry beside the
 	// listener's own, on a loopback listener and on the admin listener, which answer any other
-	// Host with 421 (DNS rebinding: a web page whose name resolves to 127.0.0.1). Their own are
-	// localhost, 127.0.0.1, [::1] and the bound address. Default none.
+	// Host with 403 (DNS rebinding: a web page whose name resolves to 127.0.0.1). Their own are
+	// localhost and any IP address (an address cannot be rebound). A reload applies it. Default
+	// none.
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// MaxBodyBytesInFlight is the budget of memory held by request bodies being read or served
 	// at once, in bytes; a body that would exceed it gets 503 with retry-after. Default

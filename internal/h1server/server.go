@@ -151,11 +151,14 @@ func (s *Server) ServeConn(nc net.Conn) {
 	c.serve(s.connContext(base, nc))
 }
 
+// connContext is the context of nc's requests: it carries the connection's local address
+// (http.LocalAddrContextKey), as net/http's do, and what ConnContext adds.
 func (s *Server) connContext(base context.Context, nc net.Conn) context.Context {
+	ctx := context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
 	if s.ConnContext == nil {
-		return base
+		return ctx
 	}
-	return s.ConnContext(base, nc)
+	return s.ConnContext(ctx, nc)
 }
 
 func (s *Server) track(ln net.Listener) bool {
