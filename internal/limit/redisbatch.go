@@ -89,7 +89,11 @@ func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
 	if len(calls) == 1 {
 		c := &calls[0]
 		c.cmd = c.sc.Run(ctx, s.c.Client, c.keys, c.args...)
-		return c.cmd.Err()
+		if err := c.cmd.Err(); err != nil {
+			return err
+		}
+		s.ok()
+		return nil
 	}
 	p := s.c.Client.Pipeline()
 	for i := range calls {
@@ -114,6 +118,7 @@ func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
 			return fmt.Errorf("limit: redis: %w", err)
 		}
 	}
+	s.ok()
 	return nil
 }
 
@@ -219,6 +224,9 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 	if nc == 0 {
 		return res, true
 	}
+	if s.settled(ctx) != nil {
+		return res, false // the cells one by one wait too, and refuse
+	}
 	// Enter the gauges, the key's first, always (a stale one waits for the operations in flight).
 	for i, sc := range scopes {
 		if idx[i] < 0 || sc.conc.cell == nil {
@@ -266,6 +274,12 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 				ops[i].g.held.Add(1)
 			}
 			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
+			if c := s.mine(scopes[i].req.cell); c != nil {
+				c.seen.Store(res[i].req)
+			}
+			if c := s.mine(scopes[i].out.cell); c != nil {
+				c.seen.Store(res[i].out)
+			}
 		case 1:
 			res[i].refused, res[i].n = stepConc, v
 		case 2:
@@ -373,10 +387,15 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			return false, false
 		}
 	}
+	taking := false
 	for i := range ops {
 		if s.mine(ops[i].slot.cell) == nil {
 			return false, false
 		}
+		taking = taking || ops[i].take
+	}
+	if taking && s.settled(ctx) != nil {
+		return false, false
 	}
 	var buf [4]scopeCall
 	scopes := buf[:0]
@@ -453,8 +472,17 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		for j := range gops[:ng] {
 			gops[j].exit(opFailed) // it may have run: the count is written again
 		}
-		s.failed(ctx, err)
-		return false, true
+		if s.failed(ctx, err) || taking {
+			return false, true // the cells serve from their fallback, or a take is asked again
+		}
+		// Redis is slow, not gone, and the operations may have run: running them again could
+		// refund twice. Charges are kept for later (stricter if they ran), refunds dropped.
+		for i := range ops {
+			if o := &ops[i]; !o.peek && o.cost > 0 {
+				s.mine(o.slot.cell).owe(o.slot.rate, o.cost)
+			}
+		}
+		return true, true
 	}
 	var bad error
 	for i := range scopes {
@@ -471,6 +499,7 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			took, _ := v[2*j].(int64)
 			rel, _ := v[2*j+1].(int64)
 			ops[k].ok, ops[k].tat, ops[k].ran = took == 1, n+rel, true
+			s.mine(ops[k].slot.cell).seen.Store(n + rel)
 		}
 		for j, k := range scopes[i].gauges {
 			if f, _ := v[m+j].(int64); f == 1 {
