@@ -76,6 +76,7 @@ type Redis struct {
 	wg        sync.WaitGroup
 	errCount  atomic.Uint64
 	health    health
+	cluster   bool // a Redis Cluster: a script takes keys of one shard only
 
 	mu     sync.Mutex
 	rates  map[string]*redisRate
@@ -112,6 +113,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 		epoch0: uint64(e[0])<<24 | uint64(e[1])<<16 | uint64(e[2])<<8 | uint64(e[3]),
 		rates:  map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
 	s.health.init(s)
+	_, s.cluster = c.Client.(*redis.ClusterClient)
 	s.up.Store(true)
 	s.wg.Add(1)
 	go s.renewLoop()

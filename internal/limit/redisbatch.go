@@ -23,16 +23,20 @@ import (
 // key is another of the scope's, never touched). ARGV: now (s, ns), the requests interval
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
 // the replica's field, the field it replaces and the count to assert (-1: none; see concLua),
-// the concurrency max (0: unlimited), the lease TTL (ms).
+// the concurrency max (0: unlimited), the lease TTL (ms), and this replica's heartbeat entry
+// ('': no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes keys
+// of one shard).
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
 // {3, TAT offset} by output tokens; {4, 0} when the replica's field was lost (nothing taken: the
-// caller re-asserts and tries again). The GCRA arithmetic is gcraScript's. The slot is one
+// caller re-asserts and tries again); {5, 0} when the heartbeat entry is gone: Redis lost its state,
+// and this admission must wait for every replica to write its counts back. The GCRA arithmetic is gcraScript's. The slot is one
 // HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
 // one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
 // when the field is new or its lease has less than two thirds of the TTL left: a current lease
 // outlives the next renewal (every TTL/3).
 var admitScript = redis.NewScript(concLua + `
+if ARGV[12] ~= '' and not redis.call('ZSCORE', KEYS[5], ARGV[12]) then return {5, 0} end
 local nh, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function rel(k)
   local s = redis.call('GET', k)
@@ -194,7 +198,7 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		if sc.req.cell == nil && sc.out.cell == nil && sc.conc.cell == nil {
 			continue
 		}
-		var keys [4]string
+		var keys [5]string
 		req, out, g := s.mine(sc.req.cell), s.mine(sc.out.cell), s.mineGauge(sc.conc.cell)
 		if (sc.req.cell != nil && req == nil) || (sc.out.cell != nil && out == nil) || (sc.conc.cell != nil && g == nil) {
 			return res, false
@@ -211,13 +215,17 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 			keys[1], some = out.key[0], out.key[0]
 			need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
 		}
+		beat := ""
+		if !s.cluster && s.expectBeat() {
+			keys[4], beat = s.health.key[0], s.health.member
+		}
 		for k := range keys {
 			if keys[k] == "" {
 				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
 			}
 		}
 		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
-			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS}}
+			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS, beat}}
 		idx[i] = nc
 		nc++
 	}
@@ -286,6 +294,9 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 			res[i].refused, res[i].n = stepReq, n+v
 		case 3:
 			res[i].refused, res[i].n = stepOut, n+v
+		case 5:
+			res[i].refused, result = stepLost, opNotSent // nothing ran: the cells one by one wait
+			s.lost("an admission")
 		default:
 			res[i].refused, result = stepLost, opLost
 		}

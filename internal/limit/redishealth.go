@@ -152,9 +152,18 @@ func (s *Redis) hold() bool {
 	}
 }
 
+// expectBeat reports whether this replica's heartbeat entry must be in Redis now: written less
+// than a lease ago, and not since found lost. An admission that finds it gone found a loss.
+func (s *Redis) expectBeat() bool {
+	last := s.health.beatOK.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every
+}
+
 // lost handles Redis found without the state this replica wrote (what found it): admissions
-// wait, and every count is written back at once.
+// wait, and every count is written back at once. Until the next heartbeat is written, its
+// absence is not a new loss.
 func (s *Redis) lost(what string) {
+	s.health.beatOK.Store(0)
 	if s.hold() {
 		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
 	}
