@@ -24,7 +24,7 @@ import (
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
 // the replica's field, the field it replaces and the count to assert (-1: none; see concLua),
 // the concurrency max (0: unlimited), the lease TTL (ms), and this replica's heartbeat entry
-// (”: no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes keys
+// (empty: no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes keys
 // of one shard).
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
