@@ -72,7 +72,7 @@ func TestRedisSlowIsNotDown(t *testing.T) {
 	}
 	waitFor(t, "Redis answering again", func() bool {
 		_, err := cell.Peek(ctx, now, r)
-		return err == nil
+		return err == nil && st.Up()
 	})
 	if st, err := cell.Peek(ctx, now, r); err != nil || st.Remaining < 8 || st.Remaining > 9 {
 		t.Errorf("after the slow spell: %+v %v; want 8 or 9 left in Redis (the late take may have run)", st, err)
