@@ -238,13 +238,13 @@ func (s *Redis) Fail(ctx context.Context, err error) {
 // Errors returns how many operations could not use Redis.
 func (s *Redis) Errors() uint64 { return s.errCount.Load() }
 
-// Close stops renewing this replica's leases and closes the client. It does not release the
-// slots still held: they expire after the lease TTL, as a dead replica's would.
+// Close stops renewing this replica's leases and heartbeat, removes the heartbeat (the others'
+// divisor drops at their next heartbeat) and closes the client. It does not release the slots still held: they
+// expire after the lease TTL, as a dead replica's would.
 func (s *Redis) Close() error {
 	first := false
 	s.closeOnce.Do(func() {
 		first = true
-		s.unbeat()
 		s.mu.Lock()
 		close(s.closed)
 		s.mu.Unlock()
@@ -253,6 +253,7 @@ func (s *Redis) Close() error {
 		return nil
 	}
 	s.wg.Wait()
+	s.unbeat() // after the heartbeats stop: none writes the entry again
 	if err := s.c.Client.Close(); err != nil {
 		return fmt.Errorf("limit: redis: %w", err)
 	}
