@@ -239,8 +239,8 @@ func (s *Redis) Fail(ctx context.Context, err error) {
 func (s *Redis) Errors() uint64 { return s.errCount.Load() }
 
 // Close stops renewing this replica's leases and heartbeat, removes the heartbeat (the others'
-// divisor drops at their next heartbeat) and closes the client. It does not release the slots still held: they
-// expire after the lease TTL, as a dead replica's would.
+// divisor drops at their next heartbeat) and closes the client. It does not release the slots
+// still held: they expire after the lease TTL, as a dead replica's would.
 func (s *Redis) Close() error {
 	first := false
 	s.closeOnce.Do(func() {

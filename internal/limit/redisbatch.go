@@ -24,14 +24,14 @@ import (
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
 // the replica's field, the field it replaces and the count to assert (-1: none; see concLua),
 // the concurrency max (0: unlimited), the lease TTL (ms), and this replica's heartbeat entry
-// (empty: no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes keys
-// of one shard).
+// (empty: no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes
+// keys of one shard).
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
 // {3, TAT offset} by output tokens; {4, 0} when the replica's field was lost (nothing taken: the
-// caller re-asserts and tries again); {5, 0} when the heartbeat entry is gone: Redis lost its state,
-// and this admission must wait for every replica to write its counts back. The GCRA arithmetic is gcraScript's. The slot is one
-// HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
+// caller re-asserts and tries again); {5, 0} when the heartbeat entry is gone: Redis lost its
+// state, and this admission waits for every replica to write its counts back (nothing taken).
+// The GCRA arithmetic is gcraScript's. The slot is one HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
 // one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
 // when the field is new or its lease has less than two thirds of the TTL left: a current lease
 // outlives the next renewal (every TTL/3).
