@@ -31,8 +31,8 @@ import (
 // {3, TAT offset} by output tokens; {4, 0} when the replica's field was lost (nothing taken: the
 // caller re-asserts and tries again); {5, 0} when the heartbeat entry is gone: Redis lost its
 // state, and this admission waits for every replica to write its counts back (nothing taken).
-// The GCRA arithmetic is gcraScript's. The slot is one HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
-// one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
+// The GCRA arithmetic is gcraScript's. The slot is one HINCRBY on the replica's field, checked
+// against the sum of the live fields, so admissions of one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
 // when the field is new or its lease has less than two thirds of the TTL left: a current lease
 // outlives the next renewal (every TTL/3).
 var admitScript = redis.NewScript(concLua + `

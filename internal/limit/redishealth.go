@@ -211,12 +211,13 @@ func (s *Redis) restoreRates(ctx context.Context, rs []*redisRate) {
 	var calls []scriptCall
 	var owed []*redisRate
 	var amounts []int64
+	sec, ns := now/1e9, now%1e9
 	for _, c := range rs {
 		if rel := c.seen.Load() - now; rel > 0 {
-			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"seed", now / 1e9, now % 1e9, rel, int64(0)}})
+			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"seed", sec, ns, rel, int64(0)}})
 		}
 		if o := c.owed.Swap(0); o > 0 {
-			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"add", now / 1e9, now % 1e9, o, int64(0)}})
+			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"add", sec, ns, o, int64(0)}})
 			owed, amounts = append(owed, c), append(amounts, o)
 		}
 	}
