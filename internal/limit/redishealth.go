@@ -114,8 +114,14 @@ func (s *Redis) unbeat() {
 }
 
 // settleWindow is how long admissions wait after Redis's state was lost or Redis came back:
-// every live replica's next heartbeat (one period away) and its writing back (one timeout).
-func (s *Redis) settleWindow() time.Duration { return s.health.every + s.c.Timeout }
+// every live replica's next heartbeat (one period away), and a period and writeBack more for it
+// to run late and write its counts back. Not the timeout: a replica's own admissions would wait
+// for as long as the slowest round trip it tolerates, each time.
+func (s *Redis) settleWindow() time.Duration { return 2*s.health.every + writeBack }
+
+// writeBack is what settleWindow allows a replica for writing its counts back: round trips on a
+// loaded machine take milliseconds, tens at worst.
+const writeBack = 250 * time.Millisecond
 
 // settled waits while the counts are being written back (see lost), at most ctx.
 func (s *Redis) settled(ctx context.Context) error {
