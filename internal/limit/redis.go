@@ -333,15 +333,15 @@ func (s *Redis) renewLoop() {
 			return
 		case <-t.C:
 		case <-s.health.kick:
-			if s.up.Load() {
-				s.restore()
-				renewed = time.Now()
-			}
 		}
 		if !s.up.Load() {
 			continue
 		}
 		s.beat()
+		if s.health.restore.Swap(false) { // found by this heartbeat or elsewhere, whichever woke the loop
+			s.restore()
+			renewed = time.Now()
+		}
 		if time.Since(renewed) >= s.c.LeaseTTL/3 {
 			renewed = time.Now()
 			s.renewAll()

@@ -51,7 +51,9 @@ type health struct {
 	live   atomic.Int64  // live replicas as Redis last reported them (0: not yet)
 	beatOK atomic.Int64  // when this replica's heartbeat was last written (Unix ns; 0: never)
 	settle atomic.Int64  // admissions wait until then (Unix ns)
-	kick   chan struct{} // asks the renewal loop to write every count back now
+	// restore asks the renewal loop to write every count back; kick wakes it.
+	restore atomic.Bool
+	kick    chan struct{}
 }
 
 func (h *health) init(s *Redis) {
@@ -174,6 +176,7 @@ func (s *Redis) lost(what string) {
 		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
 	}
 	s.staleAll()
+	s.health.restore.Store(true)
 	select {
 	case s.health.kick <- struct{}{}:
 	default:
