@@ -32,11 +32,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	addr := fs.String("addr", "", "listen address HOST:PORT (default 127.0.0.1:8080, or server.addr from the config)")
 	path := fs.String("config", "", "configuration file (default: the embedded sim engine)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config.Default()
 	if *path != "" {
