@@ -151,6 +151,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	} else {
 		close(h3done)
 	}
+	// A signal is said as it arrives, and the stop once done: an operator pressing ^C sees the
+	// gateway drain, not a silent exit.
+	unsaid := context.AfterFunc(ctx, func() {
+		fmt.Fprintf(stdout, "layer0 stopping (%v): requests in flight have up to %s to finish\n",
+			context.Cause(ctx), cfg.Server.ShutdownTimeout)
+		logger.Info("stopping", "cause", context.Cause(ctx).Error(), "shutdown_timeout", cfg.Server.ShutdownTimeout.String())
+	})
 	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
@@ -161,8 +168,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
 		}
 	})
+	signalled := !unsaid()
 	stop() // the TCP listener has stopped (a signal, or an error): so does HTTP/3
 	<-h3done
+	if signalled {
+		defer fmt.Fprintln(stdout, "layer0 stopped")
+	}
 	if errors.Is(err, server.ErrDrainTimeout) {
 		// A stop that had to end slow requests is still an orderly stop: each got an error.
 		logger.Warn("stopped", "err", err)
