@@ -248,7 +248,7 @@ func (c *Client) Stream(ctx context.Context, req *Request) (*Stream, error) {
 	default:
 		s.mode = binary.Mode{Version: binary.V2, Text: s.proto == Binary2Text}
 		if s.proto == Binary1 {
-			s.mode = binary.Mode{Version: binary.V1}
+			s.mode = binary.Mode{Version: binary.V1, MaxTokens: req.MaxTokens}
 		}
 		if body, err = binary.AppendRequest(nil, req, s.mode); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
