@@ -436,6 +436,15 @@ models:
 		if p.State != "done" || p.Text == "" || p.Text != ps[0].Text {
 			t.Errorf("embedded default, %s: state %q error %q text %.40q", p.Transport, p.State, p.Error, p.Text)
 		}
+		// The default sim is paced like an engine (150 ms to the first token, then 50 tokens/s):
+		// the numbers a new user reads are an engine's, not six digits or a dash.
+		var ttft, tps float64
+		if _, err := fmt.Sscanf(p.TTFT, "%g ms", &ttft); err != nil || ttft < 100 || ttft > 5000 {
+			t.Errorf("embedded default, %s: time to first token %q, want about 150 ms", p.Transport, p.TTFT)
+		}
+		if _, err := fmt.Sscanf(p.TPS, "%g", &tps); err != nil || tps < 10 || tps > 200 {
+			t.Errorf("embedded default, %s: %q tokens/s, want about 50", p.Transport, p.TPS)
+		}
 	}
 
 	mu.Lock()

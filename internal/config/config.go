@@ -338,7 +338,12 @@ const (
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
-	c := &Config{Playground: true, Debug: Debug{Requests: DefaultDebugRequests}}
+	// The sim is paced like a GPU serving a model (Sim's "realistic" preset), so that the
+	// playground's times and rates mean something from the first run; a file's sims are as fast
+	// as possible unless they ask for it.
+	c := &Config{Playground: true, Debug: Debug{Requests: DefaultDebugRequests},
+		Engines: map[string]Engine{"sim": {Kind: KindSim, Sim: Sim{Preset: "realistic"}}},
+		Models:  map[string]Model{"sim": {Engines: []string{"sim"}}}}
 	c.SetDefaults()
 	return c
 }
