@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -444,6 +445,61 @@ models:
 		}
 		if _, err := fmt.Sscanf(p.TPS, "%g", &tps); err != nil || tps < 10 || tps > 200 {
 			t.Errorf("embedded default, %s: %q tokens/s, want about 50", p.Transport, p.TPS)
+		}
+	}
+
+	// The keyed example (examples/gateway.yaml), as a new user opens it: with no key typed the
+	// page says a key is needed — a hint, not a red error — and offers no model that does not
+	// exist there; typing the key loads the models it may use, without a click; a Run works
+	// and the key's limit leaves room for more than one.
+	ex, err := layer0.LoadConfig("examples/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.Server.Addr = "127.0.0.1:0"
+	_, exBase := serveGateway(t, ex)
+	step("the keyed example", 15*time.Second,
+		chromedp.Navigate(exBase+"/playground"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.body.dataset.ready === 'true' && document.body.dataset.models === 'loaded'`)(ctx, tg)
+			return err
+		}))
+	var hint struct {
+		Status, Kind, Color, ErrColor string
+		Models                        []string
+	}
+	eval("no key on the keyed example", `(async () => {
+  const key = document.querySelector('#key');
+  key.value = '';
+  document.body.dataset.models = '';
+  key.dispatchEvent(new Event('input'));
+  while (document.body.dataset.models !== 'loaded') await new Promise((r) => setTimeout(r, 20));
+  const st = document.querySelector('#form-status');
+  const probe = document.createElement('p'); probe.className = 'error'; document.body.append(probe);
+  const errColor = getComputedStyle(probe).color; probe.remove();
+  return { Status: st.textContent, Kind: st.dataset.kind, Color: getComputedStyle(st).color, ErrColor: errColor,
+    Models: [...document.querySelector('#model').options].map((o) => o.value) };
+})()`, &hint)
+	if !strings.Contains(hint.Status, "needs an API key") || hint.Kind != "hint" || hint.Color == hint.ErrColor ||
+		slices.Contains(hint.Models, "sim") {
+		t.Errorf("keyed example without a key: %+v; want a hint (not in the error colour) and no model sim", hint)
+	}
+	var models []string
+	eval("type the key", `(async () => {
+  const key = document.querySelector('#key');
+  document.body.dataset.models = '';
+  for (const c of 'l0-demo-alpha') { key.value += c; key.dispatchEvent(new Event('input')); }
+  while (document.body.dataset.models !== 'loaded') await new Promise((r) => setTimeout(r, 20));
+  return [...document.querySelector('#model').options].map((o) => o.value);
+})()`, &models)
+	if !slices.Contains(models, "chat") || !slices.Contains(models, "small") || slices.Contains(models, "sim") {
+		t.Errorf("models after typing the key: %q, want chat and small", models)
+	}
+	for run := range 2 {
+		for _, p := range waitRun(fmt.Sprintf("run %d on the keyed example", run+1)) {
+			if p.State != "done" || p.Text == "" || p.Error != "" {
+				t.Errorf("keyed example, run %d, %s: state %q error %q", run+1, p.Transport, p.State, p.Error)
+			}
 		}
 	}
 

@@ -35,9 +35,13 @@ let drawQueued = false;
 // The key: this tab only.
 
 keyInput.value = sessionStorage.getItem(KEY_STORE) ?? '';
+let keyTimer = null;
 keyInput.addEventListener('input', () => {
   if (keyInput.value) sessionStorage.setItem(KEY_STORE, keyInput.value);
   else sessionStorage.removeItem(KEY_STORE);
+  // The models the key may use are loaded again once typing pauses.
+  clearTimeout(keyTimer);
+  keyTimer = setTimeout(loadModels, 300);
 });
 const apiKey = () => keyInput.value.trim();
 
@@ -352,7 +356,9 @@ async function run(ev) {
   ev.preventDefault();
   const ids = chosen();
   statusLine.textContent = '';
+  statusLine.dataset.kind = '';
   if (ids.length === 0) { statusLine.textContent = 'Choose at least one transport.'; return; }
+  if (!modelSelect.value) { statusLine.textContent = 'Type an API key first: the models it may use load then.'; return; }
   const maxTokens = Number($('#max-tokens').value);
   const req = {
     model: modelSelect.value, max_tokens: maxTokens,
@@ -424,17 +430,36 @@ async function showTrace(p) {
 // ---------------------------------------------------------------------------------------------
 // Models the key may use.
 
+let modelsAsked = 0;
+
 async function loadModels() {
+  const asked = ++modelsAsked; // an answer to an earlier key is dropped
+  const key = apiKey();
   try {
     const res = await fetch(`${base}/v1/models?limit=1000`, { headers: anthropicHeaders() });
+    if (asked !== modelsAsked) return;
+    if (res.status === 401 && !key) {
+      // A gateway with keys, and none typed yet: a hint, not an error; the models load as the
+      // key is typed.
+      modelSelect.replaceChildren(new Option('(type an API key)', ''));
+      statusLine.dataset.kind = 'hint';
+      statusLine.textContent = 'This gateway needs an API key: type it above and the models it may use appear.';
+      return;
+    }
     if (!res.ok) throw await errorOf(res);
     const { data = [] } = await res.json();
+    if (asked !== modelsAsked) return;
     const keep = modelSelect.value;
     modelSelect.replaceChildren(...data.map((m) => new Option(m.display_name && m.display_name !== m.id ? `${m.id} (${m.display_name})` : m.id, m.id)));
     if (data.some((m) => m.id === keep)) modelSelect.value = keep;
+    statusLine.dataset.kind = data.length ? '' : 'hint';
     statusLine.textContent = data.length ? '' : 'This key may use no model.';
   } catch (e) {
+    if (asked !== modelsAsked) return;
+    statusLine.dataset.kind = '';
     statusLine.textContent = `Models: ${describe(e)}`;
+  } finally {
+    if (asked === modelsAsked) document.body.dataset.models = 'loaded';
   }
 }
 
