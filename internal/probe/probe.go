@@ -54,13 +54,13 @@ type Options struct {
 // Report is what a probe found. A step that failed has its Error set; the steps after it that
 // need it are absent.
 type Report struct {
-	URL   string     `json:"url"`
-	DNS   *DNS       `json:"dns,omitempty"`
-	TCP   *TCP       `json:"tcp,omitempty"`
-	TLS   *TLS       `json:"tls,omitempty"`
-	HTTP2 *HTTP2     `json:"http2,omitempty"`
-	HTTP3 *HTTP3     `json:"http3,omitempty"`
-	Model string     `json:"model,omitempty"`
+	URL   string `json:"url"`
+	DNS   *DNS   `json:"dns,omitempty"`
+	TCP   *TCP   `json:"tcp,omitempty"`
+	TLS   *TLS   `json:"tls,omitempty"`
+	HTTP2 *HTTP2 `json:"http2,omitempty"`
+	HTTP3 *HTTP3 `json:"http3,omitempty"`
+	Model string `json:"model,omitempty"`
 	// ModelGuessed says why Model is a guess ("sim") rather than a model the server listed:
 	// GET /v1/models failed (a keyed gateway without --key answers 401) or listed none.
 	ModelGuessed string     `json:"model_guessed,omitempty"`
