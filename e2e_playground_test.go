@@ -447,6 +447,36 @@ models:
 			t.Errorf("embedded default, %s: %q tokens/s, want about 50", p.Transport, p.TPS)
 		}
 	}
+	// Each chart's line stays out of the band its scale label is written in, and is flat at
+	// zero until the first bytes (a step, not a ramp from the request's start): the first
+	// columns, before any byte arrived, hold line pixels only in the bottom rows.
+	var chart []struct {
+		Transport  string
+		InBand     int
+		EarlyAbove int
+		LinePixels int
+	}
+	eval("the charts", `[...document.querySelectorAll('#panels .panel')].map((p) => {
+  const c = p.querySelector('.chart'); const g = c.getContext('2d');
+  const dpr = window.devicePixelRatio || 1;
+  const want = {anthropic: [0xd2, 0x69, 0x1e], openai: [0x10, 0xa3, 0x7f], binary1: [0x0b, 0x62, 0xd6], binary2: [0x82, 0x50, 0xdf]}[p.dataset.transport];
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  const line = (x, y) => { const i = 4 * (y * c.width + x); return d[i + 3] > 200 && Math.abs(d[i] - want[0]) + Math.abs(d[i + 1] - want[1]) + Math.abs(d[i + 2] - want[2]) < 40; };
+  let inBand = 0, early = 0, all = 0;
+  for (let y = 0; y < c.height; y++) for (let x = 0; x < c.width; x++) {
+    if (!line(x, y)) continue;
+    all++;
+    if (y < 16 * dpr) inBand++;
+    if (x < c.width * 0.01 && y < c.height - 4 * dpr) early++;
+  }
+  return { Transport: p.dataset.transport, InBand: inBand, EarlyAbove: early, LinePixels: all };
+})`, &chart)
+	for _, c := range chart {
+		if c.LinePixels == 0 || c.InBand != 0 || c.EarlyAbove != 0 {
+			t.Errorf("chart of %s: %d line pixels, %d in the label's band, %d above the baseline before the first byte; want some, 0, 0",
+				c.Transport, c.LinePixels, c.InBand, c.EarlyAbove)
+		}
+	}
 
 	// The keyed example (examples/gateway.yaml), as a new user opens it: with no key typed the
 	// page says a key is needed — a hint, not a red error — and offers no model that does not

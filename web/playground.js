@@ -130,6 +130,8 @@ class Panel {
 
   got(n) {
     const t = performance.now() - this.start;
+    // A step, not a ramp: nothing arrived between the previous chunk (or the request) and this one.
+    this.points.push([t, this.bytes]);
     this.bytes += n;
     this.points.push([t, this.bytes]);
     this.changed();
@@ -209,10 +211,12 @@ class Panel {
     const maxB = Math.max(1, ...panels.map((p) => p.bytes));
     g.strokeStyle = COLORS[this.id];
     g.lineWidth = 2 * dpr;
+    // The scale's label has the top band to itself: lines are drawn below it.
+    const top = 18 * dpr;
     g.beginPath();
     for (const [i, [t, b]] of this.points.entries()) {
       const x = (t / maxT) * (w - 2 * dpr) + dpr;
-      const y = h - dpr - (b / maxB) * (h - 2 * dpr);
+      const y = h - dpr - (b / maxB) * (h - top - dpr);
       if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
     }
     g.stroke();
