@@ -97,7 +97,6 @@ func BenchmarkServeHTTPDebugTrace(b *testing.B) {
 	for _, n := range []int{0, 1000} {
 		b.Run("requests="+strconv.Itoa(n), func(b *testing.B) {
 			cfg := layer0.DefaultConfig()
-			cfg.Engines["sim"] = layer0.Engine{Kind: layer0.KindSim} // as fast as it goes, not paced
 			cfg.Debug.Requests = n
 			g, err := layer0.New(cfg)
 			if err != nil {

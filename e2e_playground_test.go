@@ -421,7 +421,7 @@ models:
 
 	// The embedded default (what `layer0 serve` without --config runs): no keys, no setup; the
 	// page's key field is left empty.
-	def := config.Default()
+	def := config.Served()
 	def.Server.Addr = "127.0.0.1:0"
 	_, defBase := serveGateway(t, def)
 	step("the embedded default", 15*time.Second,

@@ -38,7 +38,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
-	cfg := config.Default()
+	cfg := config.Served()
 	if *path != "" {
 		var err error
 		if cfg, err = config.Load(*path); err != nil {

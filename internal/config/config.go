@@ -338,13 +338,21 @@ const (
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
-	// The sim is paced like a GPU serving a model (Sim's "realistic" preset), so that the
-	// playground's times and rates mean something from the first run; a file's sims are as fast
-	// as possible unless they ask for it.
-	c := &Config{Playground: true, Debug: Debug{Requests: DefaultDebugRequests},
-		Engines: map[string]Engine{"sim": {Kind: KindSim, Sim: Sim{Preset: "realistic"}}},
-		Models:  map[string]Model{"sim": {Engines: []string{"sim"}}}}
+	c := &Config{Playground: true, Debug: Debug{Requests: DefaultDebugRequests}}
 	c.SetDefaults()
+	return c
+}
+
+// Served is what `layer0 serve` runs without a file: Default, with the sim paced like a GPU
+// serving a model (Sim's "realistic" preset), so that the playground's times and rates mean
+// something from the first run. Default's sim, which tests, benchmarks and an application's
+// New(nil) get, and a file's sims are as fast as possible unless they ask to be paced.
+func Served() *Config {
+	c := Default()
+	sim := c.Engines["sim"]
+	sim.Sim = Sim{Preset: "realistic"}
+	sim.Sim.SetDefaults()
+	c.Engines["sim"] = sim
 	return c
 }
 
