@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"strings"
 	"testing"
@@ -720,6 +721,28 @@ func TestNewConnectionsBounded(t *testing.T) {
 			resp.Body.Close()
 		}
 		get()
+		// And one over h2c (prior knowledge), which the lean server hands to the HTTP/2 server.
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		h2c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Protocols: &protos}}
+		defer h2c.CloseIdleConnections()
+		h2cGet := func() bool {
+			t.Helper()
+			reused := false
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+			resp, err := h2c.Do(req)
+			if err != nil {
+				t.Fatalf("h2c: %v", err)
+			}
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+				t.Fatalf("h2c: HTTP/%d %d, want HTTP/2 200", resp.ProtoMajor, resp.StatusCode)
+			}
+			return reused
+		}
+		h2cGet()
 		// Twenty strangers, as many as max_connections: half idle, half h2c hello only.
 		strangers := make([]net.Conn, 20)
 		for i := range strangers {
@@ -744,8 +767,11 @@ func TestNewConnectionsBounded(t *testing.T) {
 		for _, c := range strangers {
 			closedWithin(t, c, 4*time.Second)
 		}
-		// The active connection outlived new_connection_timeout and still serves.
+		// The active connections outlived new_connection_timeout and still serve.
 		get()
+		if !h2cGet() {
+			t.Error("the h2c connection that sent a request was closed at new_connection_timeout")
+		}
 		if !strings.Contains(logs.String(), "made room at max_new_connections") {
 			t.Fatalf("no log line for the evictions: %s", logs.String())
 		}
