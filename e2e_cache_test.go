@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -329,4 +330,47 @@ func TestCacheInProcessAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask("miss after the policy changed", 2)
+}
+
+// TestCacheKeyHasTruncate checks that the truncate directive is part of the cache key: context
+// planning cuts by it what the engine is sent, after the lookup. Tenant a sends a prompt too long
+// for the model's window with <|truncate:15|>; the same prompt from tenant b without the
+// directive is refused as too long, not answered with a's cut answer, and with another budget it
+// is a miss. So is the same prompt from a itself without the directive.
+func TestCacheKeyHasTruncate(t *testing.T) {
+	base := startGateway(t, fmt.Sprintf(`
+keys:
+  - {name: a, hash: %s}
+  - {name: b, hash: %s}
+engines: {sim: {kind: sim}}
+models:
+  tiny: {engines: [sim], context_window: 60, cache: {enabled: true, ttl: 1m}}
+`, authHash("l0-a"), authHash("l0-b")))
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	ask := func(key, system string) (string, error) {
+		var resp *http.Response
+		c := anthropicClient(base, option.WithAPIKey(key), option.WithResponseInto(&resp))
+		p := anthropic.MessageNewParams{Model: "tiny", MaxTokens: 20, Temperature: anthropic.Float(0), Messages: userText(long)}
+		if system != "" {
+			p.System = []anthropic.TextBlockParam{{Text: system}}
+		}
+		_, err := c.Messages.New(context.Background(), p)
+		return cacheHeaders(resp), err
+	}
+	if got, err := ask("l0-a", "<|truncate:15|>"); err != nil || got != "MISS miss" {
+		t.Fatalf("a with <|truncate:15|>: %q %v, want a miss served", got, err)
+	}
+	if got, err := ask("l0-a", "<|truncate:15|>"); err != nil || got != "HIT hit" {
+		t.Fatalf("a again: %q %v, want a hit", got, err)
+	}
+	for _, key := range []string{"l0-b", "l0-a"} {
+		got, err := ask(key, "")
+		var e *anthropic.Error
+		if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.RawJSON(), "prompt is too long") {
+			t.Errorf("%s without the directive: %q %v, want a 400 prompt is too long", key, got, err)
+		}
+	}
+	if got, err := ask("l0-b", "<|truncate|>"); err != nil || got != "MISS miss" {
+		t.Errorf("b with <|truncate|> (the window's budget): %q %v, want a miss", got, err)
+	}
 }

@@ -27,7 +27,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
 // layout (in a shared store) never match.
-const keyVersion = "layer0-cache-3\x00"
+const keyVersion = "layer0-cache-4\x00"
 
 // Canon is a request's canonical encoding and its key, in a pooled buffer: Release it when done
 // with Bytes (after the flight it leads has finished).
@@ -55,6 +55,28 @@ func KeyOf(model string, r *llm.Request) Key {
 	return k
 }
 
+// Truncate is a request's truncate directive, which the request a key is taken from no longer
+// shows: context planning runs after the lookup and cuts the input the engine is sent, to the
+// model's context window or to Budget tokens. Two requests equal but for it are sent different
+// inputs, or one is cut and the other refused, so it is part of the key. The zero value is no
+// directive.
+type Truncate struct {
+	// On is set when the directive was given: an input too large is cut, not refused.
+	On bool
+	// Budget is the directive's budget in input tokens; 0 is the context window.
+	Budget int
+}
+
+// EncodeTruncated is Encode of a request that carried the truncate directive t.
+func EncodeTruncated(model string, r *llm.Request, t Truncate) *Canon {
+	c := encode(model, r)
+	b := appendBool(c.Bytes, t.On)
+	b = binary.AppendVarint(b, int64(t.Budget))
+	c.Bytes = b
+	c.Key = xxh3.Hash128(b).Bytes()
+	return c
+}
+
 // Encode returns the canonical encoding of r answered by model, the canonical model name
 // (aliases resolved), and its key.
 //
@@ -66,8 +88,14 @@ func KeyOf(model string, r *llm.Request) Key {
 // leaves out what cannot change the answer: whether it streams, the client's format, the model
 // name as the client spelled it, and metadata.user_id. JSON values (tool inputs and schemas) are
 // encoded canonically — keys sorted, no insignificant space, escapes decoded — so the same value
-// in any spelling is the same key.
+// in any spelling is the same key. A request with a truncate directive is encoded with it
+// (EncodeTruncated): Encode is that of a request without one.
 func Encode(model string, r *llm.Request) *Canon {
+	return EncodeTruncated(model, r, Truncate{})
+}
+
+// encode returns the canonical encoding of r answered by model, without its key.
+func encode(model string, r *llm.Request) *Canon {
 	c := canons.Get().(*Canon)
 	b := append(c.Bytes[:0], keyVersion...)
 	b = appendStr(b, model)
@@ -110,7 +138,6 @@ func Encode(model string, r *llm.Request) *Canon {
 		b = appendBool(b, rf.Strict)
 	}
 	c.Bytes = b
-	c.Key = xxh3.Hash128(b).Bytes()
 	return c
 }
 

@@ -191,3 +191,21 @@ func TestKeyBoundaries(t *testing.T) {
 		t.Error("temperature -0 and 0 have different keys")
 	}
 }
+
+// TestKeyTruncate checks that the truncate directive, which the request no longer shows once it
+// is stripped, is in the key: on or off, and its budget.
+func TestKeyTruncate(t *testing.T) {
+	r := &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "long"}}}}}
+	seen := map[cache.Key]cache.Truncate{}
+	for _, tr := range []cache.Truncate{{}, {On: true}, {On: true, Budget: 15}, {On: true, Budget: 16}} {
+		c := cache.EncodeTruncated("m", r, tr)
+		if prev, ok := seen[c.Key]; ok {
+			t.Errorf("%+v has the key of %+v", tr, prev)
+		}
+		seen[c.Key] = tr
+		c.Release()
+	}
+	if cache.KeyOf("m", r) != cache.EncodeTruncated("m", r, cache.Truncate{}).Key {
+		t.Error("Encode differs from EncodeTruncated without a directive")
+	}
+}
