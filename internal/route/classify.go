@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/engine"
 )
 
 // Reasons a request moves to another replica or down its fallback chain. They are the values of
@@ -22,7 +23,7 @@ const (
 	ReasonNetwork       = "network"        // the connection to the engine failed
 	ReasonUnavailable   = "unavailable"    // no replica could take the request (down, ejected, breaker open)
 	ReasonUtilization   = "utilization"    // every replica was above the utilisation threshold
-	ReasonCanceled      = "canceled"       // the client went away; never retried
+	ReasonCanceled      = "canceled"       // the client went away or stopped reading; never retried
 	ReasonClientError   = "client_error"   // the request itself is at fault; never retried
 )
 
@@ -30,14 +31,16 @@ const (
 // could succeed where this one failed. Messages are checked first, because engines report
 // out-of-memory and context overflow under many statuses ("CUDA out of memory" as a 500, "This
 // model's maximum context length is 4096 tokens" as a 400); then the apierr kind; then network
-// and context errors. A nil error is ("", false).
+// and context errors. A failure to write to the client (engine.ErrClientWrite) is a cancellation
+// whatever else it wraps: a client that stops reading says nothing about the engine. A nil
+// error is ("", false).
 func Classify(err error) (reason string, retryable bool) {
 	if err == nil {
 		return "", false
 	}
 	var e *apierr.Error
 	isAPI := errors.As(err, &e)
-	if errors.Is(err, context.Canceled) || (isAPI && e.Code == "CANCELED") {
+	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrClientWrite) || (isAPI && e.Code == "CANCELED") {
 		return ReasonCanceled, false
 	}
 	msg := strings.ToLower(err.Error())
