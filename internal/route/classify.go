@@ -50,7 +50,7 @@ func Classify(err error) (reason string, retryable bool) {
 	switch {
 	case containsWord(msg, "oom") || strings.Contains(msg, "out of memory") || strings.Contains(msg, "outofmemory"):
 		return ReasonOOM, true
-	case contextOverflow(msg):
+	case apierr.ContextOverflow(msg):
 		return ReasonContextLength, true
 	}
 	if isAPI {
@@ -98,27 +98,6 @@ func netError(err error) string {
 		return ReasonNetwork
 	}
 	return ""
-}
-
-// contextOverflow recognises the context-length errors of the engines layer0 fronts: Anthropic
-// ("prompt is too long: N tokens > M maximum"), OpenAI and vLLM ("maximum context length is",
-// code context_length_exceeded), llama.cpp ("exceeds the available context size"), TGI ("must
-// have less than N tokens").
-func contextOverflow(msg string) bool {
-	for _, s := range []string{
-		"context_length_exceeded",
-		"context length",
-		"context window",
-		"context size",
-		"prompt is too long",
-		"input is too long",
-		"must have less than",
-	} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // containsWord reports whether w occurs in s not surrounded by letters ("oom", not "room").

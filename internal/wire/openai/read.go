@@ -252,7 +252,7 @@ func chunkError(c *chunkJSON) error {
 		status = 502
 	}
 	e := engineError(status, msg, typ, code)
-	e.Cause = errors.New("openai: engine sent an error in its stream")
+	e.Cause = apierr.EngineSaid(errors.New("openai: engine sent an error in its stream"))
 	return e
 }
 
@@ -341,7 +341,7 @@ func lineError(data []byte) error {
 	var c chunkJSON
 	if json.Unmarshal(data, &c) != nil || (isNull(c.Error) && c.Message == "") {
 		e := engineError(502, string(bytes.ToValidUTF8(data, nil)), "", "")
-		e.Cause = errors.New("openai: engine sent an error line in its stream")
+		e.Cause = apierr.EngineSaid(errors.New("openai: engine sent an error line in its stream"))
 		return e
 	}
 	if isNull(c.Error) {
