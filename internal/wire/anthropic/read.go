@@ -57,7 +57,7 @@ func upstreamError(status int, typ, msg, requestID string) *apierr.Error {
 		}
 	}
 	cause := fmt.Errorf("anthropic: upstream error type %q status %d request_id %q", typ, status, requestID)
-	return &apierr.Error{Kind: kindForType(typ, status), Message: msg, Cause: cause}
+	return &apierr.Error{Kind: kindForType(typ, status), Message: msg, Cause: apierr.EngineSaid(cause)}
 }
 
 // DecodeError turns an upstream error response (status and body) into an *apierr.Error: the
@@ -233,8 +233,10 @@ func parseStop(s string) llm.StopReason {
 		return llm.StopSequence
 	case "tool_use":
 		return llm.StopToolUse
+	case "refusal":
+		return llm.StopRefusal
 	}
-	return llm.StopEndTurn // end_turn, pause_turn, refusal and anything new
+	return llm.StopEndTurn // end_turn, pause_turn and anything new
 }
 
 // sseEvent holds the members of one stream event's data, read in one pass.
