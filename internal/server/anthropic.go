@@ -33,6 +33,12 @@ func (x *exchange) countTokens() {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	if err := x.p.AdmitCount(x.r.Context(), &lease, req); err != nil {
+		var e *apierr.Error
+		rec.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+		x.fail(err)
+		return
+	}
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
