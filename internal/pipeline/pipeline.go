@@ -341,13 +341,11 @@ func (p *Pipeline) fits(ctx context.Context, lease *limit.Lease, req *llm.Reques
 	return lease.Fits(ctx, lo)
 }
 
-// AdmitCount checks a request to count tokens (POST /v1/messages/count_tokens) as Serve checks
-// a request before counting its input: the size limits, then its lower bound against lease's
-// input-token limits, so that counting costs no more tokenizer time than sending would.
-func (p *Pipeline) AdmitCount(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
-	if err := p.sizes.Check(req); err != nil {
-		return err
-	}
+// FitsInput refuses, before anything counts its tokens, a query about a prompt (count_tokens,
+// POST /v1/cache) whose input cannot fit lease's input-token limits, as Serve refuses a request
+// (fits): counting costs no more tokenizer time than sending would. The caller has checked the
+// size limits (Sizes) first, as Serve does.
+func (p *Pipeline) FitsInput(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
 	return p.fits(ctx, lease, req)
 }
 
