@@ -63,6 +63,8 @@ type Config struct {
 	// Telemetry exports OpenTelemetry traces of the requests (docs/operations.md); off by
 	// default.
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Responses configures the Responses API's stored responses (docs/responses.md).
+	Responses Responses `yaml:"responses"`
 }
 
 // The servers of cleartext HTTP/1.1 (Server.HTTP1).
@@ -495,6 +497,7 @@ func withPath(msg string, paths map[int]string) string {
 // a configuration built in code, so a field left zero means its default wherever the
 // configuration came from.
 func (c *Config) SetDefaults() {
+	c.Responses.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -663,6 +666,7 @@ func (e *Errors) Error() string {
 // its engine factory checks the rest of).
 func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
+	c.Responses.validate(errs)
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
@@ -61,6 +62,10 @@ type Options struct {
 	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
 	// too; by default they are not.
 	LogScrapes bool
+	// Responses, when set, keeps the Responses API's stored responses (store,
+	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps none, and an id is
+	// never found.
+	Responses *conversation.Store
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -138,6 +143,8 @@ type Server struct {
 	logScrapes bool
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
+	// stored keeps the Responses API's stored responses; nil keeps none.
+	stored *conversation.Store
 	bufs      sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
@@ -147,7 +154,7 @@ type Server struct {
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
 	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
-		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes}
+		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes, stored: o.Responses}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,6 +214,8 @@ type exchange struct {
 	// protocol's mode.
 	includeUsage bool
 	mode         binary.Mode
+	// rsp is a Responses API request's own state (nil for the other formats).
+	rsp *responseCall
 	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
 	debug bool
 	// ctx is the request's context, carrying its span when it is traced (span non-nil, ended
@@ -298,6 +307,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.vocabulary()
 	case path == "/v1/cache":
 		x.cacheQuery()
+	case strings.HasPrefix(path, "/v1/responses/"):
+		if id, ok := responseID(path); ok {
+			x.storedResponse(id)
+		} else {
+			x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
+		}
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
 	case path == "/v1/models" && wantsOpenAI(r):
