@@ -145,7 +145,7 @@ type Server struct {
 	adminOnly bool
 	// stored keeps the Responses API's stored responses; nil keeps none.
 	stored *conversation.Store
-	bufs      sync.Pool
+	bufs   sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
 	xs sync.Pool
