@@ -118,7 +118,21 @@ func (s *Store) Get(_ context.Context, owner, id string) (*Entry, error) {
 	if err := json.Unmarshal(val, e); err != nil {
 		return nil, fmt.Errorf("conversation: decode %s: %w", id, err)
 	}
+	unsetInputs(e.System)
+	for i := range e.Messages {
+		unsetInputs(e.Messages[i].Content)
+	}
 	return e, nil
+}
+
+// unsetInputs gives the blocks without a tool input (encoded as null) back their nil Input.
+func unsetInputs(bs []llm.Block) {
+	for i := range bs {
+		if string(bs[i].Input) == "null" {
+			bs[i].Input = nil
+		}
+		unsetInputs(bs[i].Content)
+	}
 }
 
 // Delete removes the entry id of owner, or returns NotFound.

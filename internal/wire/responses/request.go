@@ -3,7 +3,9 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -183,6 +185,12 @@ func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
 		return nil, nil, err
 	}
 	if err := r.Validate(); err != nil {
+		// The shared rules name canonical turns (messages.2.content.0), which are not the
+		// client's items: the error names the input.
+		var e *apierr.Error
+		if errors.As(err, &e) && strings.HasPrefix(e.Param, "messages") {
+			e.Param = "input"
+		}
 		return nil, nil, err
 	}
 	return r, x, nil

@@ -50,6 +50,7 @@ const (
 	stateNew uint8 = iota
 	stateStreaming
 	stateDone
+	stateFailed
 )
 
 // NewStreamWriter returns a StreamWriter writing m's response to w; flush, when not nil, pushes
@@ -85,7 +86,7 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.state == stateDone {
+	if s.state >= stateDone {
 		return errors.New("responses: event after the end of the stream")
 	}
 	if s.state == stateNew {
@@ -265,7 +266,7 @@ func (s *StreamWriter) Flush() error {
 }
 
 // Done reports whether the stream ended with response.completed or response.incomplete.
-func (s *StreamWriter) Done() bool { return s.state == stateDone && s.err == nil }
+func (s *StreamWriter) Done() bool { return s.state == stateDone }
 
 // Response returns the answer streamed so far (complete once Done).
 func (s *StreamWriter) Response() *llm.Response { return &s.col.Response }
@@ -306,6 +307,6 @@ func (s *StreamWriter) WriteError(e *apierr.Error) error {
 		s.buf = append(s.buf, s.obj...)
 		s.end()
 	}
-	s.state = stateDone
+	s.state = stateFailed
 	return s.Flush()
 }
