@@ -13,6 +13,8 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	oaiopt "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/layer0ai/layer0/internal/limit/redistest"
 )
 
 // The OpenAI Responses API through the official Go SDK's Responses client, on every engine kind
@@ -299,4 +301,39 @@ func TestResponsesErrors(t *testing.T) {
 			t.Errorf("response.failed: status %q error %+v", failed.Status, failed.Error)
 		}
 	})
+}
+
+// TestResponsesSharedOnRedis: with responses.shared on a real Redis, a response stored through
+// one replica is read, continued and deleted through another, and stays its key's own there.
+func TestResponsesSharedOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	bases := replicas(t, 2, srv, "timeout: 1s", fmt.Sprintf(responsesKeysConfig, authHash("alice-key"), authHash("bob-key"))+
+		"responses: {shared: true}\n")
+	a, b := responsesClient(bases[0], "alice-key"), responsesClient(bases[1], "alice-key")
+	bob := responsesClient(bases[1], "bob-key")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "sim",
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Remember this.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); err != nil || got.OutputText() != first.OutputText() {
+		t.Fatalf("GET on the other replica: %v, %v", got, err)
+	}
+	second, err := b.Responses.New(ctx, responses.ResponseNewParams{Model: "sim", PreviousResponseID: oai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("And now?")}})
+	if err != nil || second.PreviousResponseID != first.ID {
+		t.Fatalf("continued on the other replica: %v, %v", second, err)
+	}
+	var e *oai.Error
+	if _, err := bob.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !errors.As(err, &e) || e.StatusCode != http.StatusNotFound {
+		t.Errorf("another key's GET: got %v, want 404", err)
+	}
+	if err := b.Responses.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !errors.As(err, &e) || e.StatusCode != http.StatusNotFound {
+		t.Errorf("GET after DELETE on the other replica: got %v, want 404", err)
+	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/sim"
 	"github.com/layer0ai/layer0/internal/ids"
@@ -329,8 +328,7 @@ func New(cfg *Config, opts ...Option) (*Gateway, error) {
 	g.traces = trace.New(cfg.Debug.Requests)
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
 		Logger: o.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
-		Traces: g.traces, Ready: g.unready, Config: g.redactedConfig, LogScrapes: cfg.Log.AccessLog.Scrapes,
-		Responses: conversation.NewMemory(cfg.Responses.TTL, cfg.Responses.MaxBytes, nil)})
+		Traces: g.traces, Ready: g.unready, Config: g.redactedConfig, LogScrapes: cfg.Log.AccessLog.Scrapes})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}

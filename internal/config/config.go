@@ -666,7 +666,7 @@ func (e *Errors) Error() string {
 // its engine factory checks the rest of).
 func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
-	c.Responses.validate(errs)
+	c.Responses.validate(c, errs)
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
 	}

@@ -1,8 +1,8 @@
 // Package conversation keeps the Responses API's stored responses: for each response id, the
 // response object a GET returns and the conversation a previous_response_id continues, owned by
 // the API key that made it. Another key is told the id does not exist, exactly as for an id that
-// never did. Entries are kept in this process's memory for a TTL, within a byte bound that
-// evicts the oldest first.
+// never did. Entries are kept for a TTL, in this process's memory within a byte bound that
+// evicts the oldest first (Memory), or in a Redis shared by every replica (Redis).
 package conversation
 
 import (
@@ -32,8 +32,18 @@ type Entry struct {
 	Object json.RawMessage `json:"object"`
 }
 
-// Store keeps entries. The zero value is not usable; use NewMemory.
-type Store struct {
+// Store keeps entries for their owners.
+type Store interface {
+	// Put stores e, replacing an entry of the same id.
+	Put(ctx context.Context, e *Entry) error
+	// Get returns the entry id of owner, or NotFound (for another owner's id too).
+	Get(ctx context.Context, owner, id string) (*Entry, error)
+	// Delete removes the entry id of owner, or returns NotFound.
+	Delete(ctx context.Context, owner, id string) error
+}
+
+// Memory is a Store in this process's memory. The zero value is not usable; use NewMemory.
+type Memory struct {
 	ttl      time.Duration
 	maxBytes int64
 	now      func() time.Time
@@ -53,11 +63,11 @@ type stored struct {
 
 // NewMemory returns a store keeping each entry for ttl, all of them within maxBytes (the JSON
 // size of the entries); now is the clock (nil for time.Now).
-func NewMemory(ttl time.Duration, maxBytes int64, now func() time.Time) *Store {
+func NewMemory(ttl time.Duration, maxBytes int64, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}}
+	return &Memory{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}}
 }
 
 // NotFound is the error for an id the caller cannot see: unknown, expired, deleted, or another
@@ -67,9 +77,9 @@ func NotFound(id string) *apierr.Error {
 		Message: fmt.Sprintf("response with id %.80q not found", id)}
 }
 
-// Put stores e, replacing an entry of the same id. An entry larger than the whole bound is not
-// kept (a later Get finds nothing).
-func (s *Store) Put(_ context.Context, e *Entry) error {
+// Put implements Store. An entry larger than the whole bound is not kept (a later Get finds
+// nothing).
+func (s *Memory) Put(_ context.Context, e *Entry) error {
 	val, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("conversation: encode %s: %w", e.ID, err)
@@ -92,8 +102,8 @@ func (s *Store) Put(_ context.Context, e *Entry) error {
 	return nil
 }
 
-// Get returns the entry id of owner, or NotFound.
-func (s *Store) Get(_ context.Context, owner, id string) (*Entry, error) {
+// Get implements Store.
+func (s *Memory) Get(_ context.Context, owner, id string) (*Entry, error) {
 	now := s.now()
 	s.mu.Lock()
 	el, ok := s.byID[id]
@@ -114,6 +124,11 @@ func (s *Store) Get(_ context.Context, owner, id string) (*Entry, error) {
 	if !ok {
 		return nil, NotFound(id)
 	}
+	return decode(id, val)
+}
+
+// decode decodes a stored entry.
+func decode(id string, val []byte) (*Entry, error) {
 	e := new(Entry)
 	if err := json.Unmarshal(val, e); err != nil {
 		return nil, fmt.Errorf("conversation: decode %s: %w", id, err)
@@ -135,8 +150,8 @@ func unsetInputs(bs []llm.Block) {
 	}
 }
 
-// Delete removes the entry id of owner, or returns NotFound.
-func (s *Store) Delete(_ context.Context, owner, id string) error {
+// Delete implements Store.
+func (s *Memory) Delete(_ context.Context, owner, id string) error {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,20 +173,20 @@ func (s *Store) Delete(_ context.Context, owner, id string) error {
 
 // Len returns the number of entries held (expired ones included until they are swept) and
 // their bytes.
-func (s *Store) Len() (n int, bytes int64) {
+func (s *Memory) Len() (n int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.order.Len(), s.bytes
 }
 
 // expireLocked drops the expired entries, oldest first.
-func (s *Store) expireLocked(now time.Time) {
+func (s *Memory) expireLocked(now time.Time) {
 	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*stored).expires); el = s.order.Front() {
 		s.removeLocked(el)
 	}
 }
 
-func (s *Store) removeLocked(el *list.Element) {
+func (s *Memory) removeLocked(el *list.Element) {
 	st := el.Value.(*stored)
 	s.order.Remove(el)
 	delete(s.byID, st.id)

@@ -66,7 +66,7 @@ func (x *exchange) ownerOf() string {
 // history resolves a previous_response_id for the caller: its conversation, or the 404 of an id
 // the caller cannot see.
 func (x *exchange) history(id string) (*responses.History, error) {
-	st := x.s.stored
+	st := x.stored
 	if st == nil {
 		return nil, conversation.NotFound(id)
 	}
@@ -85,7 +85,7 @@ func (x *exchange) history(id string) (*responses.History, error) {
 // (store, the API's default): the object a GET returns and the conversation with the answer as
 // its last turn. A response that could not be stored was still served; the failure is logged.
 func (x *exchange) storeResponse() {
-	rc, st := x.rsp, x.s.stored
+	rc, st := x.rsp, x.stored
 	if rc == nil || st == nil || !rc.extras.Store || x.call.Record.Passed {
 		return
 	}
@@ -135,7 +135,7 @@ func assistantTurn(content []llm.Block) []llm.Block {
 
 // storedResponse serves GET and DELETE /v1/responses/{id}.
 func (x *exchange) storedResponse(id string) {
-	st := x.s.stored
+	st := x.stored
 	switch x.r.Method {
 	case http.MethodGet, http.MethodHead:
 		if st == nil {

@@ -62,10 +62,6 @@ type Options struct {
 	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
 	// too; by default they are not.
 	LogScrapes bool
-	// Responses, when set, keeps the Responses API's stored responses (store,
-	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps none, and an id is
-	// never found.
-	Responses *conversation.Store
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -119,6 +115,10 @@ type Snapshot struct {
 	// Tracer, when set, traces the generation requests (/v1/messages, /v1/chat/completions)
 	// with OpenTelemetry: a span per request, its context sent to the engines.
 	Tracer *telemetry.Tracer
+	// Responses, when set, keeps the Responses API's stored responses (store,
+	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps none, and an id is
+	// never found.
+	Responses conversation.Store
 }
 
 // NewSnapshot returns the snapshot of p with lim, its zero fields set to their defaults.
@@ -143,9 +143,7 @@ type Server struct {
 	logScrapes bool
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
-	// stored keeps the Responses API's stored responses; nil keeps none.
-	stored *conversation.Store
-	bufs   sync.Pool
+	bufs      sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
 	xs sync.Pool
@@ -154,7 +152,7 @@ type Server struct {
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
 	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
-		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes, stored: o.Responses}
+		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -216,6 +214,8 @@ type exchange struct {
 	mode         binary.Mode
 	// rsp is a Responses API request's own state (nil for the other formats).
 	rsp *responseCall
+	// stored is the snapshot's store of Responses API responses; nil keeps none.
+	stored conversation.Store
 	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
 	debug bool
 	// ctx is the request's context, carrying its span when it is traced (span non-nil, ended
@@ -257,7 +257,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	if x == nil {
 		x = new(exchange)
 	}
-	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r), ctx: r.Context()}
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r), ctx: r.Context(),
+		stored: lv.Responses}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
