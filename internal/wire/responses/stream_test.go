@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -143,5 +144,23 @@ func TestAppendResponse(t *testing.T) {
 	}
 	if d := AppendDeleted(nil, "resp_1"); string(d) != `{"id":"resp_1","object":"response.deleted","deleted":true}` {
 		t.Errorf("got %s", d)
+	}
+}
+
+// A text delta allocates nothing once the stream runs: the event is appended to the writer's
+// buffer, and the answer's text to a builder that grows by doubling.
+func TestStreamWriterDeltaAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	s := NewStreamWriter(&Meta{ID: "resp_1", Model: "m"}, io.Discard, nil)
+	sendAll(t, s, []llm.Event{{Kind: llm.EventStart}, {Kind: llm.EventBlockStart, Block: llm.BlockText}})
+	ev := llm.Event{Kind: llm.EventTextDelta, Text: "token"}
+	allocs := testing.AllocsPerRun(1000, func() {
+		_ = s.Send(&ev)
+		_ = s.Flush()
+	})
+	if allocs != 0 {
+		t.Errorf("got %v allocations per text delta, want 0", allocs)
 	}
 }
