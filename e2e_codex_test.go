@@ -204,8 +204,17 @@ func (rc *recorder) take() []codexFixture {
 // own CODEX_HOME, and returns its final message.
 func runCodex(t *testing.T, home, dir, base, key, model string, args ...string) string {
 	t.Helper()
+	// Everything Codex would fetch or send beyond the provider is off — update checks, the
+	// plugin catalogue, analytics, feedback — so that it talks to nothing but the loopback.
 	cfg := fmt.Sprintf(`model = %q
 model_provider = "layer0"
+check_for_update_on_startup = false
+[features]
+plugins = false
+[analytics]
+enabled = false
+[feedback]
+enabled = false
 [model_providers.layer0]
 name = "layer0"
 base_url = "%s/v1"
