@@ -394,8 +394,17 @@ func scrub(v any, key string) any {
 	return v
 }
 
-// scrubString zeroes the UUIDs (session, thread, installation ids) in s and the machine's paths.
+// scrubString zeroes the UUIDs (session, thread, installation ids) in s and the machine's paths;
+// a string that holds a JSON object (Codex's turn metadata) is scrubbed inside, keeping its shape.
 func scrubString(s string) string {
+	if strings.HasPrefix(s, "{") {
+		var v any
+		if json.Unmarshal([]byte(s), &v) == nil {
+			if b, err := json.Marshal(scrub(v, "")); err == nil {
+				return string(b)
+			}
+		}
+	}
 	s = uuidPattern.ReplaceAllString(s, "00000000-0000-0000-0000-000000000000")
 	if strings.Contains(s, os.TempDir()) || strings.Contains(s, "/root") {
 		return placeholder(len(s))
