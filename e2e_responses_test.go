@@ -337,3 +337,53 @@ func TestResponsesSharedOnRedis(t *testing.T) {
 		t.Errorf("GET after DELETE on the other replica: got %v, want 404", err)
 	}
 }
+
+// TestResponsesPassThrough: an openai engine with responses: true (here another layer0, which
+// serves the Responses API) gets a Responses request that keeps no state as the client sent it,
+// and its answer comes back unchanged but for the model name; a stored one is translated, and
+// stays layer0's.
+func TestResponsesPassThrough(t *testing.T) {
+	inner := startGateway(t, "engines:\n  sim: {kind: sim}\nmodels:\n  inner: {engines: [sim]}\n")
+	base := startGateway(t, fmt.Sprintf(`
+engines:
+  up: {kind: openai, url: %q, responses: true}
+models:
+  passed: {engines: [up], upstream_model: inner}
+`, inner))
+	post := func(body string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v %v", resp.StatusCode, v, err)
+		}
+		return resp, v
+	}
+	// Passed through: the id is the engine's, not the one layer0 made for the request.
+	resp, v := post(`{"model":"passed","input":"hi","store":false}`)
+	if v["id"] == resp.Header.Get("X-Layer0-Response-Id") || v["model"] != "passed" || v["status"] != "completed" {
+		t.Errorf("store false: id %v (layer0's %s), model %v, status %v: want the engine's answer under the client's model",
+			v["id"], resp.Header.Get("X-Layer0-Response-Id"), v["model"], v["status"])
+	}
+	// Translated and stored: layer0's id, readable from layer0.
+	resp, v = post(`{"model":"passed","input":"hi"}`)
+	if v["id"] != resp.Header.Get("X-Layer0-Response-Id") {
+		t.Errorf("store true: id %v, want layer0's %s", v["id"], resp.Header.Get("X-Layer0-Response-Id"))
+	}
+	c := responsesClient(base, "test-key")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Responses.Get(ctx, v["id"].(string), responses.ResponseGetParams{}); err != nil {
+		t.Errorf("GET of the translated response: %v", err)
+	}
+	// A stream passed through, read by the SDK.
+	r := streamResponse(t, c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "passed", Store: oai.Bool(false),
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Say hello.")}}))
+	if r.Model != "passed" || r.OutputText() == "" || r.Usage.OutputTokens == 0 {
+		t.Errorf("streamed: model %q text %q usage %+v", r.Model, r.OutputText(), r.Usage)
+	}
+}

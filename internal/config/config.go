@@ -164,6 +164,11 @@ type Engine struct {
 	MetricsPath string `yaml:"metrics_path"`
 	// PrefixCache describes the engine's prefix KV cache to the prefix index.
 	PrefixCache PrefixCache `yaml:"prefix_cache"`
+	// Responses says the engine serves the OpenAI Responses API itself (POST /v1/responses;
+	// kind openai only): a Responses request that keeps no state (store false, no
+	// previous_response_id) passes through to it unchanged but for the model name, instead of
+	// being translated to Chat Completions. Default false.
+	Responses bool `yaml:"responses"`
 }
 
 // Timeouts bound an engine call. Zero means no bound.
@@ -702,6 +707,9 @@ func (c *Config) Validate(kinds ...string) error {
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]
 		p := "engines." + name
+		if e.Responses && e.Kind != KindOpenAI {
+			errs.add(p+".responses", "only for kind openai")
+		}
 		switch e.Kind {
 		case KindSim:
 			e.Sim.validate(p+".sim", errs)

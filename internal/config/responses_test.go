@@ -18,6 +18,7 @@ func TestResponsesSection(t *testing.T) {
 		{"responses: {ttl: -1s}\n", "responses.ttl"},
 		{"responses: {max_bytes: -1}\n", "responses.max_bytes"},
 		{"responses: {shared: true}\n", "responses.shared"},
+		{"engines: {a: {kind: anthropic, url: 'http://x', responses: true}}\nmodels: {m: {engines: [a]}}\n", "engines.a.responses"},
 	}
 	for _, tt := range tests {
 		if _, err := Parse([]byte(tt.text)); err == nil || !strings.Contains(err.Error(), tt.want) {

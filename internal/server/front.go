@@ -29,6 +29,8 @@ type front struct {
 	alwaysStreams bool
 	// passes is set when an engine of the same format may take the client's bytes as they are.
 	passes bool
+	// mayPass, when set, says whether this request may take the pass-through path (passes).
+	mayPass func(x *exchange) bool
 	// contentType is the media type of an answer (streamed or not).
 	contentType func(x *exchange, stream bool) string
 	// answer appends a complete answer, under the model name the client asked for.
@@ -172,7 +174,7 @@ func (x *exchange) serveMessage() {
 
 	out := &x.stw
 	*out = streamWriter{x: x, contentType: f.contentType(x, stream), whole: !stream}
-	if f.passes {
+	if f.passes && (f.mayPass == nil || f.mayPass(x)) {
 		x.fwd = pipeline.Forward{Body: body, Out: out}
 		x.call.Forward = &x.fwd
 	}

@@ -28,6 +28,10 @@ type responseCall struct {
 
 var responsesFront = &front{
 	format: llm.FormatResponses,
+	passes: true,
+	// Only a request that keeps no state passes through to an engine that speaks Responses: a
+	// stored response, or one continued, is layer0's (its id, its owner), never the engine's.
+	mayPass: func(x *exchange) bool { return !x.rsp.extras.Store && x.rsp.extras.PreviousResponseID == "" },
 	decode: func(x *exchange, body []byte) (*llm.Request, error) {
 		req, extras, err := responses.DecodeRequest(body, x.history)
 		if err != nil {

@@ -10,6 +10,7 @@
 package responses
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -282,4 +283,21 @@ func appendFloat(dst []byte, f *float64, def float64) []byte {
 func AppendResponse(dst []byte, r *llm.Response, m *Meta) []byte {
 	u := r.Usage
 	return appendObject(dst, &object{m: m, st: statusOf(r.Stop), out: items(r.Content), usage: &u})
+}
+
+// ParseUsage reads a Responses usage object in canonical terms: input_tokens less its
+// input_tokens_details.cached_tokens, which are cache reads. ok is false when obj is not one.
+func ParseUsage(obj []byte) (u llm.Usage, ok bool) {
+	var v struct {
+		Input   *int `json:"input_tokens"`
+		Output  int  `json:"output_tokens"`
+		Details struct {
+			Cached int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+	}
+	if json.Unmarshal(obj, &v) != nil || v.Input == nil {
+		return u, false
+	}
+	cached := min(v.Details.Cached, *v.Input)
+	return llm.Usage{InputTokens: *v.Input - cached, CacheReadInputTokens: cached, OutputTokens: v.Output}, true
 }

@@ -164,3 +164,13 @@ func TestStreamWriterDeltaAllocs(t *testing.T) {
 		t.Errorf("got %v allocations per text delta, want 0", allocs)
 	}
 }
+
+func TestParseUsage(t *testing.T) {
+	u, ok := ParseUsage([]byte(`{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":3,"total_tokens":13}`))
+	if want := (llm.Usage{InputTokens: 6, CacheReadInputTokens: 4, OutputTokens: 3}); !ok || u != want {
+		t.Errorf("got %+v %v, want %+v", u, ok, want)
+	}
+	if _, ok := ParseUsage([]byte(`null`)); ok {
+		t.Error("null parsed as usage")
+	}
+}
