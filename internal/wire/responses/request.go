@@ -35,10 +35,15 @@ type request struct {
 	Background         *bool           `json:"background"`
 	Conversation       json.RawMessage `json:"conversation"`
 	Prompt             json.RawMessage `json:"prompt"`
+	// Accepted and not carried, though an engine could answer differently for them
+	// (llm.Request.Ignored).
+	Reasoning   json.RawMessage `json:"reasoning"`
+	TopLogprobs json.RawMessage `json:"top_logprobs"`
 }
 
 type textConfig struct {
-	Format json.RawMessage `json:"format"`
+	Format    json.RawMessage `json:"format"`
+	Verbosity json.RawMessage `json:"verbosity"`
 }
 
 // tool is a Responses tool: a function (name, description, parameters at the top level, unlike
@@ -167,6 +172,16 @@ func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
 		if err := decodeFormat(r, tc.Format); err != nil {
 			return nil, nil, err
 		}
+		if !isNull(tc.Verbosity) && r.Ignored == "" {
+			r.Ignored = "text.verbosity"
+		}
+	}
+	switch {
+	case r.Ignored != "":
+	case !isNull(rr.Reasoning):
+		r.Ignored = "reasoning"
+	case !isNull(rr.TopLogprobs):
+		r.Ignored = "top_logprobs"
 	}
 	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
 		x.PreviousResponseID = *rr.PreviousResponseID
@@ -276,6 +291,9 @@ func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
 				f := &t.Tools[j]
 				pp := fmt.Sprintf("%s.tools[%d]", p, j)
 				if f.Type != "function" {
+					if r.Ignored == "" {
+						r.Ignored = fmt.Sprintf("%s.tools[%d]", p, j)
+					}
 					continue // a hosted tool inside a namespace: dropped as at the top level
 				}
 				if err := addFunction(r, pp, f); err != nil {
@@ -288,6 +306,11 @@ func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
 			}
 		case "":
 			return apierr.Invalid(p+".type", "required")
+		default:
+			// A hosted tool, dropped: the answer could differ where it ran.
+			if r.Ignored == "" {
+				r.Ignored = p
+			}
 		}
 	}
 	return nil

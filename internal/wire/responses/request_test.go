@@ -45,7 +45,7 @@ func TestDecodeRequest(t *testing.T) {
 			{"role":"user","content":"d"}],
 			"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"web_search"}],
 			"tool_choice":"required","parallel_tool_calls":false}`,
-			&llm.Request{Model: "m", Stream: true, System: []llm.Block{text("dev")},
+			&llm.Request{Model: "m", Stream: true, System: []llm.Block{text("dev")}, Ignored: "tools[1]",
 				Tools:      []llm.Tool{{Name: "f", InputSchema: json.RawMessage(`{"type":"object"}`)}},
 				ToolChoice: llm.ToolChoice{Type: llm.ToolAny, DisableParallelToolUse: true},
 				Messages: []llm.Message{
@@ -58,6 +58,8 @@ func TestDecodeRequest(t *testing.T) {
 			&llm.Request{Model: "m", Tools: []llm.Tool{{Name: "g", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}},
 				ToolChoice: llm.ToolChoice{Type: llm.ToolNamed, Name: "g"},
 				Messages:   []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{text("hi")}}}}},
+		{"reasoning ignored", `{"model":"m","input":"hi","reasoning":{"effort":"high"}}`,
+			&llm.Request{Model: "m", Ignored: "reasoning", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{text("hi")}}}}},
 		{"json schema", `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"w","schema":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true}}}`,
 			&llm.Request{Model: "m", ResponseFormat: llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: "w", Schema: schema, Strict: true},
 				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{text("hi")}}}}},
