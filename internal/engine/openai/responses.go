@@ -122,7 +122,7 @@ func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.Pa
 			}
 			continue
 		}
-		if !jsontext.EventObject(data, !out.Started()) {
+		if !jsontext.ValidObject(data) {
 			return res, upstream.Malformed("a stream event that is not a JSON object", "")
 		}
 		typ := eventType(data)

@@ -18,17 +18,17 @@ func CheckBody(body []byte) error { return utf8Error(body) }
 // field where it can.
 func JSONError(err error) error { return jsonError(err) }
 
-// DuplicateKey returns a member name that occurs twice in the top-level object of body (one
-// valid JSON value), compared as encoding/json matches names to fields.
-func DuplicateKey(body []byte) (string, bool) { return duplicateKey(body) }
+// DuplicateKey returns the path of a member name given twice in one object of body (one valid
+// JSON value), at any depth, names compared exactly.
+func DuplicateKey(body []byte) (string, bool) { return duplicateKey(body, shapeRaw) }
 
 // ErrorTypeCode returns the OpenAI error type and code for e, as the OpenAI API spells them
 // (docs/errors.md lists them).
 func ErrorTypeCode(e *apierr.Error) (typ, code string) { return errorTypeCode(e) }
 
-// ToolArguments validates a tool call's arguments string: a JSON object, or empty for none
-// ("{}").
-func ToolArguments(args string) (json.RawMessage, error) { return toolInput(args) }
+// ToolArguments validates a tool call's arguments string, the field at p: a JSON object in
+// which no object repeats a name, or empty for none ("{}").
+func ToolArguments(p, args string) (json.RawMessage, error) { return toolInput(p, args) }
 
 // ImageURL decodes an image given by URL: a base64 data URL becomes a base64 image block, an
 // http(s) URL stays a URL. p names the field in the error.

@@ -478,9 +478,9 @@ func decodeItem(r *llm.Request, x *Extras, p string, it *item) error {
 		if it.Arguments != nil {
 			args = *it.Arguments
 		}
-		input, err := openai.ToolArguments(args)
+		input, err := openai.ToolArguments(p+".arguments", args)
 		if err != nil {
-			return apierr.Invalid(p+".arguments", "must be a JSON object encoded as a string")
+			return err
 		}
 		addBlocks(r, llm.RoleAssistant, llm.Block{Type: llm.BlockToolUse, ID: it.CallID, Name: it.Name, Input: input})
 	case "function_call_output":
