@@ -315,7 +315,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	}
 	for id, mc := range cfg.Models {
 		if mc.Cache.Enabled {
-			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled}
+			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled,
+				ShareAcrossKeys: mc.Cache.ShareAcrossKeys}
 		}
 	}
 	rcache := cache.New(cc)
@@ -501,7 +502,7 @@ func unionReplicas(indexed map[string][]*prefix.Replica, targets []config.SplitT
 func keySpecs(ks []config.Key) []auth.Spec {
 	specs := make([]auth.Spec, len(ks))
 	for i, k := range ks {
-		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits), Debug: k.Debug}
+		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits), Debug: k.Debug, Admin: k.Admin}
 	}
 	return specs
 }

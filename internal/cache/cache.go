@@ -32,6 +32,11 @@ type Policy struct {
 	// that ask for temperature 0 are cached: an absent temperature is the engine's default,
 	// which is 1 for the Anthropic and OpenAI APIs.
 	Sampled bool
+	// ShareAcrossKeys lets every API key be served the answers any key stored. Without it
+	// (the default) each key has answers of its own: an answer is stored and found under the
+	// name of the key that asked (Tenant), and only that key's identical requests share an
+	// engine call.
+	ShareAcrossKeys bool
 }
 
 // Cacheable reports whether the answer to r may be cached under the policy.
@@ -135,6 +140,16 @@ type Flight struct {
 	request   []byte // the leader's canonical encoding, valid while the flight is joinable
 	entry     *Entry // the answer; nil when the leader did not produce a complete one
 	abandoned bool   // the leader's own client went away before the answer was complete
+}
+
+// Tenant returns whose answers the requests of the API key named key (its name, "" for the
+// anonymous caller) read and write: the key's own, or "" for every key's when the model shares
+// them across keys (Policy.ShareAcrossKeys). It is the tenant Encode takes.
+func (m *Model) Tenant(key string) string {
+	if m.Policy.ShareAcrossKeys {
+		return ""
+	}
+	return key
 }
 
 // Get returns the live answer to the request c encodes: an entry under its key stored for the

@@ -19,7 +19,7 @@ func entry(text string) *cache.Entry {
 }
 
 func key(s string) cache.Key {
-	return cache.KeyOf("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: s}}}}})
+	return cache.KeyOf("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: s}}}}})
 }
 
 func TestMemoryTTL(t *testing.T) {
@@ -125,7 +125,7 @@ func TestFlight(t *testing.T) {
 	if c.Model("alias") != m || c.Model("to-split") != nil || c.Model("other") != nil {
 		t.Fatal("aliases share their model's cache; other names have none")
 	}
-	k := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}})
+	k := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}})
 	defer k.Release()
 	f, leader := m.Join(k)
 	if !leader {
@@ -207,8 +207,8 @@ func TestCollision(t *testing.T) {
 	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
 	m := c.Model("m")
 	ctx := context.Background()
-	a := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "a"}}}}})
-	b := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "b"}}}}})
+	a := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "a"}}}}})
+	b := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "b"}}}}})
 	defer a.Release()
 	defer b.Release()
 	if a.Key == b.Key {

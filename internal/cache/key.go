@@ -27,7 +27,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
 // layout (in a shared store) never match.
-const keyVersion = "layer0-cache-3\x00"
+const keyVersion = "layer0-cache-4\x00"
 
 // Canon is a request's canonical encoding and its key, in a pooled buffer: Release it when done
 // with Bytes (after the flight it leads has finished).
@@ -47,16 +47,18 @@ func (c *Canon) Release() {
 	}
 }
 
-// KeyOf returns the key of r answered by model (see Encode).
-func KeyOf(model string, r *llm.Request) Key {
-	c := Encode(model, r)
+// KeyOf returns the key of r answered by model for tenant (see Encode).
+func KeyOf(tenant, model string, r *llm.Request) Key {
+	c := Encode(tenant, model, r)
 	k := c.Key
 	c.Release()
 	return k
 }
 
 // Encode returns the canonical encoding of r answered by model, the canonical model name
-// (aliases resolved), and its key.
+// (aliases resolved), for tenant (Model.Tenant: the API key's name, or "" where every key shares
+// the answers), and its key. The tenant comes first: two keys' answers never share a key, nor
+// confirm each other's encoding.
 //
 // The encoding covers the model, the system blocks, every message with every field of its
 // blocks (tool ids, tool inputs, images, tool results), the tools and the tool choice,
@@ -67,9 +69,10 @@ func KeyOf(model string, r *llm.Request) Key {
 // name as the client spelled it, and metadata.user_id. JSON values (tool inputs and schemas) are
 // encoded canonically — keys sorted, no insignificant space, escapes decoded — so the same value
 // in any spelling is the same key.
-func Encode(model string, r *llm.Request) *Canon {
+func Encode(tenant, model string, r *llm.Request) *Canon {
 	c := canons.Get().(*Canon)
 	b := append(c.Bytes[:0], keyVersion...)
+	b = appendStr(b, tenant)
 	b = appendStr(b, model)
 	b = appendBlocks(b, r.System)
 	b = binary.AppendUvarint(b, uint64(len(r.Messages)))

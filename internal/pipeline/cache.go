@@ -72,7 +72,8 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		return false, nil
 	}
 	cc := &c.cache
-	cc.model, cc.canon = m, cache.Encode(m.Name, c.request())
+	// Answers belong to the key that asked, unless the model shares them across keys.
+	cc.model, cc.canon = m, cache.Encode(m.Tenant(c.Record.Key), m.Name, c.request())
 	// The pass-through path answers with the engine's bytes, which could not be replayed in
 	// another format: a request whose answer will be stored takes the event path.
 	c.Forward = nil
