@@ -1,11 +1,15 @@
 package layer0_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -183,5 +187,56 @@ func TestIsolationCacheQueryOffload(t *testing.T) {
 	p := prompt{Model: "other", System: "<|offload:vip|>" + secret, Messages: hello}
 	if code, a, body := probe(t, base, "l0-alice-key", p); code != http.StatusOK || !a.Hit {
 		t.Errorf("offloaded query: %d %s, want the prompt cached", code, body)
+	}
+}
+
+// A leader of a cacheable stream whose client never reads holds the engine's stream at its
+// client's pace (not at all), until the write timeout; an identical request must not wait for
+// it: it notices the leader is stuck writing to its client and serves itself, at the engine's
+// pace.
+func TestCacheFollowerDoesNotWaitOnStalledLeader(t *testing.T) {
+	cfg := parseConfig(t, `
+keys: [{name: alice, hash: `+authHash("l0-alice-key")+`}]
+engines: {echo: {kind: sim, sim: {mode: echo}}}
+models: {echo: {engines: [echo], cache: {enabled: true}}}
+`)
+	_, addr, _ := serveListener(t, cfg)
+	// The echo engine repeats the user's 40,000 words: megabytes of events, more than the
+	// socket buffers of a client reading nothing hold.
+	words := strings.Repeat("word ", 40000)
+	body := `{"model":"echo","max_tokens":100000,"temperature":0,"stream":true,"messages":[{"role":"user","content":"` + words + `"}]}`
+	leader, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = leader.(*net.TCPConn).SetReadBuffer(4096)
+	defer leader.Close()
+	fmt.Fprintf(leader, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: l0-alice-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Only the status line is read, to know the leader's answer has begun; then nothing.
+	_ = leader.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReaderSize(leader, 16).ReadString('\n')
+	if err != nil || !strings.Contains(line, " 200 ") {
+		t.Fatalf("leader: %q %v", line, err)
+	}
+
+	var resp *http.Response
+	c := anthropicClient("http://"+addr, option.WithAPIKey("l0-alice-key"), option.WithResponseInto(&resp),
+		option.WithRequestTimeout(20*time.Second))
+	start := time.Now()
+	msg, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "echo", MaxTokens: 100000,
+		Temperature: anthropic.Float(0), Messages: userText(words)})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("follower after %v: %v", took, err)
+	}
+	if len(msg.Content) == 0 || len(msg.Content[0].Text) < len(words)-10 {
+		t.Fatalf("follower's answer is short: %d bytes", len(msg.Content[0].Text))
+	}
+	// Today's write timeout is 30s: a follower that waited for the leader took that long.
+	if took > 8*time.Second {
+		t.Errorf("the follower took %v behind a leader whose client does not read", took)
+	}
+	if got := resp.Header.Get("X-Layer0-Cache"); got != "miss" {
+		t.Errorf("follower: X-Layer0-Cache %q, want miss (it served itself)", got)
 	}
 }

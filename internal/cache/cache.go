@@ -13,9 +13,11 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -135,11 +137,48 @@ type Model struct {
 
 // Flight is one answer being produced for a request: the leader calls the engine, followers wait
 // for its answer.
+//
+// The leader's engine call runs at the pace its own client takes the answer: a client that
+// stops reading holds the engine's stream, and the flight, until the write timeout ends it. So
+// the leader marks each write to its client (Writing, Wrote), and a follower stops waiting for a
+// leader stuck in one write for StallAfter (ErrStalled) and serves itself: no follower waits on
+// a leader slower than serving it alone would be, while one waiting on the engine itself (the
+// time to first token of a long prompt) waits on.
 type Flight struct {
 	done      chan struct{}
 	request   []byte // the leader's canonical encoding, valid while the flight is joinable
 	entry     *Entry // the answer; nil when the leader did not produce a complete one
 	abandoned bool   // the leader's own client went away before the answer was complete
+	// writes counts the starts and ends of the leader's writes to its client: odd while one is
+	// under way.
+	writes atomic.Uint64
+}
+
+// StallAfter is how long a follower waits on a leader stuck writing to its own client (one
+// write not returning: a client that is not reading) before it serves itself. A client that
+// reads takes a write in microseconds; a full socket buffer drains at the client's pace.
+const StallAfter = 500 * time.Millisecond
+
+// stallCheck is how often a waiting follower looks at the leader's writes.
+const stallCheck = StallAfter / 5
+
+// ErrStalled is Wait's error when the leader's own client stopped taking its answer: the
+// follower is to serve itself.
+var ErrStalled = errors.New("cache: the leader's client is not reading its answer")
+
+// Writing marks the start of a write of the leader's answer to its own client. f may be nil (a
+// call that leads no flight).
+func (f *Flight) Writing() {
+	if f != nil {
+		f.writes.Add(1)
+	}
+}
+
+// Wrote marks the end of the write Writing began.
+func (f *Flight) Wrote() {
+	if f != nil {
+		f.writes.Add(1)
+	}
 }
 
 // Tenant returns whose answers the requests of the API key named key (its name, "" for the
@@ -254,13 +293,26 @@ func (m *Model) Abandon(c *Canon, f *Flight) {
 func (f *Flight) Abandoned() bool { return f.abandoned }
 
 // Wait waits for the leader's answer: the entry, or nil when the leader failed (the follower
-// then goes to the engine itself), or ctx's error.
+// then goes to the engine itself), or ErrStalled when the leader has been stuck in one write to
+// its own client for StallAfter (the follower serves itself), or ctx's error.
 func (f *Flight) Wait(ctx context.Context) (*Entry, error) {
-	select {
-	case <-f.done:
-		return f.entry, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	tick := time.NewTicker(stallCheck)
+	defer tick.Stop()
+	seen, since := f.writes.Load(), time.Now()
+	for {
+		select {
+		case <-f.done:
+			return f.entry, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case now := <-tick.C:
+			switch w := f.writes.Load(); {
+			case w != seen:
+				seen, since = w, now
+			case w%2 == 1 && now.Sub(since) >= StallAfter:
+				return nil, ErrStalled
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -177,6 +178,42 @@ func TestFlight(t *testing.T) {
 	if e, _ := f4.Wait(context.Background()); e != nil || f4.Abandoned() {
 		t.Error("a failed flight is not abandoned")
 	}
+}
+
+// A follower waits on a leader that is waiting on its engine (writing nothing) past StallAfter,
+// and stops waiting, with ErrStalled, on a leader stuck in one write to its client that long;
+// different entries for the two cases are the two tenants' (the key covers the tenant).
+func TestFlightStalledLeader(t *testing.T) {
+	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
+	m := c.Model("m")
+	req := &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}}
+	if a, b := cache.KeyOf("alice", "m", req), cache.KeyOf("bob", "m", req); a == b {
+		t.Fatal("two tenants' identical requests share a key")
+	}
+
+	engine := cache.Encode("alice", "m", req)
+	defer engine.Release()
+	f, _ := m.Join(engine)
+	f.Writing() // a write that returned: the leader then waits on its engine
+	f.Wrote()
+	e := entry("answer")
+	time.AfterFunc(cache.StallAfter*3/2, func() { m.Finish(engine, f, e) })
+	if got, err := f.Wait(context.Background()); got != e || err != nil {
+		t.Errorf("follower of a leader waiting on its engine: %v %v, want the answer", got, err)
+	}
+
+	client := cache.Encode("bob", "m", req)
+	defer client.Release()
+	g, _ := m.Join(client)
+	g.Writing() // never returns: the leader's client is not reading
+	start := time.Now()
+	if got, err := g.Wait(context.Background()); got != nil || !errors.Is(err, cache.ErrStalled) {
+		t.Errorf("follower of a stalled leader: %v %v, want ErrStalled", got, err)
+	}
+	if took := time.Since(start); took < cache.StallAfter {
+		t.Errorf("gave up after %v, before StallAfter", took)
+	}
+	m.Finish(client, g, nil)
 }
 
 func TestRecorderKeepsOnlyCompleteAnswers(t *testing.T) {
