@@ -1,5 +1,6 @@
 // Package cache is the response cache: the key of a request (a hash of the canonical encoding of
-// everything that can change the answer), the stores that keep answers as canonical events (the
+// everything that can change the answer, and of the tenant — the API key — whose answer it is,
+// unless the model shares answers across keys), the stores that keep answers as canonical events (the
 // Store interface; Memory, the in-process LRU; Shared, in Redis for every replica with a Memory in
 // front), each model's policy, and the single flight that lets concurrent identical requests share
 // one engine call (and, with Shared, lets replicas wait for one another's).
