@@ -15,6 +15,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	oai "github.com/openai/openai-go/v3"
 	oaiopt "github.com/openai/openai-go/v3/option"
+
+	"github.com/layer0ai/layer0/internal/limit/redistest"
 )
 
 // isolationConfig has three keys — alice and bob may use every model, carol only "other" — one
@@ -238,5 +240,25 @@ models: {echo: {engines: [echo], cache: {enabled: true}}}
 	}
 	if got := resp.Header.Get("X-Layer0-Cache"); got != "miss" {
 		t.Errorf("follower: X-Layer0-Cache %q, want miss (it served itself)", got)
+	}
+}
+
+// With the response cache shared by replicas on Redis, a key's answer stored by one replica is a
+// hit for that key on another, and a miss for another key there unless the model shares across
+// keys.
+func TestIsolationSharedCacheAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	bases := replicas(t, 2, srv, "timeout: 2s, cache: {enabled: true, timeout: 2s}", isolationConfig)
+	secret := pinSystem("4821")
+	for _, tc := range []struct{ model, bob string }{{"private", "MISS"}, {"shared", "HIT"}} {
+		if got := tenantAnthropic(t, bases[0], "l0-alice-key", tc.model, secret); got != "MISS" {
+			t.Fatalf("%s: alice on replica 0: X-Cache %q, want MISS", tc.model, got)
+		}
+		if got := tenantOpenAI(t, bases[1], "l0-bob-key", tc.model, secret); got != tc.bob {
+			t.Errorf("%s: bob on replica 1: X-Cache %q, want %s", tc.model, got, tc.bob)
+		}
+		if got := tenantOpenAI(t, bases[1], "l0-alice-key", tc.model, secret); got != "HIT" {
+			t.Errorf("%s: alice on replica 1: X-Cache %q, want HIT (her answer, from Redis)", tc.model, got)
+		}
 	}
 }
