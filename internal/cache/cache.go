@@ -140,46 +140,63 @@ type Model struct {
 // for its answer.
 //
 // The leader's engine call runs at the pace its own client takes the answer: a client that
-// stops reading holds the engine's stream, and the flight, until the write timeout ends it. So
-// the leader marks each write to its client (Writing, Wrote), and a follower stops waiting for a
-// leader stuck in one write for StallAfter (ErrStalled) and serves itself: no follower waits on
-// a leader slower than serving it alone would be, while one waiting on the engine itself (the
-// time to first token of a long prompt) waits on.
+// stops reading, or reads a trickle, holds the engine's stream, and the flight, back. So the
+// leader marks each write to its client (Writing, Wrote), and a follower stops waiting once the
+// leader's client has held the answer back for StallAfter in all (ErrStalled) and serves itself:
+// no follower waits on a leader much slower than serving it alone would be, while one waiting
+// on the engine itself (the time to first token of a long prompt) waits on.
 type Flight struct {
 	done      chan struct{}
 	request   []byte // the leader's canonical encoding, valid while the flight is joinable
 	entry     *Entry // the answer; nil when the leader did not produce a complete one
 	abandoned bool   // the leader's own client went away before the answer was complete
-	// writes counts the starts and ends of the leader's writes to its client: odd while one is
-	// under way.
-	writes atomic.Uint64
+	// The leader's writes to its client, in nanoseconds since epoch: when the one under way
+	// began (0 when none), and how long the finished ones took in all.
+	writing atomic.Int64
+	wrote   atomic.Int64
 }
 
-// StallAfter is how long a follower waits on a leader stuck writing to its own client (one
-// write not returning: a client that is not reading) before it serves itself. A client that
-// reads takes a write in microseconds; a full socket buffer drains at the client's pace.
+// epoch is the origin of Flight's write times, read on the monotonic clock.
+var epoch = time.Now()
+
+// StallAfter is how long the leader's client may hold the leader's answer back — the time spent
+// in its writes to that client, in all — before a follower stops waiting and serves itself. A
+// client that reads takes a write in microseconds; one that does not read holds a write until
+// the write timeout.
 const StallAfter = 500 * time.Millisecond
 
 // stallCheck is how often a waiting follower looks at the leader's writes.
 const stallCheck = StallAfter / 5
 
-// ErrStalled is Wait's error when the leader's own client stopped taking its answer: the
-// follower is to serve itself.
-var ErrStalled = errors.New("cache: the leader's client is not reading its answer")
+// ErrStalled is Wait's error when the leader's own client has held its answer back for
+// StallAfter: the follower is to serve itself.
+var ErrStalled = errors.New("cache: the leader's client is holding its answer back")
 
 // Writing marks the start of a write of the leader's answer to its own client. f may be nil (a
 // call that leads no flight).
 func (f *Flight) Writing() {
 	if f != nil {
-		f.writes.Add(1)
+		f.writing.Store(int64(time.Since(epoch)) | 1) // never 0
 	}
 }
 
 // Wrote marks the end of the write Writing began.
 func (f *Flight) Wrote() {
 	if f != nil {
-		f.writes.Add(1)
+		if t := f.writing.Swap(0); t != 0 {
+			f.wrote.Add(int64(time.Since(epoch)) - t)
+		}
 	}
+}
+
+// held returns how long the leader's client has held the answer back: its writes so far,
+// the one under way included.
+func (f *Flight) held() time.Duration {
+	d := f.wrote.Load()
+	if t := f.writing.Load(); t != 0 {
+		d += int64(time.Since(epoch)) - t
+	}
+	return time.Duration(d)
 }
 
 // Tenant returns whose answers the requests of the API key named key (its name, "" for the
@@ -294,23 +311,19 @@ func (m *Model) Abandon(c *Canon, f *Flight) {
 func (f *Flight) Abandoned() bool { return f.abandoned }
 
 // Wait waits for the leader's answer: the entry, or nil when the leader failed (the follower
-// then goes to the engine itself), or ErrStalled when the leader has been stuck in one write to
-// its own client for StallAfter (the follower serves itself), or ctx's error.
+// then goes to the engine itself), or ErrStalled once the leader's own client has held the
+// answer back for StallAfter (the follower serves itself), or ctx's error.
 func (f *Flight) Wait(ctx context.Context) (*Entry, error) {
 	tick := time.NewTicker(stallCheck)
 	defer tick.Stop()
-	seen, since := f.writes.Load(), time.Now()
 	for {
 		select {
 		case <-f.done:
 			return f.entry, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case now := <-tick.C:
-			switch w := f.writes.Load(); {
-			case w != seen:
-				seen, since = w, now
-			case w%2 == 1 && now.Sub(since) >= StallAfter:
+		case <-tick.C:
+			if f.held() >= StallAfter {
 				return nil, ErrStalled
 			}
 		}

@@ -181,8 +181,9 @@ func TestFlight(t *testing.T) {
 }
 
 // A follower waits on a leader that is waiting on its engine (writing nothing) past StallAfter,
-// and stops waiting, with ErrStalled, on a leader stuck in one write to its client that long;
-// different entries for the two cases are the two tenants' (the key covers the tenant).
+// and stops waiting, with ErrStalled, on a leader whose client held its answer back that long:
+// stuck in one write, or in many short ones (a client reading a trickle). The flights are
+// different tenants' (the key covers the tenant).
 func TestFlightStalledLeader(t *testing.T) {
 	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
 	m := c.Model("m")
@@ -214,6 +215,33 @@ func TestFlightStalledLeader(t *testing.T) {
 		t.Errorf("gave up after %v, before StallAfter", took)
 	}
 	m.Finish(client, g, nil)
+
+	trickle := cache.Encode("carol", "m", req)
+	defer trickle.Release()
+	h, _ := m.Join(trickle)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // each write takes a tenth of StallAfter: none is a stall by itself
+		defer close(done)
+		for range 30 {
+			h.Writing()
+			select {
+			case <-stop:
+				h.Wrote()
+				return
+			case <-time.After(cache.StallAfter / 10):
+			}
+			h.Wrote()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // the leader never finishes
+	defer cancel()
+	if got, err := h.Wait(ctx); got != nil || !errors.Is(err, cache.ErrStalled) {
+		t.Errorf("follower of a leader whose client reads a trickle: %v %v, want ErrStalled", got, err)
+	}
+	close(stop)
+	<-done
+	m.Finish(trickle, h, nil)
 }
 
 func TestRecorderKeepsOnlyCompleteAnswers(t *testing.T) {
