@@ -19,7 +19,9 @@ import (
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/redis/go-redis/v9"
 )
 
 // runServe implements `layer0 serve`.
@@ -61,6 +63,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		stdlog.SetOutput(prevOut)
 		stdlog.SetFlags(prevFlags)
 	}()
+	// The Redis client has its own logger, which would write plain lines to stderr: its lines are
+	// records too. It is the process's (go-redis keeps one), so it is set here, not by the library.
+	redis.SetLogger(limit.RedisLogger{L: logger})
 	opts := []layer0.Option{layer0.WithLogger(logger)}
 	var accessFile *accesslog.File
 	if *cfg.Log.Access {
