@@ -115,6 +115,17 @@ func topLevelBit(k string) uint32 {
 	return 1 << i
 }
 
+// changesAnswer reports whether a field accepted and dropped (topLevelIgnored) can change the
+// answer of an engine that reads it: the pass-through path sends it one, so such a request is
+// not cached (llm.Request.Ignored). Billing, routing and prompt-caching hints cannot.
+func changesAnswer(k string) bool {
+	switch k {
+	case "service_tier", "cache_control", "inference_geo", "diagnostics", "fallback_credit_token":
+		return false
+	}
+	return true
+}
+
 // firstIgnored is topLevelBit's first bit of the fields accepted and dropped.
 const firstIgnored = 16
 
@@ -185,6 +196,9 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 		default:
 			if !topLevelIgnored(k) {
 				return d.extra()
+			}
+			if r.Ignored == "" && changesAnswer(k) && d.Peek() != jsontext.KindNull {
+				r.Ignored = strings.Clone(k) // k may alias a scratch buffer
 			}
 			err = d.skipValue()
 		}

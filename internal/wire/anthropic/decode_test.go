@@ -79,6 +79,7 @@ func TestDecodeRequest(t *testing.T) {
 				"container": null
 			}`,
 			want: &llm.Request{
+				Ignored:   "thinking",
 				Model:     "claude-sonnet",
 				MaxTokens: 1024,
 				System:    []llm.Block{text("Be brief."), text("Be kind.")},
@@ -168,7 +169,9 @@ func roundTrip(t *testing.T, r *llm.Request) {
 	if err != nil {
 		t.Fatalf("DecodeRequest(AppendRequest(r)): got error %v, want none; body %s", err, body)
 	}
-	if diff := cmp.Diff(r, back); diff != "" {
+	want := *r
+	want.Ignored = "" // a field the request does not carry is not written
+	if diff := cmp.Diff(&want, back); diff != "" {
 		t.Errorf("round trip mismatch (-decoded +re-decoded):\n%s\nbody %s", diff, body)
 	}
 }
@@ -431,4 +434,28 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		roundTrip(t, r)
 	})
+}
+
+// TestDecodeRequestIgnored checks that a top-level field accepted and dropped that can change the
+// answer is named in Ignored (the cache then leaves the request alone), and that billing, routing
+// and prompt-caching hints are not.
+func TestDecodeRequestIgnored(t *testing.T) {
+	const rest = `"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]`
+	for _, tt := range []struct{ body, want string }{
+		{`{` + rest + `}`, ""},
+		{`{` + rest + `,"service_tier":"auto","cache_control":{"type":"ephemeral"},"inference_geo":"us"}`, ""},
+		{`{` + rest + `,"thinking":{"type":"enabled","budget_tokens":1024}}`, "thinking"},
+		{`{"output_config":{"effort":"low"},` + rest + `,"thinking":{"type":"adaptive"}}`, "output_config"},
+		{`{` + rest + `,"context_management":{}}`, "context_management"},
+		{`{` + rest + `,"container":null,"mcp_servers":null}`, ""}, // null says nothing
+	} {
+		r, err := DecodeRequest([]byte(tt.body))
+		if err != nil {
+			t.Errorf("%s: %v", tt.body, err)
+			continue
+		}
+		if r.Ignored != tt.want {
+			t.Errorf("%s: Ignored %q, want %q", tt.body, r.Ignored, tt.want)
+		}
+	}
 }
