@@ -53,6 +53,15 @@ type Counter interface {
 	CountRequest(r *llm.Request) int
 }
 
+// Bounder is a Counter that can bound a count without tokenizing (tokenizer.Codec): admission
+// refuses a prompt whose lower bound does not fit an input-token limit before counting it, so a
+// key cannot spend the tokenizer's CPU on prompts its limit refuses anyway. Every count layer0
+// makes today is in that codec (the sim engine's included); an engine counting in another
+// tokenizer would need its own bound.
+type Bounder interface {
+	RequestBounds(r *llm.Request) (lo, hi int)
+}
+
 // Engine is what the pipeline knows of a replica's engine beyond the engine itself.
 type Engine struct {
 	// URL is the engine's base URL, where /v1/layer/negotiate sends legacy clients; "" for an
@@ -324,6 +333,25 @@ func (p *Pipeline) Admit(h http.Header) (*auth.Key, error) {
 	return p.keys.Authenticate(h)
 }
 
+// fits refuses, without counting it, a request whose input cannot fit the lease's input-token
+// limits: its lower bound (Bounder) is more than they hold or have left (limit.Lease.Fits).
+func (p *Pipeline) fits(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
+	b, ok := p.tokens.(Bounder)
+	if !ok || !lease.CountsInput() {
+		return nil
+	}
+	lo, _ := b.RequestBounds(req)
+	return lease.Fits(ctx, lo)
+}
+
+// FitsInput refuses, before anything counts its tokens, a query about a prompt (count_tokens,
+// POST /v1/cache) whose input cannot fit lease's input-token limits, as Serve refuses a request
+// (fits): counting costs no more tokenizer time than sending would. The caller has checked the
+// size limits (Sizes) first, as Serve does.
+func (p *Pipeline) FitsInput(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
+	return p.fits(ctx, lease, req)
+}
+
 // CountTokens resolves the request's model and counts its input tokens in that model's tokenizer.
 func (p *Pipeline) CountTokens(req *llm.Request) (int, error) {
 	name, ok := p.routes.Resolve(req.Model)
@@ -405,6 +433,10 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// until something asks for it (the start event's estimate, attemptSink.estimate), which on the
 	// pass-through path and for most engines is never.
 	var input int
+	if err := p.fits(ctx, lease, req); err != nil {
+		rec.RateLimited = rateLimited(err)
+		return err
+	}
 	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
 	if counted {
 		input, err = p.countPrompt(c, name, req)

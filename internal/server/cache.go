@@ -75,6 +75,9 @@ func (x *exchange) cacheQuery() {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	if !x.fitsInput(&lease, req) {
+		return
+	}
 	key := x.call.Key
 	if key == nil {
 		key = pipeline.Anonymous()
