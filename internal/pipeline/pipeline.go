@@ -43,6 +43,9 @@ type Model struct {
 	Tokens engine.Counter
 	// Context is what happens to an input no context window of the model holds.
 	Context ContextPolicy
+	// ShareAcrossKeys lets CacheLookup count every key's prompts for the name, not only the
+	// asking key's own. The response cache's own sharing is its Policy's.
+	ShareAcrossKeys bool
 }
 
 // Counter counts a request's input tokens when its engine cannot.
