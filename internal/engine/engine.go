@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"io"
+	"net/http"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -51,6 +52,11 @@ type Pass struct {
 	Model string
 	// ClientModel is the model name the client sees in the response; empty keeps the engine's.
 	ClientModel string
+	// Header holds the client's request headers and Query its raw URL query, of which a
+	// Forwarder passes on those its format defines (the Messages API's anthropic-beta and
+	// ?beta=true); nil and "" pass nothing.
+	Header http.Header
+	Query  string
 }
 
 // PassResult is what a pass-through call learned on the way.

@@ -168,7 +168,7 @@ func (x *exchange) serveMessage() {
 	out := &x.stw
 	*out = streamWriter{x: x, contentType: f.contentType(x, stream), whole: !stream}
 	if f.passes {
-		x.fwd = pipeline.Forward{Body: body, Out: out}
+		x.fwd = pipeline.Forward{Body: body, Out: out, Query: x.r.URL.RawQuery}
 		x.call.Forward = &x.fwd
 	}
 	if f.format == llm.FormatBinary && !x.mode.Text {
