@@ -15,7 +15,10 @@ import (
 // Strings in the returned Request share one copy of body (body itself is not retained, so the
 // caller may reuse it); Model and UserID are separate copies because they outlive the request as
 // metric labels and limiter keys. Tool inputs and schemas are compacted JSON. Thinking blocks are
-// dropped, and document blocks with a text source become text blocks.
+// dropped, and document blocks with a text source become text blocks. System messages inside
+// messages are kept at their place (llm.RoleSystem; see messages). The top-level fields layer0
+// does not act on (thinking, output_config, context_management, …) are validated as JSON and left
+// out: the pass-through path forwards the client's bytes, the translated path drops them.
 func DecodeRequest(body []byte) (*llm.Request, error) {
 	return decode(body, true)
 }
