@@ -222,7 +222,8 @@ func (d *decoder) messages(r *llm.Request) error {
 	prevEmpty := false
 	cleared := -1 // index in msgs of the last system message cleared at the next user message
 	var hidden []int
-	for n := 0; ; {
+	n := 0 // messages read
+	for {
 		ok, err := d.elem(&n)
 		if err != nil {
 			return err
@@ -261,7 +262,7 @@ func (d *decoder) messages(r *llm.Request) error {
 		return d.fail("at least one message is required")
 	}
 	if prevEmpty && msgs[len(msgs)-1].Role != llm.RoleAssistant {
-		return d.emptyContent(len(msgs) - 1)
+		return d.emptyContent(n - 1) // the last message read: nothing may follow an empty one
 	}
 	r.Messages = dropMessages(msgs, hidden)
 	return nil

@@ -307,6 +307,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"clear_at on a user message", req(`"messages":[{"role":"user","content":"x","clear_at":"never"}]`), `messages.0.clear_at: only permitted on system messages`},
 		{"output_config on an assistant message", req(`"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","output_config":{}}]`), `messages.1.output_config: only permitted on system messages`},
 		{"clear_at unknown", req(`"messages":[{"role":"system","content":"x","clear_at":"soon"}]`), `messages.0.clear_at: must be "next_user_message" or "never", got "soon"`},
+		{"empty user message last, after a dropped system message", req(`"messages":[{"role":"system","content":""},{"role":"user","content":""}]`), `messages.1.content: all messages must have non-empty content except for the optional final assistant message`},
 		{"system message only", req(`"messages":[{"role":"system","content":""}]`), `messages: at least one message is required`},
 		{"role unknown", req(`"messages":[{"role":"bot","content":"x"}]`), `messages.0.role: must be "user", "assistant" or "system", got "bot"`},
 		{"message extra member", req(`"messages":[{"role":"user","content":"x","name":"n"}]`), "messages.0.name: extra inputs are not permitted"},
