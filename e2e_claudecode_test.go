@@ -77,6 +77,7 @@ models:
   sim: {engines: [sim]}
   vllm: {engines: [vllm]}
   claude: {engines: [claude]}
+  claude-cached: {engines: [claude], cache: {enabled: true, cache_sampled: true}}
 `, vllm.URL, claude.URL)))
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +95,10 @@ func TestClaudeCodeFixtures(t *testing.T) {
 	base, vllm, claude, _ := claudeCodeGateway(t)
 	for _, name := range claudeCodeFixtures {
 		f := loadClaudeFixture(t, name)
-		for _, model := range []string{"sim", "vllm", "claude"} {
+		for _, model := range []string{"sim", "vllm", "claude", "claude-cached"} {
 			t.Run(name+"/"+model, func(t *testing.T) {
 				body := withModel(t, f.Body, model)
-				events := replayClaude(t, base, f, body)
+				events, _ := replayClaude(t, base, f, body)
 				if events[0] != "message_start" || events[len(events)-1] != "message_stop" {
 					t.Errorf("events %v, want message_start … message_stop", events)
 				}
@@ -114,6 +115,26 @@ func TestClaudeCodeFixtures(t *testing.T) {
 					if diff := cmp.Diff(decodeAny(t, body), decodeAny(t, got.Body)); diff != "" {
 						t.Errorf("engine got another body (-sent +forwarded):\n%s", diff)
 					}
+				case "claude-cached":
+					// Translated (an answer to be stored takes the event path): the system messages
+					// at their place, the fields layer0 does not act on left out — and so out of
+					// the cache key — with no beta header or query.
+					got := last(t, claude)
+					if got.URL != "/v1/messages" || got.Header.Get("Anthropic-Beta") != "" {
+						t.Errorf("engine got %s with anthropic-beta %q, want /v1/messages and none", got.URL, got.Header.Get("Anthropic-Beta"))
+					}
+					if g, w := anthropicRoles(t, got.Body), anthropicRoles(t, body); !cmp.Equal(g, w) {
+						t.Errorf("engine got roles %v, want %v", g, w)
+					}
+					for _, field := range []string{`"thinking"`, `"output_config"`, `"context_management"`} {
+						if bytes.Contains(got.Body, []byte(field)) {
+							t.Errorf("engine got %s, which the translated path drops", field)
+						}
+					}
+					n := len(claude.Requests())
+					if _, h := replayClaude(t, base, f, body); h.Get("X-Cache") != "HIT" || len(claude.Requests()) != n {
+						t.Errorf("the same request again: X-Cache %q, %d more engine requests; want HIT, none", h.Get("X-Cache"), len(claude.Requests())-n)
+					}
 				case "vllm":
 					// Translated: each system message of the conversation at its place.
 					if g, w := openAIRoles(t, last(t, vllm).Body), wantOpenAIRoles(t, f.Body); !cmp.Equal(g, w) {
@@ -126,8 +147,8 @@ func TestClaudeCodeFixtures(t *testing.T) {
 }
 
 // replayClaude sends the fixture's request with body to the gateway as Claude Code sent it (its
-// headers, its query) and returns the names of the stream's events.
-func replayClaude(t *testing.T, base string, f claudeFixture, body []byte) []string {
+// headers, its query) and returns the names of the stream's events and the response's header.
+func replayClaude(t *testing.T, base string, f claudeFixture, body []byte) ([]string, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(f.Method, base+f.URL, bytes.NewReader(body))
 	if err != nil {
@@ -165,7 +186,25 @@ func replayClaude(t *testing.T, base string, f claudeFixture, body []byte) []str
 	if len(events) == 0 {
 		t.Fatal("no events")
 	}
-	return events
+	return events, resp.Header
+}
+
+// anthropicRoles lists the roles of a Messages body's messages.
+func anthropicRoles(t *testing.T, body []byte) []string {
+	t.Helper()
+	var r struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range r.Messages {
+		roles = append(roles, m.Role)
+	}
+	return roles
 }
 
 func last(t *testing.T, s *fake.Server) fake.Request {
