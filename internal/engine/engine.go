@@ -29,6 +29,12 @@ type Engine interface {
 	Close() error
 }
 
+// Embedder is implemented by engines that embed text (POST /v1/embeddings): one vector per input,
+// in order. An error is an *apierr.Error where the engine can classify it.
+type Embedder interface {
+	Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embeddings, error)
+}
+
 // Counter is implemented by engines that count input tokens in their own tokenizer.
 type Counter interface {
 	CountTokens(req *llm.Request) (int, error)

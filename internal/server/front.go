@@ -135,7 +135,7 @@ func anthropicError(b []byte, e *apierr.Error, requestID string) ([]byte, int) {
 // before any handler ran (a refused key) is in the client's own format.
 func frontFor(r *http.Request) *front {
 	switch p := r.URL.Path; {
-	case p == "/v1/chat/completions":
+	case p == "/v1/chat/completions", p == "/v1/embeddings":
 		return openAIFront
 	case (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && wantsOpenAI(r):
 		return openAIFront

@@ -298,6 +298,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.vocabulary()
 	case path == "/v1/cache":
 		x.cacheQuery()
+	case path == "/v1/embeddings":
+		x.onlyMethod(http.MethodPost, x.embeddings)
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
 	case path == "/v1/models" && wantsOpenAI(r):

@@ -184,6 +184,10 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, 401, "invalid credential "+r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"))
 		return
 	}
+	if !f.anth && strings.HasSuffix(r.URL.Path, "/embeddings") && s.Status == 0 {
+		embeddings(w, body)
+		return
+	}
 	var p parsed
 	if err := json.Unmarshal(body, &p); err != nil || p.Model == "" {
 		f.fail(w, 400, "bad request body")
