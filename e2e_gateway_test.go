@@ -99,7 +99,7 @@ next:
 }
 
 // TestGatewayExample drives examples/gateway.yaml with the official SDK and plain HTTP: alpha's
-// sixth request in a minute gets 429 with retry-after and the rate-limit headers, beta on chat
+// 21st request in a minute gets 429 with retry-after and the rate-limit headers, beta on chat
 // gets 403, chat is served by its fallback and counted, small serves.
 func TestGatewayExample(t *testing.T) {
 	cfg, err := layer0.LoadConfig("examples/gateway.yaml")
@@ -155,11 +155,11 @@ func TestGatewayExample(t *testing.T) {
 		t.Errorf("chat served by %q, want the fallback sim", got)
 	}
 	// A successful answer carries the key's rate-limit state, as the Anthropic API's do.
-	if got := resp.Header.Get("anthropic-ratelimit-requests-limit"); got != "5" {
-		t.Errorf("anthropic-ratelimit-requests-limit on success: got %q, want 5", got)
+	if got := resp.Header.Get("anthropic-ratelimit-requests-limit"); got != "20" {
+		t.Errorf("anthropic-ratelimit-requests-limit on success: got %q, want 20", got)
 	}
-	if got := resp.Header.Get("anthropic-ratelimit-requests-remaining"); got != "4" {
-		t.Errorf("anthropic-ratelimit-requests-remaining on success: got %q, want 4", got)
+	if got := resp.Header.Get("anthropic-ratelimit-requests-remaining"); got != "19" {
+		t.Errorf("anthropic-ratelimit-requests-remaining on success: got %q, want 19", got)
 	}
 	if resp.Header.Get("x-ratelimit-limit-requests") == "" {
 		t.Error("x-ratelimit-limit-requests missing on success")
@@ -171,8 +171,8 @@ func TestGatewayExample(t *testing.T) {
 		t.Errorf("layer0_fallback_total{reason=overloaded}: got %v, want %v", got, before+1)
 	}
 
-	// alpha: four more requests fit its 5 per minute; the sixth is refused.
-	for i := range 4 {
+	// alpha: 19 more requests fit its 20 per minute; the 21st is refused.
+	for i := range 19 {
 		if _, err := alpha.Messages.New(ctx, params("small")); err != nil {
 			t.Fatalf("alpha request %d: %v", i+2, err)
 		}
@@ -186,9 +186,9 @@ func TestGatewayExample(t *testing.T) {
 			t.Errorf("retry-after: got %q, want 1..60 seconds", h.Get("Retry-After"))
 		}
 		for k, want := range map[string]string{
-			"Anthropic-Ratelimit-Requests-Limit":     "5",
+			"Anthropic-Ratelimit-Requests-Limit":     "20",
 			"Anthropic-Ratelimit-Requests-Remaining": "0",
-			"X-Ratelimit-Limit-Requests":             "5",
+			"X-Ratelimit-Limit-Requests":             "20",
 			"X-Ratelimit-Remaining-Requests":         "0",
 		} {
 			if got := h.Get(k); got != want {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -420,7 +421,7 @@ models:
 
 	// The embedded default (what `layer0 serve` without --config runs): no keys, no setup; the
 	// page's key field is left empty.
-	def := config.Default()
+	def := config.Served()
 	def.Server.Addr = "127.0.0.1:0"
 	_, defBase := serveGateway(t, def)
 	step("the embedded default", 15*time.Second,
@@ -435,6 +436,100 @@ models:
 	for _, p := range ps {
 		if p.State != "done" || p.Text == "" || p.Text != ps[0].Text {
 			t.Errorf("embedded default, %s: state %q error %q text %.40q", p.Transport, p.State, p.Error, p.Text)
+		}
+		// The default sim is paced like an engine (150 ms to the first token, then 50 tokens/s):
+		// the numbers a new user reads are an engine's, not six digits or a dash.
+		var ttft, tps float64
+		if _, err := fmt.Sscanf(p.TTFT, "%g ms", &ttft); err != nil || ttft < 100 || ttft > 5000 {
+			t.Errorf("embedded default, %s: time to first token %q, want about 150 ms", p.Transport, p.TTFT)
+		}
+		if _, err := fmt.Sscanf(p.TPS, "%g", &tps); err != nil || tps < 10 || tps > 200 {
+			t.Errorf("embedded default, %s: %q tokens/s, want about 50", p.Transport, p.TPS)
+		}
+	}
+	// Each chart's line stays out of the band its scale label is written in, and is flat at
+	// zero until the first bytes (a step, not a ramp from the request's start): the first
+	// columns, before any byte arrived, hold line pixels only in the bottom rows.
+	var chart []struct {
+		Transport  string
+		InBand     int
+		EarlyAbove int
+		LinePixels int
+	}
+	eval("the charts", `[...document.querySelectorAll('#panels .panel')].map((p) => {
+  const c = p.querySelector('.chart'); const g = c.getContext('2d');
+  const dpr = window.devicePixelRatio || 1;
+  const want = {anthropic: [0xd2, 0x69, 0x1e], openai: [0x10, 0xa3, 0x7f], binary1: [0x0b, 0x62, 0xd6], binary2: [0x82, 0x50, 0xdf]}[p.dataset.transport];
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  const line = (x, y) => { const i = 4 * (y * c.width + x); return d[i + 3] > 200 && Math.abs(d[i] - want[0]) + Math.abs(d[i + 1] - want[1]) + Math.abs(d[i + 2] - want[2]) < 40; };
+  let inBand = 0, early = 0, all = 0;
+  for (let y = 0; y < c.height; y++) for (let x = 0; x < c.width; x++) {
+    if (!line(x, y)) continue;
+    all++;
+    if (y < 16 * dpr) inBand++;
+    if (x < c.width * 0.01 && y < c.height - 4 * dpr) early++;
+  }
+  return { Transport: p.dataset.transport, InBand: inBand, EarlyAbove: early, LinePixels: all };
+})`, &chart)
+	for _, c := range chart {
+		if c.LinePixels == 0 || c.InBand != 0 || c.EarlyAbove != 0 {
+			t.Errorf("chart of %s: %d line pixels, %d in the label's band, %d above the baseline before the first byte; want some, 0, 0",
+				c.Transport, c.LinePixels, c.InBand, c.EarlyAbove)
+		}
+	}
+
+	// The keyed example (examples/gateway.yaml), as a new user opens it: with no key typed the
+	// page says a key is needed — a hint, not a red error — and offers no model that does not
+	// exist there; typing the key loads the models it may use, without a click; a Run works
+	// and the key's limit leaves room for more than one.
+	ex, err := layer0.LoadConfig("examples/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.Server.Addr = "127.0.0.1:0"
+	_, exBase := serveGateway(t, ex)
+	step("the keyed example", 15*time.Second,
+		chromedp.Navigate(exBase+"/playground"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.body.dataset.ready === 'true' && document.body.dataset.models === 'loaded'`)(ctx, tg)
+			return err
+		}))
+	var hint struct {
+		Status, Kind, Color, ErrColor string
+		Models                        []string
+	}
+	eval("no key on the keyed example", `(async () => {
+  const key = document.querySelector('#key');
+  key.value = '';
+  document.body.dataset.models = '';
+  key.dispatchEvent(new Event('input'));
+  while (document.body.dataset.models !== 'loaded') await new Promise((r) => setTimeout(r, 20));
+  const st = document.querySelector('#form-status');
+  const probe = document.createElement('p'); probe.className = 'error'; document.body.append(probe);
+  const errColor = getComputedStyle(probe).color; probe.remove();
+  return { Status: st.textContent, Kind: st.dataset.kind, Color: getComputedStyle(st).color, ErrColor: errColor,
+    Models: [...document.querySelector('#model').options].map((o) => o.value) };
+})()`, &hint)
+	if !strings.Contains(hint.Status, "needs an API key") || hint.Kind != "hint" || hint.Color == hint.ErrColor ||
+		slices.Contains(hint.Models, "sim") {
+		t.Errorf("keyed example without a key: %+v; want a hint (not in the error colour) and no model sim", hint)
+	}
+	var models []string
+	eval("type the key", `(async () => {
+  const key = document.querySelector('#key');
+  document.body.dataset.models = '';
+  for (const c of 'l0-demo-alpha') { key.value += c; key.dispatchEvent(new Event('input')); }
+  while (document.body.dataset.models !== 'loaded') await new Promise((r) => setTimeout(r, 20));
+  return [...document.querySelector('#model').options].map((o) => o.value);
+})()`, &models)
+	if !slices.Contains(models, "chat") || !slices.Contains(models, "small") || slices.Contains(models, "sim") {
+		t.Errorf("models after typing the key: %q, want chat and small", models)
+	}
+	for run := range 2 {
+		for _, p := range waitRun(fmt.Sprintf("run %d on the keyed example", run+1)) {
+			if p.State != "done" || p.Text == "" || p.Error != "" {
+				t.Errorf("keyed example, run %d, %s: state %q error %q", run+1, p.Transport, p.State, p.Error)
+			}
 		}
 	}
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 
 // buildLayer0 builds the layer0 command into a temporary directory and returns its path: the
@@ -332,5 +333,49 @@ models:
 		float64(before)/(1<<20), float64(with)/(1<<20), n, float64(per)/1024)
 	if per <= 0 || per > 1<<20 {
 		t.Errorf("%d bytes per open stream: outside (0, 1 MiB]", per)
+	}
+}
+
+// SIGINT stops `layer0 serve` with a word: it says it is stopping (and why) as the signal
+// arrives, then that it stopped, and exits 0.
+func TestServeSaysItStops(t *testing.T) {
+	bin := buildLayer0(t)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	var stdout, stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stdout.String(), "layer0 listening on ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not listening after 60s; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still running 30s after SIGINT")
+	}
+	out := stdout.String()
+	stopping := strings.Index(out, "layer0 stopping (interrupt signal received): requests in flight have up to 30s to finish\n")
+	stopped := strings.Index(out, "layer0 stopped\n")
+	if stopping < 0 || stopped < stopping {
+		t.Errorf("stdout does not say it is stopping, then stopped:\n%s", out)
 	}
 }

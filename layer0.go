@@ -73,6 +73,10 @@ type (
 	Usage = llm.Usage
 )
 
+// TextMessage is a turn of role holding one text block:
+// layer0.TextMessage(layer0.RoleUser, "Hello").
+func TextMessage(role Role, text string) Message { return llm.TextMessage(role, text) }
+
 // Roles of a conversation. The system prompt is Request.System; RoleSystem is a system message
 // inside the conversation, kept at its place.
 const (

@@ -44,7 +44,40 @@ type (
 	// Error is every failure the server reports: Kind (and Status()) says which, Code is the
 	// X-Error-Code (INVALID_BINARY for a malformed binary request), Message is the server's text.
 	Error = apierr.Error
+	// Role is the author of a message: RoleUser or RoleAssistant.
+	Role = llm.Role
+	// BlockType says which fields of a Block are meaningful.
+	BlockType = llm.BlockType
+	// StopReason says why generation ended.
+	StopReason = llm.StopReason
+	// Usage counts tokens.
+	Usage = llm.Usage
 )
+
+// Roles of a conversation; the system prompt is Request.System, not a role.
+const (
+	RoleUser      = llm.RoleUser
+	RoleAssistant = llm.RoleAssistant
+)
+
+// Content block types.
+const (
+	BlockText       = llm.BlockText
+	BlockImage      = llm.BlockImage
+	BlockToolUse    = llm.BlockToolUse
+	BlockToolResult = llm.BlockToolResult
+)
+
+// Stop reasons.
+const (
+	StopEndTurn   = llm.StopEndTurn
+	StopMaxTokens = llm.StopMaxTokens
+	StopSequence  = llm.StopSequence
+	StopToolUse   = llm.StopToolUse
+)
+
+// TextMessage is a turn of role holding one text block: client.TextMessage(client.RoleUser, "Hi").
+func TextMessage(role Role, text string) Message { return llm.TextMessage(role, text) }
 
 // Protocol is the wire format a Client speaks. The zero value is Binary2.
 type Protocol uint8
@@ -248,7 +281,7 @@ func (c *Client) Stream(ctx context.Context, req *Request) (*Stream, error) {
 	default:
 		s.mode = binary.Mode{Version: binary.V2, Text: s.proto == Binary2Text}
 		if s.proto == Binary1 {
-			s.mode = binary.Mode{Version: binary.V1}
+			s.mode = binary.Mode{Version: binary.V1, MaxTokens: req.MaxTokens}
 		}
 		if body, err = binary.AppendRequest(nil, req, s.mode); err != nil {
 			return nil, fmt.Errorf("client: %w", err)

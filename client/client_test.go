@@ -547,3 +547,36 @@ func (l countingListener) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// Version 1 has no stop frame: an answer cut at max_tokens is reported as max_tokens (from the
+// usage frame's output tokens and the request's max_tokens), like every other protocol reports
+// it, not as end_turn; an answer that ends before the limit is end_turn.
+func TestBinary1StopReason(t *testing.T) {
+	g := startGateway(t)
+	for _, tc := range []struct {
+		max  int
+		want llm.StopReason
+	}{{3, llm.StopMaxTokens}, {4000, llm.StopEndTurn}} {
+		for _, p := range []Protocol{Binary1, Binary2, SSE} {
+			c := newClient(t, g.url, p, HTTP1)
+			model := "claude-3-5-sonnet-20240620"
+			if p == Binary1 {
+				model = "claude35sonnet20240620"
+			}
+			s, err := c.Stream(context.Background(), userRequest(model, "Tell me about gateways.", tc.max))
+			if err != nil {
+				t.Fatalf("%v: %v", p, err)
+			}
+			var col llm.Collector
+			for ev, err := range s.Events() {
+				if err != nil {
+					t.Fatalf("%v: %v", p, err)
+				}
+				col.Send(ev)
+			}
+			if got := col.Response.Stop; got != tc.want {
+				t.Errorf("%v, max_tokens %d (%d output tokens): stop %v, want %v", p, tc.max, col.Response.Usage.OutputTokens, got, tc.want)
+			}
+		}
+	}
+}

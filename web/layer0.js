@@ -406,14 +406,16 @@ export function fetchVocab(baseURL, hash, { fetch: fetchFn = globalThis.fetch, s
  * json}, {type:'block_stop', index}, {type:'stop', stop_reason, stop_sequence}, {type:'usage',
  * usage}, {type:'error', error} (a BinaryError: the server's error frame; done follows),
  * {type:'done'}. Text holds whole characters: bytes of a character split across frames wait for
- * the rest. Version 1 has no start, block or stop frames: they are synthesized (one text block,
- * end_turn). A stream that cannot be decoded throws a ProtocolError. Unknown version-2 frames are
+ * the rest. Version 1 has no start, block or stop frames: they are synthesized (one text block;
+ * stop reason max_tokens when the usage's output tokens reach maxTokens, the request's
+ * max_tokens, else end_turn — a version-1 request has no stop sequences or tools). A stream that cannot be decoded throws a ProtocolError. Unknown version-2 frames are
  * skipped.
  */
 export class EventDecoder {
-  constructor(version, vocab = null) {
+  constructor(version, vocab = null, maxTokens = 0) {
     this.version = version;
     this.vocab = vocab;
+    this.maxTokens = maxTokens;
     this.frames = new FrameDecoder(version);
     this.started = false;
     this.index = -1;
@@ -509,7 +511,8 @@ export class EventDecoder {
         if (v1) {
           this.startEvent(out);
           this.closeBlock(out);
-          out.push({ type: 'stop', stop_reason: 'end_turn', stop_sequence: '' });
+          const cut = this.maxTokens > 0 && usage.output_tokens >= this.maxTokens;
+          out.push({ type: 'stop', stop_reason: cut ? 'max_tokens' : 'end_turn', stop_sequence: '' });
         }
         out.push({ type: 'usage', usage });
         return;
@@ -586,8 +589,8 @@ export class EventDecoder {
  * after the events before it). Throws ProtocolError for a stream that cannot be decoded or ends
  * before its done frame.
  */
-export async function* decodeStream(body, { version = 1, vocab = null } = {}) {
-  const dec = new EventDecoder(version, vocab);
+export async function* decodeStream(body, { version = 1, vocab = null, maxTokens = 0 } = {}) {
+  const dec = new EventDecoder(version, vocab, maxTokens);
   const reader = body.getReader ? body.getReader() : null;
   const chunks = reader ? null : body[Symbol.asyncIterator]();
   try {
@@ -636,7 +639,7 @@ export async function* stream(baseURL, request, opts = {}) {
     if (!hash) throw new ProtocolError('the response names no vocabulary (X-Binary-Vocab)');
     vocab = await fetchVocab(base, hash, { fetch: fetchFn, signal });
   }
-  yield* decodeStream(res.body, { version, vocab });
+  yield* decodeStream(res.body, { version, vocab, maxTokens: request.max_tokens ?? 0 });
 }
 
 /**

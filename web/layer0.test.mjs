@@ -194,3 +194,11 @@ test('stream() over HTTP: events, vocabulary fetched once, errors, abort', async
     assert.equal(hits.closed, 1, 'aborting closes the connection, so the server stops');
   });
 });
+
+test('version 1 derives max_tokens from the usage and the request\'s max_tokens', async () => {
+  const v = vectors.streams.find((s) => s.name === 'v1 one token per frame'); // 4 output tokens
+  const decode = (maxTokens) => collect(decodeStream(chunksOf(fromHex(v.hex), []), { version: 1, vocab, maxTokens }));
+  assert.equal((await decode(4)).stop_reason, 'max_tokens');
+  assert.equal((await decode(5)).stop_reason, 'end_turn');
+  assert.equal((await decode(0)).stop_reason, 'end_turn'); // max_tokens unknown
+});

@@ -35,9 +35,13 @@ let drawQueued = false;
 // The key: this tab only.
 
 keyInput.value = sessionStorage.getItem(KEY_STORE) ?? '';
+let keyTimer = null;
 keyInput.addEventListener('input', () => {
   if (keyInput.value) sessionStorage.setItem(KEY_STORE, keyInput.value);
   else sessionStorage.removeItem(KEY_STORE);
+  // The models the key may use are loaded again once typing pauses.
+  clearTimeout(keyTimer);
+  keyTimer = setTimeout(loadModels, 300);
 });
 const apiKey = () => keyInput.value.trim();
 
@@ -126,6 +130,8 @@ class Panel {
 
   got(n) {
     const t = performance.now() - this.start;
+    // A step, not a ramp: nothing arrived between the previous chunk (or the request) and this one.
+    this.points.push([t, this.bytes]);
     this.bytes += n;
     this.points.push([t, this.bytes]);
     this.changed();
@@ -205,10 +211,12 @@ class Panel {
     const maxB = Math.max(1, ...panels.map((p) => p.bytes));
     g.strokeStyle = COLORS[this.id];
     g.lineWidth = 2 * dpr;
+    // The scale's label has the top band to itself: lines are drawn below it.
+    const top = 18 * dpr;
     g.beginPath();
     for (const [i, [t, b]] of this.points.entries()) {
       const x = (t / maxT) * (w - 2 * dpr) + dpr;
-      const y = h - dpr - (b / maxB) * (h - 2 * dpr);
+      const y = h - dpr - (b / maxB) * (h - top - dpr);
       if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
     }
     g.stroke();
@@ -352,7 +360,9 @@ async function run(ev) {
   ev.preventDefault();
   const ids = chosen();
   statusLine.textContent = '';
+  statusLine.dataset.kind = '';
   if (ids.length === 0) { statusLine.textContent = 'Choose at least one transport.'; return; }
+  if (!modelSelect.value) { statusLine.textContent = 'Type an API key first: the models it may use load then.'; return; }
   const maxTokens = Number($('#max-tokens').value);
   const req = {
     model: modelSelect.value, max_tokens: maxTokens,
@@ -424,17 +434,36 @@ async function showTrace(p) {
 // ---------------------------------------------------------------------------------------------
 // Models the key may use.
 
+let modelsAsked = 0;
+
 async function loadModels() {
+  const asked = ++modelsAsked; // an answer to an earlier key is dropped
+  const key = apiKey();
   try {
     const res = await fetch(`${base}/v1/models?limit=1000`, { headers: anthropicHeaders() });
+    if (asked !== modelsAsked) return;
+    if (res.status === 401 && !key) {
+      // A gateway with keys, and none typed yet: a hint, not an error; the models load as the
+      // key is typed.
+      modelSelect.replaceChildren(new Option('(type an API key)', ''));
+      statusLine.dataset.kind = 'hint';
+      statusLine.textContent = 'This gateway needs an API key: type it above and the models it may use appear.';
+      return;
+    }
     if (!res.ok) throw await errorOf(res);
     const { data = [] } = await res.json();
+    if (asked !== modelsAsked) return;
     const keep = modelSelect.value;
     modelSelect.replaceChildren(...data.map((m) => new Option(m.display_name && m.display_name !== m.id ? `${m.id} (${m.display_name})` : m.id, m.id)));
     if (data.some((m) => m.id === keep)) modelSelect.value = keep;
+    statusLine.dataset.kind = data.length ? '' : 'hint';
     statusLine.textContent = data.length ? '' : 'This key may use no model.';
   } catch (e) {
+    if (asked !== modelsAsked) return;
+    statusLine.dataset.kind = '';
     statusLine.textContent = `Models: ${describe(e)}`;
+  } finally {
+    if (asked === modelsAsked) document.body.dataset.models = 'loaded';
   }
 }
 

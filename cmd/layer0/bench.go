@@ -65,6 +65,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Prompt, "prompt", "", "user message (default: a short sentence)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "API key (default $LAYER0_API_KEY)")
 	fs.Var(&headers, "header", "extra request header NAME:VALUE (repeatable)")
+	allowErrors := fs.Bool("allow-errors", false, "exit 0 even when requests fail (a run that overloads a server on purpose)")
 	workload := fs.String("workload", "single", "single (one request body for the whole run) or shared-prefix")
 	var sp bench.SharedPrefixConfig
 	fs.IntVar(&sp.Groups, "groups", 8, "shared-prefix: groups of users, each with its own system prompt")
@@ -76,18 +77,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&sp.Seed, "seed", 1, "shared-prefix: seed of the draw of groups and users")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on or off")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+		return usagef("bench: unexpected argument %q", fs.Arg(0))
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
 	}
 	var err error
 	if cfg.Format, err = bench.ParseFormat(*format); err != nil {
-		return err
+		return usageError{err: err}
 	}
 	switch *httpVersion {
 	case "1.1", "1":
@@ -96,7 +97,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	case "3":
 		cfg.HTTP3 = true
 	default:
-		return fmt.Errorf("bench: --http %q: want 1.1, 2 or 3", *httpVersion)
+		return usagef("bench: --http %q: want 1.1, 2 or 3", *httpVersion)
 	}
 	cfg.Header = http.Header(headers)
 	switch *progress {
@@ -108,7 +109,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	case "off":
 	default:
-		return fmt.Errorf("bench: --progress %q: want auto, on or off", *progress)
+		return usagef("bench: --progress %q: want auto, on or off", *progress)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,30 +117,45 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	switch *workload {
 	case "single":
 	case "shared-prefix":
-		return runSharedPrefix(ctx, fs, cfg, sp, *jsonOut, stdout)
+		return runSharedPrefix(ctx, fs, cfg, sp, *jsonOut, *allowErrors, stdout)
 	default:
-		return fmt.Errorf("bench: --workload %q: want single or shared-prefix", *workload)
+		return usagef("bench: --workload %q: want single or shared-prefix", *workload)
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
+	return benchResult(rep, rep.Outcome, *jsonOut, *allowErrors, stdout)
+}
+
+// benchResult prints a run's report (as JSON with jsonOut) and then says, as the command's
+// error, why the run failed: no request sent, or some failed (unless allowErrors).
+func benchResult(rep interface{ WriteText(io.Writer) error }, o bench.Outcome, jsonOut, allowErrors bool, stdout io.Writer) error {
+	var err error
+	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(stdout)
 	}
-	return rep.WriteText(stdout)
+	if err != nil {
+		return err
+	}
+	if oerr := o.Err(); oerr != nil && (!allowErrors || o.Sent == 0) {
+		return fmt.Errorf("bench: %w", oerr) // the report is printed; the exit code says the run failed
+	}
+	return nil
 }
 
 // runSharedPrefix runs `layer0 bench --workload shared-prefix`: the flags common to both
 // workloads come from cfg, those left unset take the workload's own defaults.
-func runSharedPrefix(ctx context.Context, fs *flag.FlagSet, cfg bench.Config, sp bench.SharedPrefixConfig, jsonOut bool, stdout io.Writer) error {
+func runSharedPrefix(ctx context.Context, fs *flag.FlagSet, cfg bench.Config, sp bench.SharedPrefixConfig, jsonOut, allowErrors bool, stdout io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"stream", "binary-version", "binary-text", "http", "nethttp", "insecure", "h2-conns", "prompt", "late-after"} {
 		if set[name] {
-			return fmt.Errorf("bench: --%s does not apply to the shared-prefix workload", name)
+			return usagef("bench: --%s does not apply to the shared-prefix workload", name)
 		}
 	}
 	sp.URL, sp.Format, sp.APIKey, sp.Header = cfg.URL, cfg.Format, cfg.APIKey, cfg.Header
@@ -155,12 +171,7 @@ func runSharedPrefix(ctx context.Context, fs *flag.FlagSet, cfg bench.Config, sp
 	if err != nil {
 		return err
 	}
-	if jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return rep.WriteText(stdout)
+	return benchResult(rep, rep.Outcome, jsonOut, allowErrors, stdout)
 }
 
 // runBenchUpstream implements `layer0 bench upstream`: it serves until interrupted.
@@ -173,11 +184,11 @@ func runBenchUpstream(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.TTFT, "ttft", 0, "delay before the first token")
 	fs.DurationVar(&cfg.ITL, "itl", 0, "delay between tokens")
 	fs.StringVar(&cfg.Model, "model", "bench-upstream", "model name in the responses")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench upstream: unexpected argument %q", fs.Arg(0))
+		return usagef("bench upstream: unexpected argument %q", fs.Arg(0))
 	}
 	up, err := bench.NewUpstream(cfg)
 	if err != nil {

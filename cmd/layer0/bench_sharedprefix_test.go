@@ -107,11 +107,12 @@ models:
 		})
 	}
 
-	// The text report names what a reader compares.
+	// The text report names what a reader compares, and is printed before the run's failure
+	// (its one request refused) is the command's error.
 	var out, errOut bytes.Buffer
 	if err := runBench([]string{"--workload", "shared-prefix", "--url", "http://127.0.0.1:1", "--requests", "1",
-		"--timeout", "2s"}, &out, &errOut); err != nil {
-		t.Fatal(err)
+		"--timeout", "2s"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "1 of 1 requests failed") {
+		t.Fatalf("runBench against a closed port: %v, want 1 of 1 requests failed", err)
 	}
 	for _, want := range []string{"shared-prefix workload", "ttft", "from cache", "per replica", "transport"} {
 		if !strings.Contains(out.String(), want) {

@@ -145,3 +145,39 @@ func TestRunBenchHTTP3(t *testing.T) {
 		}
 	}
 }
+
+// A run whose requests fail exits 1 after printing its report, saying how many failed and why:
+// a refused connection, and a server that answers 404 to every request. --allow-errors keeps
+// exit 0 for the second (some requests were sent), never for a run that sent none.
+func TestBenchExitsNonZeroOnFailures(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + closed.Addr().String()
+	closed.Close()
+	notFound := http.NewServeMux()
+	srv := &http.Server{Handler: notFound, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{refused, "4 of 4 requests failed, most with transport"},
+		{"http://" + ln.Addr().String(), "4 of 4 requests failed, most with status_404"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"bench", "--url", tc.url, "--requests", "4", "--progress", "off", "--timeout", "5s"}, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stdout.String(), "failed") {
+			t.Errorf("bench %s: exit %d, stderr %q, stdout %q; want 1, %q and the report", tc.url, code, stderr.String(), stdout.String(), tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"bench", "--url", "http://" + ln.Addr().String(), "--requests", "2", "--progress", "off", "--allow-errors"}, &stdout, &stderr); code != 0 {
+		t.Errorf("bench --allow-errors: exit %d, stderr %q; want 0", code, stderr.String())
+	}
+}

@@ -134,7 +134,7 @@ func debugVerbose(hc *http.Client, c probe.Call, asJSON bool, stdout io.Writer) 
 	case x.Error != "":
 		return fmt.Errorf("debug: %s", x.Error)
 	case t == nil:
-		return errors.New("debug: the gateway sent no trace: the key needs debug: true in its configuration")
+		return errors.New("debug: the gateway sent no trace: the key needs debug: true in its configuration (on a gateway with keys), or the gateway keeps none (debug.requests: 0)")
 	}
 	return nil
 }

@@ -102,3 +102,29 @@ func TestDebugVerboseExample(t *testing.T) {
 		t.Errorf("forbidden model: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// On the embedded default (no file, no keys, loopback) traces simply work: `layer0 debug
+// --verbose 'hello'` prints the answer and its trace with no key, and `layer0 debug ID` finds the
+// kept trace on the main listener.
+func TestDebugVerboseOnTheDefault(t *testing.T) {
+	g, err := layer0.New(layer0.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(func() { srv.Close(); g.Close() })
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"debug", "--verbose", "--url", srv.URL, "--max-tokens", "8", "hello"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "[DEBUG] served: sim by sim") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr.String(), stdout.String())
+	}
+	id := regexp.MustCompile(`request id (L0-\S+)`).FindStringSubmatch(stdout.String())
+	if id == nil {
+		t.Fatalf("no request id in:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"debug", id[1], "--url", srv.URL}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "[DEBUG] request: "+id[1]) {
+		t.Errorf("debug %s: exit %d, stderr %q, stdout:\n%s", id[1], code, stderr.String(), stdout.String())
+	}
+}

@@ -88,9 +88,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "layer0: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+	var mistake usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0 // the flag set printed the usage
+	case errors.As(err, &mistake):
+		if !mistake.printed {
+			fmt.Fprintln(stderr, errorLine(err))
+		}
+		return 2
 	case err != nil && strings.HasPrefix(err.Error(), "usage: "):
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -99,6 +105,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// usageError is a mistake in a command's arguments (an unknown flag, a value that does not
+// parse, an argument too many): the command exits 2. printed is set when the flag set has
+// already said what was wrong, with the usage, on stderr.
+type usageError struct {
+	err     error
+	printed bool
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is an argument mistake described by format and args.
+func usagef(format string, args ...any) error {
+	return usageError{err: fmt.Errorf(format, args...)}
+}
+
+// parseFlags parses args with fs; a mistake is a usageError the flag set has printed.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err: err, printed: true}
+	}
+	return err
 }
 
 // errorLine is err as the command prints it: "layer0: " once in front, and not again where a

@@ -175,3 +175,21 @@ func TestDebugOnTheMainListener(t *testing.T) {
 		t.Errorf("without a key: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// A flag the command does not know, a value that does not parse or an argument too many is a
+// usage mistake: exit 2, with the flag set's own message and usage on stderr, never 1.
+func TestArgumentMistakesExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--bogus"}, {"serve", "extra"},
+		{"bench", "--rate", "abc"}, {"bench", "--bogus"}, {"bench", "--http", "9"}, {"bench", "--workload", "x"},
+		{"bench", "--format", "xml"}, {"bench", "upstream", "--bogus"},
+		{"probe", "--bogus", "x"}, {"debug", "--bogus", "x"}, {"keys", "new", "--bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		if code != 2 || stderr.Len() == 0 || stdout.Len() != 0 {
+			t.Errorf("layer0 %s: exit %d, stdout %q, stderr %q; want 2 and the mistake on stderr",
+				strings.Join(args, " "), code, stdout.String(), stderr.String())
+		}
+	}
+}

@@ -19,7 +19,9 @@ import (
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/redis/go-redis/v9"
 )
 
 // runServe implements `layer0 serve`.
@@ -32,13 +34,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	addr := fs.String("addr", "", "listen address HOST:PORT (default 127.0.0.1:8080, or server.addr from the config)")
 	path := fs.String("config", "", "configuration file (default: the embedded sim engine)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
-	cfg := config.Default()
+	cfg := config.Served()
 	if *path != "" {
 		var err error
 		if cfg, err = config.Load(*path); err != nil {
@@ -61,6 +63,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		stdlog.SetOutput(prevOut)
 		stdlog.SetFlags(prevFlags)
 	}()
+	// The Redis client has its own logger, which would write plain lines to stderr: its lines are
+	// records too. It is the process's (go-redis keeps one), so it is set here, not by the library.
+	redis.SetLogger(limit.RedisLogger{L: logger})
 	opts := []layer0.Option{layer0.WithLogger(logger)}
 	var accessFile *accesslog.File
 	if *cfg.Log.Access {
@@ -151,6 +156,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	} else {
 		close(h3done)
 	}
+	// A signal is said as it arrives, and the stop once done: an operator pressing ^C sees the
+	// gateway drain, not a silent exit.
+	unsaid := context.AfterFunc(ctx, func() {
+		fmt.Fprintf(stdout, "layer0 stopping (%v): requests in flight have up to %s to finish\n",
+			context.Cause(ctx), cfg.Server.ShutdownTimeout)
+		logger.Info("stopping", "cause", context.Cause(ctx).Error(), "shutdown_timeout", cfg.Server.ShutdownTimeout.String())
+	})
 	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
 		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
 		if *path == "" {
@@ -161,8 +173,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
 		}
 	})
+	signalled := !unsaid()
 	stop() // the TCP listener has stopped (a signal, or an error): so does HTTP/3
 	<-h3done
+	if signalled {
+		defer fmt.Fprintln(stdout, "layer0 stopped")
+	}
 	if errors.Is(err, server.ErrDrainTimeout) {
 		// A stop that had to end slow requests is still an orderly stop: each got an error.
 		logger.Warn("stopped", "err", err)

@@ -115,3 +115,35 @@ func TestServeAccessLogFile(t *testing.T) {
 		t.Errorf("access records on stderr with a file configured:\n%s", errOut.String())
 	}
 }
+
+// TestServeRedisDownLogsJSON starts the real command with the limits on a Redis that is not
+// there (a loopback port nothing listens on): the Redis client's own complaints (a failed dial)
+// reach stderr as JSON records of the process's logger, like every other line.
+func TestServeRedisDownLogsJSON(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "layer0.yaml")
+	cfg := fmt.Sprintf("server:\n  addr: 127.0.0.1:0\nstore: {kind: redis, url: \"redis://%s\"}\nlimits:\n  global: {requests_per_minute: 100}\n", dead)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfgFile}, &out, &errOut) }()
+	waitUntil(t, "the start message", func() bool { return strings.Contains(out.String(), "listening on") })
+	waitUntil(t, "the Redis client's failed dial on stderr", func() bool { return strings.Contains(errOut.String(), "failed to dial") })
+	stopServe(t, done)
+	for line := range strings.Lines(errOut.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line not JSON: %q", line)
+		} else if strings.Contains(line, "failed to dial") && (rec["msg"] != "redis client" || rec["level"] != "WARN") {
+			t.Errorf("the Redis client's line: %q, want msg \"redis client\" at WARN", line)
+		}
+	}
+}

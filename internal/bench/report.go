@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -22,6 +23,31 @@ type Outcome struct {
 	Failed       uint64            `json:"failed"`
 	Errors       map[string]uint64 `json:"errors,omitempty"`
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+}
+
+// Err says why a run failed as a whole: no request was sent, or some failed (the most frequent
+// kind of failure named, with its first message). It is nil when every request sent got its
+// answer.
+func (o Outcome) Err() error {
+	if o.Sent == 0 {
+		return fmt.Errorf("no request was sent")
+	}
+	if o.Failed == 0 {
+		return nil
+	}
+	kinds := make([]string, 0, len(o.Errors))
+	for k := range o.Errors {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, c string) int { return cmp.Or(cmp.Compare(o.Errors[c], o.Errors[a]), cmp.Compare(a, c)) })
+	msg := fmt.Sprintf("%d of %d requests failed", o.Failed, o.Sent)
+	if len(kinds) > 0 {
+		msg += fmt.Sprintf(", most with %s", kinds[0])
+		if sample := o.ErrorSamples[kinds[0]]; sample != "" {
+			msg += ": " + sample
+		}
+	}
+	return errors.New(msg)
 }
 
 // Report is the result of a run. Durations are in nanoseconds in JSON.

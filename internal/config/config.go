@@ -315,9 +315,14 @@ type AccessLog struct {
 type Debug struct {
 	// Requests is how many of the last requests keep their trace, looked up on the admin
 	// listener at /debug/requests. 0 keeps none. Read at start; a reload does not resize it.
-	// Default 0, at most MaxDebugRequests.
+	// Default 0 in a file, DefaultDebugRequests in the embedded default; at most MaxDebugRequests.
 	Requests int `yaml:"requests"`
 }
+
+// DefaultDebugRequests is debug.requests of the embedded default (no file): on loopback without
+// keys, traces simply work, for `layer0 debug` and the playground. A file keeps none unless it
+// says so.
+const DefaultDebugRequests = 100
 
 // MaxDebugRequests bounds debug.requests (a trace is about 1 KiB).
 const MaxDebugRequests = 1 << 20
@@ -333,8 +338,21 @@ const (
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
-	c := &Config{Playground: true}
+	c := &Config{Playground: true, Debug: Debug{Requests: DefaultDebugRequests}}
 	c.SetDefaults()
+	return c
+}
+
+// Served is what `layer0 serve` runs without a file: Default, with the sim paced like a GPU
+// serving a model (Sim's "realistic" preset), so that the playground's times and rates mean
+// something from the first run. Default's sim, which tests, benchmarks and an application's
+// New(nil) get, and a file's sims are as fast as possible unless they ask to be paced.
+func Served() *Config {
+	c := Default()
+	sim := c.Engines["sim"]
+	sim.Sim = Sim{Preset: "realistic"}
+	sim.Sim.SetDefaults()
+	c.Engines["sim"] = sim
 	return c
 }
 

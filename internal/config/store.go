@@ -17,7 +17,7 @@ const (
 // What a replica does while the shared store cannot be reached.
 const (
 	// OnErrorAllow keeps serving, with this replica's own counters enforcing each limit divided
-	// by Store.Replicas.
+	// by the number of live replicas (at least Store.Replicas).
 	OnErrorAllow = "allow"
 	// OnErrorDeny answers 503 with retry-after to every request that a limit applies to.
 	OnErrorDeny = "deny"
@@ -25,7 +25,7 @@ const (
 
 // Store defaults, also documented on the fields and in docs/config.md.
 const (
-	DefaultStoreTimeout  = 5 * time.Millisecond
+	DefaultStoreTimeout  = time.Second
 	DefaultStoreLeaseTTL = 10 * time.Second
 	// DefaultStoreCacheMaxEntryBytes is the largest answer kept in Redis (1 MiB).
 	DefaultStoreCacheMaxEntryBytes = 1 << 20
@@ -45,13 +45,16 @@ type Store struct {
 	// PasswordEnv names the environment variable holding the Redis password, so that it need
 	// not be in the file (it overrides a password in URL). Optional.
 	PasswordEnv string `yaml:"password_env"`
-	// Timeout bounds one store operation (one round trip). Default 5ms.
+	// Timeout is how long one store operation (one round trip) waits for Redis's answer. A later
+	// answer fails that request's operation (503) without marking Redis unreachable: only a lost
+	// connection, or three failures in a row, does. Default 1s.
 	Timeout time.Duration `yaml:"timeout"`
 	// OnError is what happens while Redis cannot be reached: allow (serve with this replica's own
-	// counters at limit ÷ replicas) or deny (503 with retry-after). Default allow.
+	// counters at limit ÷ live replicas) or deny (503 with retry-after). Default allow.
 	OnError string `yaml:"on_error"`
-	// Replicas is how many gateway replicas share the limits: while Redis is unreachable each
-	// replica enforces every limit divided by it (at least 1). Default 1.
+	// Replicas is the least divisor of every limit while Redis is unreachable: each replica
+	// divides by the number of live replicas Redis last reported (each writes a heartbeat), or by
+	// this when larger or when it never reached Redis. Default 1.
 	Replicas int `yaml:"replicas"`
 	// LeaseTTL is how long a replica's concurrency slots outlive it: a replica renews its slots
 	// every third of it, and the slots of a replica that stopped renewing (it died, or lost Redis)

@@ -10,7 +10,7 @@ import (
 
 func TestStoreDefaults(t *testing.T) {
 	cacheDefaults := StoreCache{MaxEntryBytes: 1 << 20, FillWait: 5 * time.Second, Timeout: 50 * time.Millisecond}
-	want := Store{Kind: StoreMemory, Timeout: 5 * time.Millisecond, OnError: OnErrorAllow, Replicas: 1,
+	want := Store{Kind: StoreMemory, Timeout: time.Second, OnError: OnErrorAllow, Replicas: 1,
 		LeaseTTL: 10 * time.Second, Cache: cacheDefaults}
 	if diff := cmp.Diff(want, Default().Store); diff != "" {
 		t.Errorf("default store (-want +got):\n%s", diff)

@@ -27,13 +27,18 @@ type RedisConfig struct {
 	// Client is the connection (a single server or a Redis Cluster). Required. The store closes
 	// it on Close.
 	Client redis.UniversalClient
-	// Timeout bounds one operation (one round trip). Default 5ms.
+	// Timeout is how long one operation (one round trip) waits for Redis's answer. An answer
+	// later than that fails the operation (the Limiter answers 503) but does not mark Redis
+	// unreachable: only a lost connection, or failRun failures in a row, does (see failed).
+	// Default DefaultTimeout.
 	Timeout time.Duration
 	// Deny refuses every operation while Redis cannot be reached (the Limiter answers 503 with
 	// retry-after). Default false: allow, serving from this replica's own counters, each limit
-	// divided by Replicas.
+	// divided by the number of live replicas (see Live).
 	Deny bool
-	// Replicas is the divisor of every limit while Redis cannot be reached. Default 1.
+	// Replicas is the least divisor of every limit while Redis cannot be reached: the divisor is
+	// the number of live replicas Redis last reported, or this when larger (or when Redis was
+	// never reached). Default 1.
 	Replicas int
 	// LeaseTTL is how long this replica's concurrency slots outlive its last renewal; it renews
 	// them every LeaseTTL/3. Default 10s.
@@ -43,8 +48,8 @@ type RedisConfig struct {
 	// ReplicaID names this replica's concurrency slots. Default: the host name and a random
 	// suffix.
 	ReplicaID string
-	// Logger receives one line each time Redis becomes unreachable or reachable again. Default:
-	// discard.
+	// Logger receives one line each time Redis becomes unreachable or reachable again, or is
+	// found to have lost its state. Default: discard.
 	Logger *slog.Logger
 	// OnError, when set, is called once for each operation that could not use Redis (it failed,
 	// or was not tried because Redis was unreachable), for the layer0_store_errors_total counter.
@@ -70,6 +75,8 @@ type Redis struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	errCount  atomic.Uint64
+	health    health
+	cluster   bool // a Redis Cluster: a script takes keys of one shard only
 
 	mu     sync.Mutex
 	rates  map[string]*redisRate
@@ -82,7 +89,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 		return nil, errors.New("limit: redis store: no client")
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = 5 * time.Millisecond
+		c.Timeout = DefaultTimeout
 	}
 	c.Replicas = max(c.Replicas, 1)
 	if c.LeaseTTL <= 0 {
@@ -105,6 +112,8 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 	s := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), closed: make(chan struct{}),
 		epoch0: uint64(e[0])<<24 | uint64(e[1])<<16 | uint64(e[2])<<8 | uint64(e[3]),
 		rates:  map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
+	s.health.init(s)
+	_, s.cluster = c.Client.(*redis.ClusterClient)
 	s.up.Store(true)
 	s.wg.Add(1)
 	go s.renewLoop()
@@ -113,13 +122,14 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 
 // DialRedis returns a client for urls: one redis:// or rediss:// URL for a single server, or
 // several (the seed nodes) for a Redis Cluster. password, when not empty, overrides the URLs'.
-// Operations are bounded by timeout and never retried: a slow store must not hold requests.
+// Operations are bounded by timeout and never retried by the client: a script that timed out may
+// still run, and running it again could count a request twice.
 func DialRedis(urls []string, password string, timeout time.Duration) (redis.UniversalClient, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("limit: redis: no URL")
 	}
 	if timeout <= 0 {
-		timeout = 5 * time.Millisecond
+		timeout = DefaultTimeout
 	}
 	o, err := redis.ParseURL(urls[0])
 	if err != nil {
@@ -133,6 +143,7 @@ func DialRedis(urls []string, password string, timeout time.Duration) (redis.Uni
 	if len(urls) == 1 {
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = dial, timeout, timeout
 		o.MaxRetries = -1
+		o.DialerRetries = 1 // a refused connection is an outage, known at once (not after retries)
 		o.ContextTimeoutEnabled = true
 		o.DisableIdentity = true
 		return redis.NewClient(o), nil
@@ -147,7 +158,7 @@ func DialRedis(urls []string, password string, timeout time.Duration) (redis.Uni
 	}
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
-		DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1,
+		DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, DialerRetries: 1,
 		ContextTimeoutEnabled: true, DisableIdentity: true,
 	}), nil
 }
@@ -212,15 +223,24 @@ func (s *Redis) Client() redis.UniversalClient { return s.c.Client }
 // is counted as an error, as the limits' own are.
 func (s *Redis) Use() bool { return s.usable() }
 
-// Fail records another user's operation that failed: counted, and Redis is not tried again until
-// a probe answers. An error caused by ctx ending is not the store's.
-func (s *Redis) Fail(ctx context.Context, err error) { s.failed(ctx, err) }
+// Fail records another user's operation that failed: counted; a lost connection marks Redis
+// unreachable until a probe answers, while a late answer does not (the other user's timeout is
+// its own, and says nothing of the limits' round trips). An error caused by ctx ending is not the
+// store's.
+func (s *Redis) Fail(ctx context.Context, err error) {
+	if ctx.Err() == nil && !connLost(err) {
+		s.counted()
+		return
+	}
+	s.failed(ctx, err)
+}
 
 // Errors returns how many operations could not use Redis.
 func (s *Redis) Errors() uint64 { return s.errCount.Load() }
 
-// Close stops renewing this replica's leases and closes the client. It does not release the
-// slots still held: they expire after the lease TTL, as a dead replica's would.
+// Close stops renewing this replica's leases and heartbeat, removes the heartbeat (the others'
+// divisor drops at their next heartbeat) and closes the client. It does not release the slots
+// still held: they expire after the lease TTL, as a dead replica's would.
 func (s *Redis) Close() error {
 	first := false
 	s.closeOnce.Do(func() {
@@ -233,6 +253,7 @@ func (s *Redis) Close() error {
 		return nil
 	}
 	s.wg.Wait()
+	s.unbeat() // after the heartbeats stop: none writes the entry again
 	if err := s.c.Client.Close(); err != nil {
 		return fmt.Errorf("limit: redis: %w", err)
 	}
@@ -256,30 +277,10 @@ func (s *Redis) counted() {
 	}
 }
 
-// failed records a failed operation: the store is down until a probe answers. An error caused by
-// the caller's own context ending is not the store's.
-func (s *Redis) failed(ctx context.Context, err error) {
-	if ctx.Err() != nil {
-		return
-	}
-	select {
-	case <-s.closed: // a lease of an old configuration ending after its store was closed
-		return
-	default:
-	}
-	s.counted()
-	if s.up.CompareAndSwap(true, false) {
-		policy := "allow: serving with this replica's own counters, each limit divided by " + strconv.Itoa(s.c.Replicas)
-		if s.c.Deny {
-			policy = "deny: answering 503 to limited requests"
-		}
-		s.c.Logger.Warn("shared store (Redis) unreachable", "err", err, "on_error", policy)
-	}
-	s.probe()
-}
-
-// probe starts, once, a loop that pings Redis until it answers, then marks it up and renews the
-// leases at once (the slots this replica holds are written back exactly).
+// probe starts, once, a loop that pings Redis until it answers, then writes back what this
+// replica knows (restore: the slots it holds exactly, the rate cells as it last saw them and
+// what it took meanwhile), makes admissions wait for the other replicas to do the same (hold),
+// and marks Redis up.
 func (s *Redis) probe() {
 	s.mu.Lock() // against Close's Wait
 	defer s.mu.Unlock()
@@ -307,8 +308,9 @@ func (s *Redis) probe() {
 			err := s.c.Client.Ping(ctx).Err()
 			cancel()
 			if err == nil {
-				s.staleAll() // Redis may have restarted empty, or missed writes: every count is re-asserted
-				s.renewAll()
+				s.hold()
+				s.restore() // Redis may have restarted empty, or missed writes: every count is re-asserted
+				s.health.fails.Store(0)
 				s.up.Store(true)
 				s.c.Logger.Info("shared store (Redis) reachable again")
 				return
@@ -317,18 +319,32 @@ func (s *Redis) probe() {
 	}()
 }
 
+// renewLoop writes the heartbeat every period and renews the leases every third of their TTL;
+// when Redis's state was found lost, it writes everything back at once.
 func (s *Redis) renewLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.c.LeaseTTL / 3)
+	t := time.NewTicker(s.health.every)
 	defer t.Stop()
+	renewed := time.Now()
+	s.beat()
 	for {
 		select {
 		case <-s.closed:
 			return
 		case <-t.C:
-			if s.up.Load() {
-				s.renewAll()
-			}
+		case <-s.health.kick:
+		}
+		if !s.up.Load() {
+			continue
+		}
+		s.beat()
+		if s.health.restore.Swap(false) { // found by this heartbeat or elsewhere, whichever woke the loop
+			s.restore()
+			renewed = time.Now()
+		}
+		if time.Since(renewed) >= s.c.LeaseTTL/3 {
+			renewed = time.Now()
+			s.renewAll()
 		}
 	}
 }
@@ -355,9 +371,6 @@ func (s *Redis) renewAll() {
 	}
 }
 
-// share is a limit's part for one replica while Redis is unreachable.
-func (s *Redis) share(n int64) int64 { return max(n/int64(s.c.Replicas), 1) }
-
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
@@ -365,6 +378,7 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args .
 	if err != nil {
 		return nil, err
 	}
+	s.ok()
 	return v, nil
 }
 
@@ -379,7 +393,8 @@ return {took, rel}
 `)
 
 // gcraLua defines gcra(key, op, now s, now ns, inc, period), the GCRA script's operation on one
-// cell, returning took (1 or 0) and the TAT's offset from now after it; the batched scripts
+// cell, returning took (1 or 0) and the TAT's offset from now after it (op seed raises the offset
+// to inc where it is less: a state written back after Redis lost it); the batched scripts
 // (redisbatch.go) run the same function on several cells of one scope.
 const gcraLua = `
 local function gcra(key, op, nh, nl, inc, period)
@@ -394,6 +409,9 @@ local function gcra(key, op, nh, nl, inc, period)
   if op == 'take' then
     nxt = rel + inc
     if nxt > period then return 0, rel end
+  elseif op == 'seed' then
+    if rel >= inc then return 0, rel end
+    nxt = inc
   elseif op == 'refund' then
     nxt = rel - inc
     if nxt < 0 then nxt = 0 end
@@ -414,7 +432,9 @@ end
 type redisRate struct {
 	s     *Redis
 	key   []string
-	local memRate // this replica's own state while Redis is unreachable
+	local memRate      // this replica's own state while Redis is unreachable
+	seen  atomic.Int64 // the cell's TAT as Redis last answered it (Unix ns): written back if Redis loses it
+	owed  atomic.Int64 // TAT advance (ns) taken but not in Redis yet: written when Redis is back
 }
 
 // call runs the GCRA script and returns whether it took and the TAT after it.
@@ -428,12 +448,32 @@ func (c *redisRate) call(ctx context.Context, now int64, op string, inc int64, r
 	}
 	ok, _ := v[0].(int64)
 	rel, _ := v[1].(int64)
+	c.seen.Store(now + rel)
 	return ok == 1, now + rel, nil
+}
+
+// owe records cost units taken (negative: refunded) that Redis does not have yet. A refund
+// never makes the debt negative: one of units Redis already has is lost (stricter, not looser).
+func (c *redisRate) owe(r Rate, cost int64) {
+	if cost >= 0 {
+		c.owed.Add(interval(r, cost))
+		return
+	}
+	d := interval(r, -cost)
+	for {
+		o := c.owed.Load()
+		if o <= 0 || c.owed.CompareAndSwap(o, max(o-d, 0)) {
+			return
+		}
+	}
 }
 
 func (c *redisRate) Take(ctx context.Context, now time.Time, r Rate, cost int64) (Status, bool, error) {
 	if !c.s.usable() {
 		return c.fallbackTake(ctx, now, r, cost)
+	}
+	if err := c.s.settled(ctx); err != nil {
+		return Status{}, false, err
 	}
 	n := now.UnixNano()
 	op := "take"
@@ -442,8 +482,10 @@ func (c *redisRate) Take(ctx context.Context, now time.Time, r Rate, cost int64)
 	}
 	ok, tat, err := c.call(ctx, n, op, interval(r, cost), r)
 	if err != nil {
-		c.s.failed(ctx, err)
-		return c.fallbackTake(ctx, now, r, cost)
+		if c.s.failed(ctx, err) {
+			return c.fallbackTake(ctx, now, r, cost)
+		}
+		return Status{}, false, fmt.Errorf("limit: redis: %w", err)
 	}
 	st := status(tat, n, r)
 	if !ok {
@@ -453,11 +495,32 @@ func (c *redisRate) Take(ctx context.Context, now time.Time, r Rate, cost int64)
 	return st, true, nil
 }
 
+// localRate is the rate of the cell's own state while Redis is unreachable: the limit's share,
+// over the same period, so the same TAT offset is the same fraction used.
+func (c *redisRate) localRate(r Rate) Rate { return Rate{Limit: c.s.share(r.Limit), Period: r.Period} }
+
+// seedLocal starts the local state no fuller than Redis last said the cell was: each replica's
+// share of what was left, not of the whole limit.
+func (c *redisRate) seedLocal() {
+	seen := c.seen.Load()
+	for {
+		t := c.local.tat.Load()
+		if t >= seen || c.local.tat.CompareAndSwap(t, seen) {
+			return
+		}
+	}
+}
+
 func (c *redisRate) fallbackTake(ctx context.Context, now time.Time, r Rate, cost int64) (Status, bool, error) {
 	if c.s.c.Deny {
 		return Status{}, false, ErrStoreUnavailable
 	}
-	return c.local.Take(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period}, cost)
+	c.seedLocal()
+	st, ok, err := c.local.Take(ctx, now, c.localRate(r), cost)
+	if ok {
+		c.owe(r, cost)
+	}
+	return st, ok, err
 }
 
 func (c *redisRate) Add(ctx context.Context, now time.Time, r Rate, cost int64) (Status, error) {
@@ -471,8 +534,13 @@ func (c *redisRate) Add(ctx context.Context, now time.Time, r Rate, cost int64) 
 	}
 	_, tat, err := c.call(ctx, n, op, inc, r)
 	if err != nil {
-		c.s.failed(ctx, err)
-		return c.fallbackAdd(ctx, now, r, cost)
+		if c.s.failed(ctx, err) {
+			return c.fallbackAdd(ctx, now, r, cost)
+		}
+		if cost > 0 { // a charge is never dropped: written when Redis is back, or after its loss
+			c.owe(r, cost)
+		}
+		return Status{}, fmt.Errorf("limit: redis: %w", err)
 	}
 	return status(tat, n, r), nil
 }
@@ -481,7 +549,9 @@ func (c *redisRate) fallbackAdd(ctx context.Context, now time.Time, r Rate, cost
 	if c.s.c.Deny {
 		return Status{}, ErrStoreUnavailable
 	}
-	return c.local.Add(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period}, cost)
+	c.seedLocal()
+	c.owe(r, cost)
+	return c.local.Add(ctx, now, c.localRate(r), cost)
 }
 
 func (c *redisRate) Peek(ctx context.Context, now time.Time, r Rate) (Status, error) {
@@ -491,8 +561,10 @@ func (c *redisRate) Peek(ctx context.Context, now time.Time, r Rate) (Status, er
 	n := now.UnixNano()
 	_, tat, err := c.call(ctx, n, "peek", 0, r)
 	if err != nil {
-		c.s.failed(ctx, err)
-		return c.fallbackPeek(ctx, now, r)
+		if c.s.failed(ctx, err) {
+			return c.fallbackPeek(ctx, now, r)
+		}
+		return Status{}, fmt.Errorf("limit: redis: %w", err)
 	}
 	st := status(tat, n, r)
 	if st.Remaining < 1 {
@@ -505,7 +577,8 @@ func (c *redisRate) fallbackPeek(ctx context.Context, now time.Time, r Rate) (St
 	if c.s.c.Deny {
 		return Status{}, ErrStoreUnavailable
 	}
-	return c.local.Peek(ctx, now, Rate{Limit: c.s.share(r.Limit), Period: r.Period})
+	c.seedLocal()
+	return c.local.Peek(ctx, now, c.localRate(r))
 }
 
 // pair decodes a script's {n, flag} reply.

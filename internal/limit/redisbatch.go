@@ -23,16 +23,20 @@ import (
 // key is another of the scope's, never touched). ARGV: now (s, ns), the requests interval
 // (0: unlimited) and period, the room one output token needs (0: unlimited) and the period,
 // the replica's field, the field it replaces and the count to assert (-1: none; see concLua),
-// the concurrency max (0: unlimited), the lease TTL (ms).
+// the concurrency max (0: unlimited), the lease TTL (ms), and this replica's heartbeat entry
+// (empty: no check) in the heartbeat set, KEYS[5] (on one Redis only: a Cluster's script takes
+// keys of one shard).
 // Returns {0, slots after, requests TAT offset after, output TAT offset} when taken (the offsets
 // for the rate-limit headers); {1, slots} refused by concurrency; {2, TAT offset} by requests;
 // {3, TAT offset} by output tokens; {4, 0} when the replica's field was lost (nothing taken: the
-// caller re-asserts and tries again). The GCRA arithmetic is gcraScript's. The slot is one
-// HINCRBY on the replica's field, checked against the sum of the live fields, so admissions of
-// one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
+// caller re-asserts and tries again); {5, 0} when the heartbeat entry is gone: Redis lost its
+// state, and this admission waits for every replica to write its counts back (nothing taken).
+// The GCRA arithmetic is gcraScript's. The slot is one HINCRBY on the replica's field, checked
+// against the sum of the live fields, so admissions of one replica commute and need no order. The lease is written (ZADD and both keys' PEXPIRE) only
 // when the field is new or its lease has less than two thirds of the TTL left: a current lease
 // outlives the next renewal (every TTL/3).
 var admitScript = redis.NewScript(concLua + `
+if ARGV[12] ~= '' and not redis.call('ZSCORE', KEYS[5], ARGV[12]) then return {5, 0} end
 local nh, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function rel(k)
   local s = redis.call('GET', k)
@@ -89,7 +93,11 @@ func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
 	if len(calls) == 1 {
 		c := &calls[0]
 		c.cmd = c.sc.Run(ctx, s.c.Client, c.keys, c.args...)
-		return c.cmd.Err()
+		if err := c.cmd.Err(); err != nil {
+			return err
+		}
+		s.ok()
+		return nil
 	}
 	p := s.c.Client.Pipeline()
 	for i := range calls {
@@ -114,6 +122,7 @@ func (s *Redis) pipe(ctx context.Context, calls []scriptCall) error {
 			return fmt.Errorf("limit: redis: %w", err)
 		}
 	}
+	s.ok()
 	return nil
 }
 
@@ -189,7 +198,7 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		if sc.req.cell == nil && sc.out.cell == nil && sc.conc.cell == nil {
 			continue
 		}
-		var keys [4]string
+		var keys [5]string
 		req, out, g := s.mine(sc.req.cell), s.mine(sc.out.cell), s.mineGauge(sc.conc.cell)
 		if (sc.req.cell != nil && req == nil) || (sc.out.cell != nil && out == nil) || (sc.conc.cell != nil && g == nil) {
 			return res, false
@@ -206,18 +215,25 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 			keys[1], some = out.key[0], out.key[0]
 			need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
 		}
+		beat := ""
+		if !s.cluster && s.expectBeat() {
+			keys[4], beat = s.health.key[0], s.health.member
+		}
 		for k := range keys {
 			if keys[k] == "" {
 				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
 			}
 		}
 		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
-			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS}}
+			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS, beat}}
 		idx[i] = nc
 		nc++
 	}
 	if nc == 0 {
 		return res, true
+	}
+	if s.settled(ctx) != nil {
+		return res, false // the cells one by one wait too, and refuse
 	}
 	// Enter the gauges, the key's first, always (a stale one waits for the operations in flight).
 	for i, sc := range scopes {
@@ -266,12 +282,21 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 				ops[i].g.held.Add(1)
 			}
 			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
+			if c := s.mine(scopes[i].req.cell); c != nil {
+				c.seen.Store(res[i].req)
+			}
+			if c := s.mine(scopes[i].out.cell); c != nil {
+				c.seen.Store(res[i].out)
+			}
 		case 1:
 			res[i].refused, res[i].n = stepConc, v
 		case 2:
 			res[i].refused, res[i].n = stepReq, n+v
 		case 3:
 			res[i].refused, res[i].n = stepOut, n+v
+		case 5:
+			res[i].refused, result = stepLost, opNotSent // nothing ran: the cells one by one wait
+			s.lost("an admission")
 		default:
 			res[i].refused, result = stepLost, opLost
 		}
@@ -373,10 +398,15 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			return false, false
 		}
 	}
+	taking := false
 	for i := range ops {
 		if s.mine(ops[i].slot.cell) == nil {
 			return false, false
 		}
+		taking = taking || ops[i].take
+	}
+	if taking && s.settled(ctx) != nil {
+		return false, false
 	}
 	var buf [4]scopeCall
 	scopes := buf[:0]
@@ -453,8 +483,17 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		for j := range gops[:ng] {
 			gops[j].exit(opFailed) // it may have run: the count is written again
 		}
-		s.failed(ctx, err)
-		return false, true
+		if s.failed(ctx, err) || taking {
+			return false, true // the cells serve from their fallback, or a take is asked again
+		}
+		// Redis is slow, not gone, and the operations may have run: running them again could
+		// refund twice. Charges are kept for later (stricter if they ran), refunds dropped.
+		for i := range ops {
+			if o := &ops[i]; !o.peek && o.cost > 0 {
+				s.mine(o.slot.cell).owe(o.slot.rate, o.cost)
+			}
+		}
+		return true, true
 	}
 	var bad error
 	for i := range scopes {
@@ -471,6 +510,7 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			took, _ := v[2*j].(int64)
 			rel, _ := v[2*j+1].(int64)
 			ops[k].ok, ops[k].tat, ops[k].ran = took == 1, n+rel, true
+			s.mine(ops[k].slot.cell).seen.Store(n + rel)
 		}
 		for j, k := range scopes[i].gauges {
 			if f, _ := v[m+j].(int64); f == 1 {

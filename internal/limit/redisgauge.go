@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -308,6 +309,11 @@ func (o *gaugeOp) exit(r opResult) {
 	if r == opLost || r == opFailed {
 		g.markStale()
 	}
+	if r == opLost && !o.assert {
+		// The count was there when last written and is gone: Redis lost its state (FLUSHALL, a
+		// restart), and other replicas' counts with it until they write them back.
+		g.s.lost("a concurrency count")
+	}
 	if o.lead == nil {
 		g.leave()
 		return
@@ -336,6 +342,9 @@ func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) 
 		if !g.s.usable() {
 			return g.fallbackInc(ctx, limit)
 		}
+		if err := g.s.settled(ctx); err != nil {
+			return 0, false, err
+		}
 		op, ok := g.enter(ctx, false)
 		if !ok {
 			g.s.counted()
@@ -345,8 +354,10 @@ func (g *redisGauge) Inc(ctx context.Context, limit int64) (int64, bool, error) 
 		v, err := g.s.run(ctx, gaugeIncScript, g.keys, f, old, base, limit, g.s.ttlMS)
 		if err != nil {
 			op.exit(opFailed)
-			g.s.failed(ctx, err)
-			return g.fallbackInc(ctx, limit)
+			if g.s.failed(ctx, err) {
+				return g.fallbackInc(ctx, limit)
+			}
+			return 0, false, fmt.Errorf("limit: redis: %w", err)
 		}
 		n, code := gaugeReply(v)
 		switch code {
@@ -374,11 +385,25 @@ func gaugeReply(v []any) (int64, int64) {
 	return n, c
 }
 
+// fallbackInc takes a slot from this replica's share of limit, which the slots it still holds
+// in Redis count against: a replica never has more than its share in flight while Redis is away.
 func (g *redisGauge) fallbackInc(ctx context.Context, limit int64) (int64, bool, error) {
 	if g.s.c.Deny {
 		return 0, false, ErrStoreUnavailable
 	}
-	return g.local.Inc(ctx, g.s.share(limit))
+	held := g.held.Load()
+	n, ok, err := g.local.Inc(ctx, g.s.share(limit)-held)
+	return n + held, ok, err
+}
+
+// adoptLocal makes the slots taken from this replica's share while Redis was unreachable slots
+// it holds in Redis, written with the next re-assertion: Redis counts them from then on, and
+// their releases go to Redis.
+func (g *redisGauge) adoptLocal() {
+	if n := g.local.n.Swap(0); n > 0 {
+		g.held.Add(n)
+		g.markStale()
+	}
 }
 
 // Dec releases a slot: one taken locally if any, else one of this replica's in Redis. It does not
@@ -468,8 +493,10 @@ func (g *redisGauge) Value(ctx context.Context) (int64, error) {
 	}
 	v, err := g.s.run(ctx, gaugeValueScript, g.keys)
 	if err != nil {
-		g.s.failed(ctx, err)
-		return g.fallbackValue(ctx)
+		if g.s.failed(ctx, err) {
+			return g.fallbackValue(ctx)
+		}
+		return 0, fmt.Errorf("limit: redis: %w", err)
 	}
 	n, _ := pair(v)
 	return n, nil
@@ -479,5 +506,6 @@ func (g *redisGauge) fallbackValue(ctx context.Context) (int64, error) {
 	if g.s.c.Deny {
 		return 0, ErrStoreUnavailable
 	}
-	return g.local.Value(ctx)
+	n, err := g.local.Value(ctx)
+	return n + g.held.Load(), err
 }

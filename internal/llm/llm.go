@@ -81,6 +81,11 @@ type Message struct {
 	Content []Block
 }
 
+// TextMessage is a turn of role holding one text block.
+func TextMessage(role Role, text string) Message {
+	return Message{Role: role, Content: []Block{{Type: BlockText, Text: text}}}
+}
+
 // Tool is a function the model may call; InputSchema is a JSON Schema object.
 type Tool struct {
 	Name        string

@@ -54,14 +54,17 @@ type Options struct {
 // Report is what a probe found. A step that failed has its Error set; the steps after it that
 // need it are absent.
 type Report struct {
-	URL   string     `json:"url"`
-	DNS   *DNS       `json:"dns,omitempty"`
-	TCP   *TCP       `json:"tcp,omitempty"`
-	TLS   *TLS       `json:"tls,omitempty"`
-	HTTP2 *HTTP2     `json:"http2,omitempty"`
-	HTTP3 *HTTP3     `json:"http3,omitempty"`
-	Model string     `json:"model,omitempty"`
-	APIs  []Exchange `json:"apis,omitempty"`
+	URL   string `json:"url"`
+	DNS   *DNS   `json:"dns,omitempty"`
+	TCP   *TCP   `json:"tcp,omitempty"`
+	TLS   *TLS   `json:"tls,omitempty"`
+	HTTP2 *HTTP2 `json:"http2,omitempty"`
+	HTTP3 *HTTP3 `json:"http3,omitempty"`
+	Model string `json:"model,omitempty"`
+	// ModelGuessed says why Model is a guess ("sim") rather than a model the server listed:
+	// GET /v1/models failed (a keyed gateway without --key answers 401) or listed none.
+	ModelGuessed string     `json:"model_guessed,omitempty"`
+	APIs         []Exchange `json:"apis,omitempty"`
 }
 
 // DNS is the host's resolution.
@@ -192,7 +195,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.Model = o.Model
 	var altSvc string
 	if r.Model == "" {
-		r.Model, altSvc = firstModel(ctx, hc, base, o.Key)
+		r.Model, altSvc, r.ModelGuessed = firstModel(ctx, hc, base, o.Key)
 	}
 	for _, api := range APIs {
 		x, err := Stream(ctx, hc, Call{API: api, Base: base, Key: o.Key, Model: r.Model, Prompt: o.Prompt, MaxTokens: o.MaxTokens})
@@ -360,32 +363,41 @@ func httpClient(tc *tls.Config, h2, h2c bool, timeout time.Duration) *http.Clien
 	}}
 }
 
-// firstModel is the first model GET /v1/models lists ("sim" when it lists none), and the
-// answer's Alt-Svc.
-func firstModel(ctx context.Context, hc *http.Client, base, key string) (model, altSvc string) {
+// firstModel is the first model GET /v1/models lists, and the answer's Alt-Svc. When it cannot
+// tell, the model is "sim" (the embedded default's) and guessed says why.
+func firstModel(ctx context.Context, hc *http.Client, base, key string) (model, altSvc, guessed string) {
 	model = "sim"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
-		return model, ""
+		return model, "", "GET /v1/models: " + err.Error()
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return model, ""
+		return model, "", "GET /v1/models: " + err.Error()
 	}
 	defer resp.Body.Close()
+	altSvc = resp.Header.Get("Alt-Svc")
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && key == "":
+		return model, altSvc, "GET /v1/models answered 401: the server wants a key (--key or $LAYER0_API_KEY)"
+	case resp.StatusCode != http.StatusOK:
+		return model, altSvc, "GET /v1/models answered " + resp.Status
+	}
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list) == nil &&
-		len(list.Data) > 0 && list.Data[0].ID != "" {
-		model = list.Data[0].ID
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
+		return model, altSvc, "GET /v1/models: the answer is not a model list"
 	}
-	return model, resp.Header.Get("Alt-Svc")
+	if len(list.Data) == 0 || list.Data[0].ID == "" {
+		return model, altSvc, "GET /v1/models lists no model"
+	}
+	return list.Data[0].ID, altSvc, ""
 }
 
 // dialHTTP3 reads the h3 entry of altSvc and, when there is one, tries a QUIC handshake with it.

@@ -160,11 +160,18 @@ func TestProbeCleartext(t *testing.T) {
 		t.Fatalf("connection: %+v %+v %+v %+v", r.DNS, r.TCP, r.TLS, r.HTTP3)
 	}
 	checkSettings(t, r.HTTP2, "h2c")
-	if r.Model != "sim" {
-		t.Errorf("model: %q, want sim from /v1/models", r.Model)
+	if r.Model != "sim" || r.ModelGuessed != "" {
+		t.Errorf("model: %q (guessed: %q), want sim from /v1/models", r.Model, r.ModelGuessed)
 	}
 	for _, api := range probe.APIs {
 		checkAPI(t, r, api, "HTTP/2.0")
+	}
+
+	// Without the key the gateway lists nothing: the report says the model is a guess and why,
+	// rather than naming one as if the server had.
+	nokey := run(t, probe.Options{URL: base})
+	if !strings.Contains(nokey.ModelGuessed, "401") || !strings.Contains(strings.Join(nokey.Lines(), "\n"), "a guess: GET /v1/models answered 401") {
+		t.Errorf("without a key: guessed %q, lines:\n%s", nokey.ModelGuessed, strings.Join(nokey.Lines(), "\n"))
 	}
 	if f := r.Failure(); f != "" {
 		t.Errorf("Failure: %q", f)

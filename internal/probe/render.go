@@ -77,7 +77,9 @@ func (r *Report) Lines() []string {
 			add("http3", "advertised (Alt-Svc: %s); QUIC handshake with %s in %.3fms, ALPN %s", h.AltSvc, h.Addr, h.Ms, h.ALPN)
 		}
 	}
-	if r.Model != "" {
+	if r.Model != "" && r.ModelGuessed != "" {
+		add("model", "%s, a guess: %s", r.Model, r.ModelGuessed)
+	} else if r.Model != "" {
 		add("model", "%s", r.Model)
 	}
 	for _, x := range r.APIs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/layer0ai/layer0/internal/config"
@@ -36,6 +37,10 @@ func TestJSONMode(t *testing.T) {
 			}
 			if f.Type == llm.ResponseJSONObject && v.Answer == nil {
 				t.Errorf("json_object: %q has no answer", text)
+			}
+			// The answer is at least its 24 characters of words, not words padded with x.
+			if v.Answer != nil && (len(*v.Answer) < 24 || strings.Contains(*v.Answer, "xx")) {
+				t.Errorf("json_object: answer %q, want 24 characters or more of words", *v.Answer)
 			}
 			if f.Type == llm.ResponseJSONSchema && (v.ID == nil || len(v.Scores) < 2 || v.Kind != "a" && v.Kind != "b") {
 				t.Errorf("json_schema: %q does not follow the schema", text)

@@ -593,7 +593,15 @@ func (g *inputGen) str(dst []byte, s *schema) []byte {
 	}
 	if s.MinLength != nil {
 		if n := int(math.Min(math.Ceil(*s.MinLength), maxStringLen)); len(v) < n {
-			v += strings.Repeat("x", n-len(v)) // generated strings are ASCII: bytes are characters
+			if s.Format == "" {
+				// Prose is lengthened with more words, as a model would write it: the answer
+				// reads as text, not as text padded with x.
+				for len(v) < n {
+					v += " " + g.words(1)
+				}
+			} else {
+				v += strings.Repeat("x", n-len(v)) // a format's value cannot take words
+			}
 		}
 	}
 	if s.MaxLength != nil {

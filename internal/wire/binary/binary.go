@@ -159,6 +159,12 @@ func (t FrameType) String() string {
 type Mode struct {
 	Version Version
 	Text    bool
+	// MaxTokens is, to read a version-1 response, the request's max_tokens. Version 1 has no
+	// stop frame: a response whose output tokens reach MaxTokens stopped at max_tokens, any
+	// other ended its turn (a version-1 request carries no stop sequences and no tools, so
+	// nothing else can have stopped it). Zero reads every version-1 stop as end_turn. Writers
+	// and version 2 ignore it.
+	MaxTokens int
 }
 
 // ContentType is the response Content-Type for the mode.

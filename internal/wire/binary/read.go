@@ -16,8 +16,8 @@ import (
 //
 // Text deltas hold whole UTF-8 characters: the bytes of a character split across frames are
 // kept until it is complete (a token may end inside a character). Version 1 has no start, block
-// or stop frames: the events are synthesized (one text block, stop reason end_turn, no id or
-// model), and its usage has no cache counts. Unknown version-2 frame types are skipped.
+// or stop frames: the events are synthesized (one text block, no id or model, stop reason
+// max_tokens when the output tokens reached m.MaxTokens, else end_turn), and its usage has no cache counts. Unknown version-2 frame types are skipped.
 func ReadStream(r io.Reader, m Mode, voc *vocab.Vocab, sink llm.Sink) error {
 	rd := NewReader(r, m.Version)
 	rd.BeforeRead = sink.Flush
@@ -161,6 +161,9 @@ func (s *streamState) frame(f Frame) error {
 		s.usage = u.Usage
 		if v1 {
 			s.stopped = true
+			if s.m.MaxTokens > 0 && u.Usage.OutputTokens >= s.m.MaxTokens {
+				s.stop = llm.StopMaxTokens
+			}
 		}
 	case FrameError:
 		e, err := ParseError(s.m.Version, f.Payload)

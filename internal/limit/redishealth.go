@@ -1,0 +1,293 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// How the Redis store tells a slow Redis from a lost one, and comes back without overshooting.
+//
+// A busy machine answers late; that is not an outage. An operation waits up to the timeout for
+// its answer; one that gets none fails alone (the Limiter answers that request 503, a limit that
+// cannot decide refuses) and Redis stays in use. Only a lost connection (refused, reset, closed)
+// or failRun failures in a row mark Redis unreachable: the circuit opens, operations serve from
+// this replica's own counters (or are refused, with deny), and a probe every 100ms closes it.
+//
+// Each replica writes a heartbeat every beatEvery into one sorted set (member: the replica,
+// score: its expiry, a lease TTL ahead) and reads back how many replicas are live: that count,
+// cached, divides every limit while Redis is unreachable. A heartbeat that finds its own entry
+// gone although it wrote it less than a lease ago has found Redis's state lost (FLUSHALL, a
+// restart without persistence), as does a concurrency count found missing (lost). Then, and when
+// Redis is reachable again after an outage, the replica writes back what it knows — its
+// concurrency slots (those taken from its own share while Redis was away included), the rate
+// cells' states as it last saw them (max with what Redis holds), and what it took locally — and
+// its admissions wait settleWindow, long enough for every live replica's next heartbeat to do the
+// same, so that no admission is decided on counts that lack another replica's.
+
+// DefaultTimeout is how long one operation waits for Redis's answer by default: far above a
+// round trip on a loaded machine (milliseconds), short enough that a hung Redis is noticed.
+const DefaultTimeout = time.Second
+
+// failRun is how many operations in a row may fail without losing the connection (timeouts,
+// error replies) before Redis is marked unreachable.
+const failRun = 3
+
+// beatEvery is how often each replica writes its heartbeat (at most a third of the lease TTL).
+const beatEvery = 250 * time.Millisecond
+
+// health is the Redis store's view of its connection and of the other replicas.
+type health struct {
+	key    []string      // the heartbeat set
+	member string        // this replica's entry in it
+	every  time.Duration // the heartbeat period
+	fails  atomic.Int32  // failures in a row that did not lose the connection
+	live   atomic.Int64  // live replicas as Redis last reported them (0: not yet)
+	beatOK atomic.Int64  // when this replica's heartbeat was last written (Unix ns; 0: never)
+	settle atomic.Int64  // admissions wait until then (Unix ns)
+	// restore asks the renewal loop to write every count back; kick wakes it.
+	restore atomic.Bool
+	kick    chan struct{}
+}
+
+func (h *health) init(s *Redis) {
+	h.key = []string{s.c.Prefix + "{replicas}"}
+	h.member = s.c.ReplicaID
+	h.every = min(beatEvery, s.c.LeaseTTL/3)
+	h.kick = make(chan struct{}, 1)
+}
+
+// heartbeatScript drops the expired entries, writes this replica's (ARGV[1]) with an expiry
+// ARGV[2] ms ahead on Redis's clock, and returns {live entries, 1 if this replica's was there}.
+var heartbeatScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local had = redis.call('ZSCORE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+if had then return {n, 1} end
+return {n, 0}
+`)
+
+// Live returns how many replicas wrote a heartbeat within a lease TTL, as Redis last reported
+// it, this one included; 0 before the first answer.
+func (s *Redis) Live() int { return int(s.health.live.Load()) }
+
+// divisor is what each limit is divided by while Redis is unreachable.
+func (s *Redis) divisor() int64 { return max(s.health.live.Load(), int64(s.c.Replicas), 1) }
+
+// share is a limit's part for one replica while Redis is unreachable.
+func (s *Redis) share(n int64) int64 { return max(n/s.divisor(), 1) }
+
+// beat writes this replica's heartbeat and caches the live count. It reports Redis's state lost
+// when the replica's entry, written less than a lease ago, is gone.
+func (s *Redis) beat() {
+	ctx := context.Background()
+	v, err := s.run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS)
+	if err != nil {
+		s.failed(ctx, err)
+		return
+	}
+	n, had := pair(v)
+	now := time.Now()
+	last := s.health.beatOK.Swap(now.UnixNano())
+	s.health.live.Store(n)
+	if !had && last != 0 && now.Sub(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every {
+		s.lost("this replica's heartbeat")
+	}
+}
+
+// unbeat removes this replica's heartbeat (a clean stop), so the others' divisor drops at once.
+func (s *Redis) unbeat() {
+	if !s.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.Timeout)
+	defer cancel()
+	_ = s.c.Client.ZRem(ctx, s.health.key[0], s.health.member).Err()
+}
+
+// settleWindow is how long admissions wait after Redis's state was lost or Redis came back:
+// every live replica's next heartbeat (one period away), and a period and writeBack more for it
+// to run late and write its counts back. Not the timeout: a replica's own admissions would wait
+// for as long as the slowest round trip it tolerates, each time.
+func (s *Redis) settleWindow() time.Duration { return 2*s.health.every + writeBack }
+
+// writeBack is what settleWindow allows a replica for writing its counts back: round trips on a
+// loaded machine take milliseconds, tens at worst.
+const writeBack = 250 * time.Millisecond
+
+// settled waits while the counts are being written back (see lost), at most ctx.
+func (s *Redis) settled(ctx context.Context) error {
+	until := s.health.settle.Load()
+	if until == 0 {
+		return nil
+	}
+	d := time.Until(time.Unix(0, until))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("limit: redis: waiting for the counts to be written back: %w", ctx.Err())
+	}
+}
+
+// hold makes admissions wait settleWindow from now, and reports whether no window was open.
+func (s *Redis) hold() bool {
+	now := time.Now()
+	until := now.Add(s.settleWindow()).UnixNano()
+	for {
+		old := s.health.settle.Load()
+		if old >= until {
+			return false
+		}
+		if s.health.settle.CompareAndSwap(old, until) {
+			return old < now.UnixNano()
+		}
+	}
+}
+
+// expectBeat reports whether this replica's heartbeat entry must be in Redis now: written less
+// than a lease ago, and not since found lost. An admission that finds it gone found a loss.
+func (s *Redis) expectBeat() bool {
+	last := s.health.beatOK.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every
+}
+
+// lost handles Redis found without the state this replica wrote (what found it): admissions
+// wait, and every count is written back at once. Until the next heartbeat is written, its
+// absence is not a new loss.
+func (s *Redis) lost(what string) {
+	s.health.beatOK.Store(0)
+	if s.hold() {
+		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
+	}
+	s.staleAll()
+	s.health.restore.Store(true)
+	select {
+	case s.health.kick <- struct{}{}:
+	default:
+	}
+}
+
+// restore writes back what this replica knows after a loss or an outage: the concurrency
+// slots it holds (those taken from its own share while Redis was away become counted in Redis),
+// and each rate cell's state as it last saw it and what it took locally. It runs on the renewal
+// loop or the probe, never on a request.
+func (s *Redis) restore() {
+	s.mu.Lock()
+	gs := make([]*redisGauge, 0, len(s.gauges))
+	for _, g := range s.gauges {
+		gs = append(gs, g)
+	}
+	rs := make([]*redisRate, 0, len(s.rates))
+	for _, c := range s.rates {
+		rs = append(rs, c)
+	}
+	s.mu.Unlock()
+	for _, g := range gs {
+		g.adoptLocal()
+		g.markStale()
+	}
+	for _, g := range gs {
+		g.renew()
+	}
+	ctx := context.Background()
+	for len(rs) > 0 {
+		n := min(len(rs), 64)
+		s.restoreRates(ctx, rs[:n])
+		rs = rs[n:]
+	}
+}
+
+// restoreRates writes back cells: each cell's last seen state where Redis holds less (a seed:
+// never lowers it), then what was taken locally while Redis was unreachable, in one round trip.
+func (s *Redis) restoreRates(ctx context.Context, rs []*redisRate) {
+	now := time.Now().UnixNano()
+	var calls []scriptCall
+	var owed []*redisRate
+	var amounts []int64
+	sec, ns := now/1e9, now%1e9
+	for _, c := range rs {
+		if rel := c.seen.Load() - now; rel > 0 {
+			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"seed", sec, ns, rel, int64(0)}})
+		}
+		if o := c.owed.Swap(0); o > 0 {
+			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"add", sec, ns, o, int64(0)}})
+			owed, amounts = append(owed, c), append(amounts, o)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	if err := s.pipe(ctx, calls); err != nil {
+		for i, c := range owed { // written at the next restore
+			c.owed.Add(amounts[i])
+		}
+		s.failed(ctx, err)
+	}
+}
+
+// ok records an operation Redis answered: the run of failures is over.
+func (s *Redis) ok() {
+	if s.health.fails.Load() != 0 {
+		s.health.fails.Store(0)
+	}
+}
+
+// connLost reports whether err lost the connection to Redis (refused, reset, closed), as opposed
+// to an answer that came late or was an error reply.
+func connLost(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) {
+		return false
+	}
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// failed records a failed operation and reports whether Redis is now marked unreachable (the
+// caller then serves from its fallback; else it fails the operation). A lost connection marks it
+// at once, other failures when they are failRun in a row; a probe then looks for it every 100ms.
+// An error caused by the caller's own context ending is not the store's.
+func (s *Redis) failed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return !s.up.Load()
+	}
+	select {
+	case <-s.closed: // a lease of an old configuration ending after its store was closed
+		return !s.up.Load()
+	default:
+	}
+	s.counted()
+	if !connLost(err) && s.health.fails.Add(1) < failRun {
+		return !s.up.Load()
+	}
+	s.health.fails.Store(0)
+	if s.up.CompareAndSwap(true, false) {
+		policy := "allow: serving with this replica's own counters, each limit divided by " +
+			strconv.FormatInt(s.divisor(), 10) + " (the live replicas)"
+		if s.c.Deny {
+			policy = "deny: answering 503 to limited requests"
+		}
+		s.c.Logger.Warn("shared store (Redis) unreachable", "err", err, "on_error", policy)
+	}
+	s.probe()
+	return true
+}
