@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -329,4 +330,151 @@ func TestCacheInProcessAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask("miss after the policy changed", 2)
+}
+
+// TestCacheKeyHasTruncate checks that the truncate directive is part of the cache key: context
+// planning cuts by it what the engine is sent, after the lookup. Tenant a sends a prompt too long
+// for the model's window with <|truncate:15|>; the same prompt from tenant b without the
+// directive is refused as too long, not answered with a's cut answer, and with another budget it
+// is a miss. So is the same prompt from a itself without the directive.
+func TestCacheKeyHasTruncate(t *testing.T) {
+	base := startGateway(t, fmt.Sprintf(`
+keys:
+  - {name: a, hash: %s}
+  - {name: b, hash: %s}
+engines: {sim: {kind: sim}}
+models:
+  tiny: {engines: [sim], context_window: 60, cache: {enabled: true, ttl: 1m}}
+`, authHash("l0-a"), authHash("l0-b")))
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	ask := func(key, system string) (string, error) {
+		var resp *http.Response
+		c := anthropicClient(base, option.WithAPIKey(key), option.WithResponseInto(&resp))
+		p := anthropic.MessageNewParams{Model: "tiny", MaxTokens: 20, Temperature: anthropic.Float(0), Messages: userText(long)}
+		if system != "" {
+			p.System = []anthropic.TextBlockParam{{Text: system}}
+		}
+		_, err := c.Messages.New(context.Background(), p)
+		return cacheHeaders(resp), err
+	}
+	if got, err := ask("l0-a", "<|truncate:15|>"); err != nil || got != "MISS miss" {
+		t.Fatalf("a with <|truncate:15|>: %q %v, want a miss served", got, err)
+	}
+	if got, err := ask("l0-a", "<|truncate:15|>"); err != nil || got != "HIT hit" {
+		t.Fatalf("a again: %q %v, want a hit", got, err)
+	}
+	for _, key := range []string{"l0-b", "l0-a"} {
+		got, err := ask(key, "")
+		var e *anthropic.Error
+		if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.RawJSON(), "prompt is too long") {
+			t.Errorf("%s without the directive: %q %v, want a 400 prompt is too long", key, got, err)
+		}
+	}
+	if got, err := ask("l0-b", "<|truncate|>"); err != nil || got != "MISS miss" {
+		t.Errorf("b with <|truncate|> (the window's budget): %q %v, want a miss", got, err)
+	}
+}
+
+// TestCacheRefusalNotStored checks that an answer an engine stopped for its content keeps that
+// reason in each client's format — content_filter for OpenAI clients, refusal for Anthropic's —
+// and is never stored: asked again, by any client, it goes to the engine again.
+func TestCacheRefusalNotStored(t *testing.T) {
+	vllm := fake.NewOpenAI(fake.Script{Text: "I cannot help", Stop: "content_filter"})
+	claude := fake.NewAnthropic(fake.Script{Text: "I cannot help", Stop: "refusal"})
+	t.Cleanup(vllm.Close)
+	t.Cleanup(claude.Close)
+	base := startGateway(t, fmt.Sprintf(`
+engines:
+  vllm: {kind: openai, url: %q}
+  claude: {kind: anthropic, url: %q}
+models:
+  vllm: {engines: [vllm], cache: {enabled: true, ttl: 1m}}
+  claude: {engines: [claude], cache: {enabled: true, ttl: 1m}}
+`, vllm.URL, claude.URL))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		model  string
+		engine *fake.Server
+	}{{"vllm", vllm}, {"claude", claude}} {
+		for _, format := range []string{"anthropic", "openai"} {
+			for _, stream := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/stream=%v", tc.model, format, stream)
+				before := len(tc.engine.Requests())
+				for i := range 2 {
+					var resp *http.Response
+					var tr turn
+					if format == "anthropic" {
+						c := anthropicClient(base, option.WithResponseInto(&resp))
+						_, tr = anthropicCall(ctx, t, &c, anthropic.MessageNewParams{Model: anthropic.Model(tc.model), MaxTokens: 50,
+							Temperature: anthropic.Float(0), Messages: userText("Something forbidden")}, stream)
+					} else {
+						c := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey("test-key"), oaiopt.WithMaxRetries(0),
+							oaiopt.WithResponseInto(&resp))
+						_, tr = openAICall(ctx, t, &c, oai.ChatCompletionNewParams{Model: tc.model, MaxTokens: oai.Int(50),
+							Temperature: oai.Float(0), Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Something forbidden")}}, stream)
+					}
+					if tr.stop != "refusal" {
+						t.Errorf("%s #%d: stop %q, want the engine's refusal", name, i, tr.stop)
+					}
+					if got := cacheHeaders(resp); got != "MISS miss" {
+						t.Errorf("%s #%d: cache %q, want a miss", name, i, got)
+					}
+				}
+				if n := len(tc.engine.Requests()) - before; n != 2 {
+					t.Errorf("%s: %d engine requests, want 2 (a refusal is not stored)", name, n)
+				}
+			}
+		}
+	}
+}
+
+// TestCacheFieldsOutsideTheKey checks the rule that every field reaching the engine is in the
+// key or the request is not cached: a field the canonical request does not carry (OpenAI's seed,
+// logprobs, presence_penalty; Anthropic's thinking) makes the request bypass the cache, so it
+// takes the pass-through path and the engine gets the field, every time.
+func TestCacheFieldsOutsideTheKey(t *testing.T) {
+	vllm := fake.NewOpenAI(fake.Script{Text: "Seeded answer"})
+	claude := fake.NewAnthropic(fake.Script{Text: "Thought answer"})
+	t.Cleanup(vllm.Close)
+	t.Cleanup(claude.Close)
+	base := startGateway(t, fmt.Sprintf(`
+engines:
+  vllm: {kind: openai, url: %q}
+  claude: {kind: anthropic, url: %q}
+models:
+  vllm: {engines: [vllm], cache: {enabled: true, ttl: 1m}}
+  claude: {engines: [claude], cache: {enabled: true, ttl: 1m}}
+`, vllm.URL, claude.URL))
+	ctx := context.Background()
+	for i := range 2 {
+		var resp *http.Response
+		c := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey("test-key"), oaiopt.WithMaxRetries(0), oaiopt.WithResponseInto(&resp))
+		if _, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "vllm", Temperature: oai.Float(0), Seed: oai.Int(7),
+			Logprobs: oai.Bool(true), TopLogprobs: oai.Int(2), PresencePenalty: oai.Float(0.5),
+			Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Pick a number")}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get("X-Layer0-Cache"); got != "bypass" {
+			t.Errorf("openai #%d: X-Layer0-Cache %q, want bypass", i, got)
+		}
+		body := lastBody(t, vllm)
+		if body["seed"] != 7.0 || body["logprobs"] != true || body["top_logprobs"] != 2.0 || body["presence_penalty"] != 0.5 {
+			t.Errorf("openai #%d: the engine got %v, want seed, logprobs, top_logprobs and presence_penalty", i, body)
+		}
+
+		ac := anthropicClient(base, option.WithResponseInto(&resp))
+		if _, err := ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude", MaxTokens: 2048, Temperature: anthropic.Float(0),
+			Thinking: anthropic.ThinkingConfigParamOfEnabled(1024), Messages: userText("Think first")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get("X-Layer0-Cache"); got != "bypass" {
+			t.Errorf("anthropic #%d: X-Layer0-Cache %q, want bypass", i, got)
+		}
+		if body := lastBody(t, claude); body["thinking"] == nil {
+			t.Errorf("anthropic #%d: the engine got %v, want thinking", i, body)
+		}
+	}
+	if n, m := len(vllm.Requests()), len(claude.Requests()); n != 2 || m != 2 {
+		t.Errorf("engine requests: openai %d, anthropic %d; want 2 each", n, m)
+	}
 }

@@ -51,7 +51,7 @@ type turn struct {
 	toolID   string
 	toolName string
 	toolArgs string
-	stop     string // canonical spelling: end_turn, tool_use, max_tokens
+	stop     string // canonical spelling: end_turn, tool_use, max_tokens, refusal
 	input    int64
 	output   int64
 	id       string
@@ -188,7 +188,7 @@ func openAICall(ctx context.Context, t *testing.T, c *oai.Client, p oai.ChatComp
 	}
 	ch := cc.Choices[0]
 	tr := turn{text: ch.Message.Content, input: cc.Usage.PromptTokens, output: cc.Usage.CompletionTokens, id: cc.ID}
-	tr.stop = map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[ch.FinishReason]
+	tr.stop = map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}[ch.FinishReason]
 	if len(ch.Message.ToolCalls) > 0 {
 		tc := ch.Message.ToolCalls[0]
 		tr.toolID, tr.toolName, tr.toolArgs = tc.ID, tc.Function.Name, tc.Function.Arguments

@@ -110,6 +110,7 @@ const (
 	StopMaxTokens = llm.StopMaxTokens
 	StopSequence  = llm.StopSequence
 	StopToolUse   = llm.StopToolUse
+	StopRefusal   = llm.StopRefusal
 )
 
 // Tool choice types; the zero value is ToolAuto.

@@ -21,7 +21,7 @@ export const FrameType = Object.freeze({
 
 const MAX_PAYLOAD_V1 = 0xffff;
 const MAX_PAYLOAD_V2 = 1 << 24;
-const STOP_REASONS = ['end_turn', 'max_tokens', 'stop_sequence', 'tool_use'];
+const STOP_REASONS = ['end_turn', 'max_tokens', 'stop_sequence', 'tool_use', 'refusal'];
 const ERROR_TYPES = {
   400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
   404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error',

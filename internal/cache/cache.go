@@ -34,9 +34,11 @@ type Policy struct {
 	Sampled bool
 }
 
-// Cacheable reports whether the answer to r may be cached under the policy.
+// Cacheable reports whether the answer to r may be cached under the policy. A request with a
+// field the key does not cover (r.Ignored) never is: every field that reaches the engine is in
+// the key, or the answer is not stored.
 func (p *Policy) Cacheable(r *llm.Request) bool {
-	return p.Sampled || r.Temperature != nil && *r.Temperature == 0
+	return r.Ignored == "" && (p.Sampled || r.Temperature != nil && *r.Temperature == 0)
 }
 
 // Config is what a Cache is built from.
@@ -299,10 +301,13 @@ func (r *Recorder) Flush() error { return nil }
 func (r *Recorder) Reset() { r.events = r.events[:0] }
 
 // Entry returns the recorded answer as an entry served by served (the configured model), or nil
-// when it is not complete: it must open with the start and end with the stop.
+// when it is not to be stored: it must open with the start and end with the stop, and not be a
+// refusal (an engine's content filter stopped it: a judgment on one request, which may change,
+// not an answer to replay to everyone who asks the same).
 func (r *Recorder) Entry(served string, now time.Time) *Entry {
 	n := len(r.events)
-	if n < 2 || r.events[0].Kind != llm.EventStart || r.events[n-1].Kind != llm.EventStop {
+	if n < 2 || r.events[0].Kind != llm.EventStart || r.events[n-1].Kind != llm.EventStop ||
+		r.events[n-1].Stop == llm.StopRefusal {
 		return nil
 	}
 	evs := make([]llm.Event, n)

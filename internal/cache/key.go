@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"math"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
 
@@ -27,7 +29,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
 // layout (in a shared store) never match.
-const keyVersion = "layer0-cache-3\x00"
+const keyVersion = "layer0-cache-4\x00"
 
 // Canon is a request's canonical encoding and its key, in a pooled buffer: Release it when done
 // with Bytes (after the flight it leads has finished).
@@ -55,6 +57,28 @@ func KeyOf(model string, r *llm.Request) Key {
 	return k
 }
 
+// Truncate is a request's truncate directive, which the request a key is taken from no longer
+// shows: context planning runs after the lookup and cuts the input the engine is sent, to the
+// model's context window or to Budget tokens. Two requests equal but for it are sent different
+// inputs, or one is cut and the other refused, so it is part of the key. The zero value is no
+// directive.
+type Truncate struct {
+	// On is set when the directive was given: an input too large is cut, not refused.
+	On bool
+	// Budget is the directive's budget in input tokens; 0 is the context window.
+	Budget int
+}
+
+// EncodeTruncated is Encode of a request that carried the truncate directive t.
+func EncodeTruncated(model string, r *llm.Request, t Truncate) *Canon {
+	c := encode(model, r)
+	b := appendBool(c.Bytes, t.On)
+	b = binary.AppendVarint(b, int64(t.Budget))
+	c.Bytes = b
+	c.Key = xxh3.Hash128(b).Bytes()
+	return c
+}
+
 // Encode returns the canonical encoding of r answered by model, the canonical model name
 // (aliases resolved), and its key.
 //
@@ -66,8 +90,14 @@ func KeyOf(model string, r *llm.Request) Key {
 // leaves out what cannot change the answer: whether it streams, the client's format, the model
 // name as the client spelled it, and metadata.user_id. JSON values (tool inputs and schemas) are
 // encoded canonically — keys sorted, no insignificant space, escapes decoded — so the same value
-// in any spelling is the same key.
+// in any spelling is the same key. A request with a truncate directive is encoded with it
+// (EncodeTruncated): Encode is that of a request without one.
 func Encode(model string, r *llm.Request) *Canon {
+	return EncodeTruncated(model, r, Truncate{})
+}
+
+// encode returns the canonical encoding of r answered by model, without its key.
+func encode(model string, r *llm.Request) *Canon {
 	c := canons.Get().(*Canon)
 	b := append(c.Bytes[:0], keyVersion...)
 	b = appendStr(b, model)
@@ -110,7 +140,6 @@ func Encode(model string, r *llm.Request) *Canon {
 		b = appendBool(b, rf.Strict)
 	}
 	c.Bytes = b
-	c.Key = xxh3.Hash128(b).Bytes()
 	return c
 }
 
@@ -195,7 +224,14 @@ func appendJSON(b []byte, raw json.RawMessage) []byte {
 	return append(b, raw...)
 }
 
+// canonicalJSON re-encodes raw with sorted keys. A value whose decoding would lose what the
+// engine is sent — a lone UTF-16 surrogate escape (`\ud800`) or bytes that are not UTF-8, both
+// decoded as U+FFFD, while the engine gets the raw JSON — has no canonical form: it equals only
+// itself.
 func canonicalJSON(raw []byte) ([]byte, bool) {
+	if !utf8.Valid(raw) || loneSurrogate(raw) {
+		return nil, false
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
@@ -204,4 +240,55 @@ func canonicalJSON(raw []byte) ([]byte, bool) {
 	}
 	c, err := json.Marshal(v)
 	return c, err == nil
+}
+
+// loneSurrogate reports whether the JSON text raw has a \u escape of a UTF-16 surrogate that is
+// not a high surrogate followed by a low one.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 || i+j+1 >= len(raw) {
+			return false
+		}
+		i += j
+		if raw[i+1] != 'u' {
+			i += 2 // \", \\, \n…: the escaped character starts no escape
+			continue
+		}
+		r, ok := hex4(raw[i+2:])
+		i += 6
+		if !ok || !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r >= 0xDC00 || i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return true // a low surrogate first, or a high one not followed by an escape
+		}
+		if lo, ok := hex4(raw[i+2:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+			return true
+		}
+		i += 6
+	}
+	return false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

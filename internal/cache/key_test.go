@@ -191,3 +191,66 @@ func TestKeyBoundaries(t *testing.T) {
 		t.Error("temperature -0 and 0 have different keys")
 	}
 }
+
+// TestKeyTruncate checks that the truncate directive, which the request no longer shows once it
+// is stripped, is in the key: on or off, and its budget.
+func TestKeyTruncate(t *testing.T) {
+	r := &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "long"}}}}}
+	seen := map[cache.Key]cache.Truncate{}
+	for _, tr := range []cache.Truncate{{}, {On: true}, {On: true, Budget: 15}, {On: true, Budget: 16}} {
+		c := cache.EncodeTruncated("m", r, tr)
+		if prev, ok := seen[c.Key]; ok {
+			t.Errorf("%+v has the key of %+v", tr, prev)
+		}
+		seen[c.Key] = tr
+		c.Release()
+	}
+	if cache.KeyOf("m", r) != cache.EncodeTruncated("m", r, cache.Truncate{}).Key {
+		t.Error("Encode differs from EncodeTruncated without a directive")
+	}
+}
+
+// TestKeyLoneSurrogate checks that JSON values the engine is sent differently never share a key
+// though they decode alike: a lone UTF-16 surrogate escape and U+FFFD, which it decodes to.
+func TestKeyLoneSurrogate(t *testing.T) {
+	input := func(raw string) *llm.Request {
+		return &llm.Request{Messages: []llm.Message{{Role: llm.RoleAssistant,
+			Content: []llm.Block{{Type: llm.BlockToolUse, ID: "t", Name: "f", Input: json.RawMessage(raw)}}}}}
+	}
+	for _, tt := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"s":"\ud800"}`, `{"s":"\ufffd"}`, false},
+		{`{"s":"\udc00"}`, `{"s":"\ufffd"}`, false},
+		{`{"s":"\ud800x"}`, `{"s":"\ufffdx"}`, false},
+		{`{"s":"\ud800\u0041"}`, `{"s":"\ufffdA"}`, false},
+		{`{"s":"\ud83d\ude00"}`, `{"s":"😀"}`, true},     // a pair is one character, in any spelling
+		{`{"s":"\\ud800"}`, `{ "s": "\\ud800" }`, true}, // an escaped backslash, not an escape
+		{`{"s":"\u00e9","t":1}`, `{"t":1,"s":"é"}`, true},
+	} {
+		if same := cache.KeyOf("m", input(tt.a)) == cache.KeyOf("m", input(tt.b)); same != tt.same {
+			t.Errorf("%s and %s: same key %v, want %v", tt.a, tt.b, same, tt.same)
+		}
+	}
+}
+
+// FuzzKeyJSON checks that encoding any tool input never panics, and that an input and its
+// spelling with a lone surrogate escape put in place of a U+FFFD never share a key.
+func FuzzKeyJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":"\ud800"}`, `{"a":"\\u"}`, `"\ud83d\ude00"`, `{"a":"x\u12`, `\`, `"\ufffd"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := func(s string) *llm.Request {
+			return &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Type: llm.BlockToolUse, Input: json.RawMessage(s)}}}}}
+		}
+		k := cache.KeyOf("m", req(raw))
+		if i := strings.Index(raw, `\ufffd`); i >= 0 {
+			lone := raw[:i] + `\ud800` + raw[i+6:]
+			if cache.KeyOf("m", req(lone)) == k {
+				t.Errorf("%s and %s share a key", raw, lone)
+			}
+		}
+	})
+}

@@ -103,6 +103,10 @@ func match(s string) (name, value string, hasValue bool, n int) {
 // directives, a directive alone on its line taking its line break with it, and a block left
 // blank dropped. When it found none, blocks is req.System itself and nothing was allocated.
 //
+// Stripping is one pass: a system prompt in which removing the directives joins the text around
+// them into another directive (`<|offl<|json_mode|>oad:x|>`) is a 400, never a second round, so
+// the returned blocks hold no directive and no engine downstream (another layer0) can find one.
+//
 // A directive given twice takes its last value. A bad value is a 400 (*apierr.Error of kind
 // InvalidRequest) whose Param is "system" and whose message names the directive. The
 // temperature's range depends on the client's format: 0 to 1 for Anthropic and binary clients,
@@ -130,6 +134,12 @@ func Parse(req *llm.Request) (set Set, blocks []llm.Block, err error) {
 		text, err := set.strip(b.Text, maxTemp)
 		if err != nil {
 			return Set{}, nil, err
+		}
+		if Contains(text) {
+			// Stripping joined the text around a directive into another one
+			// (`<|offl<|json_mode|>oad:x|>`): read again, it would be a directive nobody
+			// wrote; left in, the engine — another layer0 among them — would read it.
+			return Set{}, nil, smuggled()
 		}
 		if strings.TrimSpace(text) == "" {
 			continue
@@ -227,6 +237,13 @@ func (s *Set) apply(name, value string, hasValue bool, maxTemp float64) error {
 		s.Offload = value
 	}
 	return nil
+}
+
+// smuggled is the 400 of a system prompt in which removing the directives forms another one.
+func smuggled() *apierr.Error {
+	return &apierr.Error{Kind: apierr.InvalidRequest, Param: "system", Code: "invalid_directive",
+		Message: "system: removing the directives joins the text around them into another directive; " +
+			"write each directive whole, apart from the text"}
 }
 
 // bad is the 400 of a directive with a bad value.

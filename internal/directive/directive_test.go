@@ -125,6 +125,64 @@ func TestParseBadValues(t *testing.T) {
 	}
 }
 
+// TestParseSmuggled checks that text which forms a directive once the directives inside it are
+// removed is refused, not stripped again nor passed on: the engine, another layer0 among them,
+// would read the new directive.
+func TestParseSmuggled(t *testing.T) {
+	for _, text := range []string{
+		"<|offl<|json_mode:false|>oad:vip|>",
+		"You are terse. <|offload:<|temperature:0|>vip|>",
+		"<|<|json_mode|>offload:vip|>",
+		"<|offload:vip<|truncate|>|>",
+		"<|json<|offload:a|>_mode|>",
+		"<|offl<|json_mode|><|temperature:0|>oad:vip|>",
+		"<|tempera<|json_mode|>ture:1|>",
+	} {
+		for _, req := range []*llm.Request{sys(text), sys("first block", text)} {
+			_, _, err := Parse(req)
+			var e *apierr.Error
+			if !errors.As(err, &e) || e.Kind != apierr.InvalidRequest || e.Param != "system" || e.Code != "invalid_directive" {
+				t.Errorf("%q: got %v, want a 400 invalid_directive on system", text, err)
+			}
+		}
+	}
+	// A directive alone on its line takes its line break, which cannot join two lines into one
+	// directive: a directive never spans a line break.
+	set, blocks, err := Parse(sys("<|offl\n<|json_mode|>\noad:vip|>"))
+	if err != nil || !set.HasJSONMode || texts(blocks)[0] != "<|offl\noad:vip|>" {
+		t.Errorf("split across lines: got %+v %q %v, want json_mode and the rest as content", set, texts(blocks), err)
+	}
+}
+
+// FuzzParse checks, for any system prompt, that Parse never panics, never modifies the request,
+// and leaves no directive in what it returns: what reaches the engine holds none.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"", "plain", "<|json_mode|>", "<|offl<|json_mode:false|>oad:vip|>", "a\n<|truncate:5|>\nb",
+		"<|temperature:0.5|><|offload:x|>", "<|<|<|json_mode|>|>|>", "<|im_start|>"} {
+		f.Add(s, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, text string, format uint8) {
+		req := sys(text, "second "+text)
+		req.Format = llm.Format(format % 3)
+		_, blocks, err := Parse(req)
+		if req.System[0].Text != text {
+			t.Fatalf("the request was modified: %q", req.System[0].Text)
+		}
+		if err != nil {
+			var e *apierr.Error
+			if !errors.As(err, &e) || e.Kind != apierr.InvalidRequest || e.Param != "system" {
+				t.Fatalf("error %v, want a 400 on system", err)
+			}
+			return
+		}
+		for _, b := range blocks {
+			if Contains(b.Text) {
+				t.Fatalf("%q: a directive is left in %q", text, b.Text)
+			}
+		}
+	})
+}
+
 // TestParseLinear checks that a text full of "<|" without closers costs time linear in its
 // size, not quadratic.
 func TestParseLinear(t *testing.T) {

@@ -150,6 +150,13 @@ type Request struct {
 	// JSON matching a schema (OpenAI's response_format, the json_mode directive).
 	ResponseFormat ResponseFormat
 
+	// Ignored names the first field of the client's body that the decoder accepted without
+	// carrying it here (OpenAI's seed or logprobs, a vendor's sampling parameter, Anthropic's
+	// thinking); "" when there is none. The pass-through path sends it to an engine of the
+	// client's format, a translated request loses it: the response cache does not store such a
+	// request's answer, whose key could not tell it from the same request without the field.
+	Ignored string
+
 	// Format is the client's wire format; encoders and the pass-through path read it.
 	Format Format
 }
@@ -239,11 +246,16 @@ const (
 	StopMaxTokens
 	StopSequence
 	StopToolUse
+	// StopRefusal is an answer the engine stopped for its content: Anthropic's refusal, OpenAI's
+	// content_filter. It is never cached.
+	StopRefusal
 )
 
 // String returns the Anthropic spelling.
 func (s StopReason) String() string {
 	switch s {
+	case StopRefusal:
+		return "refusal"
 	case StopMaxTokens:
 		return "max_tokens"
 	case StopSequence:

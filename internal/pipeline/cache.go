@@ -72,7 +72,10 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		return false, nil
 	}
 	cc := &c.cache
-	cc.model, cc.canon = m, cache.Encode(m.Name, c.request())
+	// The truncate directive is in the key: context planning, after this stage, cuts by it what
+	// the engine is sent (or lets a request through that would otherwise be refused).
+	cut := cache.Truncate{On: c.st.set.Truncate, Budget: c.st.set.TruncateBudget}
+	cc.model, cc.canon = m, cache.EncodeTruncated(m.Name, c.request(), cut)
 	// The pass-through path answers with the engine's bytes, which could not be replayed in
 	// another format: a request whose answer will be stored takes the event path.
 	c.Forward = nil

@@ -8,7 +8,9 @@ package jsonmode
 
 import (
 	"encoding/json"
+	"strings"
 
+	"github.com/layer0ai/layer0/internal/directive"
 	"github.com/layer0ai/layer0/internal/llm"
 )
 
@@ -32,7 +34,7 @@ func Prepare(req *llm.Request) (up llm.Request, prefilled bool) {
 	text := Instruction
 	object := true
 	if f.Type == llm.ResponseJSONSchema && len(f.Schema) > 0 {
-		text = schemaInstruction + string(f.Schema)
+		text = schemaInstruction + quoteSchema(f.Schema)
 		object = isObjectSchema(f.Schema)
 	}
 	up.System = append(append(make([]llm.Block, 0, len(req.System)+1), req.System...), llm.Block{Type: llm.BlockText, Text: text})
@@ -43,6 +45,18 @@ func Prepare(req *llm.Request) (up llm.Request, prefilled bool) {
 	up.Messages = append(append(make([]llm.Message, 0, n+1), req.Messages...),
 		llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "{"}}})
 	return up, true
+}
+
+// quoteSchema returns the schema's text for the system prompt. The system prompt is where
+// directives are read, by a layer0 peer among others, and no engine is ever sent one: a `<|`
+// (which valid JSON holds only inside a string) is written `<\u007c` when the schema holds a
+// directive — the same JSON value.
+func quoteSchema(raw json.RawMessage) string {
+	s := string(raw)
+	if directive.Contains(s) {
+		s = strings.ReplaceAll(s, "<|", `<\u007c`)
+	}
+	return s
 }
 
 // isObjectSchema reports whether a schema's root is an object: its type is "object", or it

@@ -2,9 +2,11 @@ package jsonmode
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/layer0ai/layer0/internal/directive"
 	"github.com/layer0ai/layer0/internal/llm"
 )
 
@@ -66,5 +68,25 @@ func TestSinkPutsTheBraceBack(t *testing.T) {
 	}
 	if got := strings.Join(c.texts, ""); got != `{"a": 1}` || len(c.texts) != 2 {
 		t.Errorf("got %q in %d deltas, want {\"a\": 1} in 2", got, len(c.texts))
+	}
+}
+
+// TestPrepareSchemaHoldsNoDirective checks that a schema whose strings hold a directive reaches
+// the system prompt without one (a layer0 peer would read it there), as the same JSON value.
+func TestPrepareSchemaHoldsNoDirective(t *testing.T) {
+	schema := `{"type":"object","description":"<|offload:vip|> and <|im_start|>","properties":{"a<|json_mode|>":{"type":"string"}}}`
+	up, _ := Prepare(req(llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: "s", Schema: json.RawMessage(schema)}, llm.RoleUser))
+	text := up.System[len(up.System)-1].Text
+	if directive.Contains(text) {
+		t.Fatalf("the instruction holds a directive: %q", text)
+	}
+	sent := text[strings.LastIndex(text, "\n")+1:]
+	var got, want any
+	if err := json.Unmarshal([]byte(sent), &got); err != nil {
+		t.Fatalf("the schema sent %q is not JSON: %v", sent, err)
+	}
+	_ = json.Unmarshal([]byte(schema), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the schema sent is %v, want %v", got, want)
 	}
 }

@@ -26,6 +26,9 @@ func anthropicEvents(rp *reply) []string {
 	evs := []string{event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%q,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
 		anthropicID, q(rp.model), rp.prompt, rp.cached))}
 	stop := "end_turn"
+	if rp.stop != "" {
+		stop = rp.stop
+	}
 	if rp.tool != "" {
 		evs = append(evs, event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":%q,"name":%s,"input":{}}}`, anthropicToolID, q(rp.tool))),
 			event("ping", `{"type": "ping"}`))
@@ -49,6 +52,9 @@ func anthropicEvents(rp *reply) []string {
 func anthropicJSON(w http.ResponseWriter, rp *reply) {
 	content := `[{"type":"text","text":` + q(strings.Join(rp.words, "")) + `}]`
 	stop := "end_turn"
+	if rp.stop != "" {
+		stop = rp.stop
+	}
 	if rp.tool != "" {
 		content = fmt.Sprintf(`[{"type":"tool_use","id":%q,"name":%s,"input":%s}]`, anthropicToolID, q(rp.tool), strings.Join(rp.args, ""))
 		stop = "tool_use"

@@ -57,6 +57,9 @@ type Script struct {
 	// TextOnly answers in text even when the request offers tools (a coding agent would run
 	// the fake's made-up call).
 	TextOnly bool
+	// Stop, when set, is the reason a text answer ends with, as the engine's format spells it
+	// (content_filter for OpenAI, refusal for Anthropic), instead of the natural end.
+	Stop string
 }
 
 // Request is a recorded request.
@@ -215,7 +218,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if text == "" {
 		text = "Hello from the fake engine."
 	}
-	rp := reply{words: splitWords(text), prompt: len(body)/4 + 1, cached: s.CachedTokens, model: p.Model}
+	rp := reply{words: splitWords(text), prompt: len(body)/4 + 1, cached: s.CachedTokens, model: p.Model, stop: s.Stop}
 	if s.Model != "" {
 		rp.model = s.Model
 	}
@@ -363,6 +366,7 @@ type reply struct {
 	prompt int
 	cached int
 	model  string
+	stop   string // the text answer's stop reason; "" is the natural end
 }
 
 func (rp *reply) output() int { return len(rp.words) + len(rp.args) }

@@ -30,6 +30,9 @@ func openAIEvents(rp *reply, usage bool) []string {
 	}
 	evs := []string{chunk(`{"role":"assistant","content":""}`, "null")}
 	finish := `"stop","stop_reason":null`
+	if rp.stop != "" {
+		finish = q(rp.stop) + `,"stop_reason":null`
+	}
 	if rp.tool != "" {
 		evs = append(evs, chunk(fmt.Sprintf(`{"tool_calls":[{"id":%q,"type":"function","index":0,"function":{"name":%s}}]}`, openAIToolID, q(rp.tool)), "null"))
 		for _, a := range rp.args {
@@ -60,6 +63,9 @@ func openAIUsage(rp *reply) string {
 func openAIJSON(w http.ResponseWriter, rp *reply) {
 	msg := `{"role":"assistant","reasoning_content":null,"content":` + q(strings.Join(rp.words, "")) + `,"tool_calls":[]}`
 	finish := "stop"
+	if rp.stop != "" {
+		finish = rp.stop
+	}
 	if rp.tool != "" {
 		msg = fmt.Sprintf(`{"role":"assistant","reasoning_content":null,"content":null,"tool_calls":[{"id":%q,"type":"function","function":{"name":%s,"arguments":%s}}]}`,
 			openAIToolID, q(rp.tool), q(strings.Join(rp.args, "")))

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -118,6 +119,17 @@ func topLevelBit(k string) uint32 {
 	return 1 << i
 }
 
+// changesAnswer reports whether a field accepted and dropped (topLevelIgnored) can change the
+// answer of an engine that reads it: the pass-through path sends it one, so such a request is
+// not cached (llm.Request.Ignored). Billing, routing and prompt-caching hints cannot.
+func changesAnswer(k string) bool {
+	switch k {
+	case "service_tier", "cache_control", "inference_geo", "diagnostics", "fallback_credit_token":
+		return false
+	}
+	return true
+}
+
 // firstIgnored is topLevelBit's first bit of the fields accepted and dropped.
 const firstIgnored = 16
 
@@ -189,6 +201,9 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 			if !topLevelIgnored(k) {
 				return d.extra()
 			}
+			if r.Ignored == "" && changesAnswer(k) && d.Peek() != jsontext.KindNull {
+				r.Ignored = strings.Clone(k) // k may alias a scratch buffer
+			}
 			err = d.skipValue()
 		}
 		if err != nil {
@@ -239,6 +254,9 @@ func (d *decoder) messages(r *llm.Request) error {
 		var mi messageInfo
 		if mi, err = d.message(&m); err != nil {
 			return err
+		}
+		if mi.outputConfig && r.Ignored == "" {
+			r.Ignored = "messages." + strconv.Itoa(n-1) + ".output_config"
 		}
 		d.leave()
 		if m.Role == llm.RoleSystem {
@@ -293,6 +311,7 @@ func (d *decoder) emptyContent(i int) error {
 type messageInfo struct {
 	empty           bool // content was "" or [] (or only thinking)
 	clearAtNextUser bool // a system message with clear_at "next_user_message"
+	outputConfig    bool // a system message with a per-message output_config (not null)
 }
 
 // message decodes one message. A system message may carry clear_at and a per-message
@@ -356,6 +375,7 @@ func (d *decoder) message(m *llm.Message) (messageInfo, error) {
 				if _, err := d.rawObject(); err != nil {
 					return mi, err
 				}
+				mi.outputConfig = true
 			}
 			if extra == "" {
 				extra = k

@@ -79,6 +79,7 @@ func TestDecodeRequest(t *testing.T) {
 				"container": null
 			}`,
 			want: &llm.Request{
+				Ignored:   "thinking",
 				Model:     "claude-sonnet",
 				MaxTokens: 1024,
 				System:    []llm.Block{text("Be brief."), text("Be kind.")},
@@ -156,6 +157,7 @@ func TestDecodeRequest(t *testing.T) {
 				"metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"s\"}"}
 			}`,
 			want: &llm.Request{Model: "m", MaxTokens: 32000, Stream: true, UserID: `{"device_id":"d","session_id":"s"}`,
+				Ignored: "messages.5.output_config", // the first such field, before the top-level ones
 				Messages: []llm.Message{
 					{Role: llm.RoleUser, Content: []llm.Block{text("reminder"), text("read the file")}},
 					{Role: llm.RoleSystem, Content: []llm.Block{text("environment")}},
@@ -169,7 +171,7 @@ func TestDecodeRequest(t *testing.T) {
 		{
 			name: "budgeted thinking",
 			body: `{"model":"m","max_tokens":4096,"messages":[{"role":"system","content":"first"},{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":2048}}`,
-			want: &llm.Request{Model: "m", MaxTokens: 4096, Messages: []llm.Message{
+			want: &llm.Request{Model: "m", MaxTokens: 4096, Ignored: "thinking", Messages: []llm.Message{
 				{Role: llm.RoleSystem, Content: []llm.Block{text("first")}}, {Content: []llm.Block{text("x")}}}},
 		},
 		{
@@ -204,7 +206,9 @@ func roundTrip(t *testing.T, r *llm.Request) {
 	if err != nil {
 		t.Fatalf("DecodeRequest(AppendRequest(r)): got error %v, want none; body %s", err, body)
 	}
-	if diff := cmp.Diff(r, back); diff != "" {
+	want := *r
+	want.Ignored = "" // a field the request does not carry is not written
+	if diff := cmp.Diff(&want, back); diff != "" {
 		t.Errorf("round trip mismatch (-decoded +re-decoded):\n%s\nbody %s", diff, body)
 	}
 }
@@ -474,4 +478,28 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		roundTrip(t, r)
 	})
+}
+
+// TestDecodeRequestIgnored checks that a top-level field accepted and dropped that can change the
+// answer is named in Ignored (the cache then leaves the request alone), and that billing, routing
+// and prompt-caching hints are not.
+func TestDecodeRequestIgnored(t *testing.T) {
+	const rest = `"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]`
+	for _, tt := range []struct{ body, want string }{
+		{`{` + rest + `}`, ""},
+		{`{` + rest + `,"service_tier":"auto","cache_control":{"type":"ephemeral"},"inference_geo":"us"}`, ""},
+		{`{` + rest + `,"thinking":{"type":"enabled","budget_tokens":1024}}`, "thinking"},
+		{`{"output_config":{"effort":"low"},` + rest + `,"thinking":{"type":"adaptive"}}`, "output_config"},
+		{`{` + rest + `,"context_management":{}}`, "context_management"},
+		{`{` + rest + `,"container":null,"mcp_servers":null}`, ""}, // null says nothing
+	} {
+		r, err := DecodeRequest([]byte(tt.body))
+		if err != nil {
+			t.Errorf("%s: %v", tt.body, err)
+			continue
+		}
+		if r.Ignored != tt.want {
+			t.Errorf("%s: Ignored %q, want %q", tt.body, r.Ignored, tt.want)
+		}
+	}
 }

@@ -233,8 +233,10 @@ func parseStop(s string) llm.StopReason {
 		return llm.StopSequence
 	case "tool_use":
 		return llm.StopToolUse
+	case "refusal":
+		return llm.StopRefusal
 	}
-	return llm.StopEndTurn // end_turn, pause_turn, refusal and anything new
+	return llm.StopEndTurn // end_turn, pause_turn and anything new
 }
 
 // sseEvent holds the members of one stream event's data, read in one pass.

@@ -117,7 +117,9 @@ const (
 	// FrameBlockStop closes the open content block (V2); empty.
 	FrameBlockStop FrameType = 8
 	// FrameStop says why generation ended (V2): reason uint8 (StopReason order: end_turn,
-	// max_tokens, stop_sequence, tool_use) | stop_sequence UTF-8 (the rest).
+	// max_tokens, stop_sequence, tool_use, refusal) | stop_sequence UTF-8 (the rest). Reason 4,
+	// refusal (an engine's content filter), came after the first clients of version 2, whose
+	// decoders refuse it: an answer ending so is one they could not have been told about.
 	FrameStop FrameType = 9
 )
 

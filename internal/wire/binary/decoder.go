@@ -348,7 +348,7 @@ func ParseBlockStart(p []byte) (BlockStart, error) {
 
 // ParseStop decodes a version-2 stop frame's payload; the sequence aliases it.
 func ParseStop(p []byte) (llm.StopReason, []byte, error) {
-	if len(p) == 0 || p[0] > byte(llm.StopToolUse) {
+	if len(p) == 0 || p[0] > byte(llm.StopRefusal) {
 		return 0, nil, fmt.Errorf("%w: stop frame", ErrPayload)
 	}
 	return llm.StopReason(p[0]), p[1:], nil

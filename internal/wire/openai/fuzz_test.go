@@ -42,6 +42,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode of %q: %v", out, err)
 		}
+		if r2.Ignored != "" {
+			t.Fatalf("re-decode of %q ignored %q, a field layer0 itself writes", out, r2.Ignored)
+		}
 		if out2 := AppendRequest(nil, r2); !bytes.Equal(out, out2) {
 			t.Fatalf("encoding is not stable:\n%s\n%s", out, out2)
 		}

@@ -151,7 +151,9 @@ func (rd *reader) finish(reason, stopSeq string) error {
 		rd.stop = llm.StopMaxTokens
 	case "tool_calls", "function_call":
 		rd.stop = llm.StopToolUse
-	default: // stop, content_filter, eos and anything new
+	case "content_filter":
+		rd.stop = llm.StopRefusal
+	default: // stop, eos and anything new
 		rd.stop = llm.StopEndTurn
 		if stopSeq != "" {
 			rd.stop, rd.stopSeq = llm.StopSequence, stopSeq

@@ -21,6 +21,8 @@ type Extras struct {
 // several JSON shapes are kept raw and decoded by hand so that errors name the field. Unknown
 // fields (seed, logprobs, penalties, …) are accepted and ignored: the SDKs send
 // new ones faster than any gateway learns them, and docs/engines.md lists what is not kept.
+// The first one is named in llm.Request.Ignored (the pass-through path sends it, so the answer
+// is not cached); the fields below that are read and dropped cannot change the answer.
 type chatRequest struct {
 	Model               *string          `json:"model"`
 	Messages            []chatMessage    `json:"messages"`
@@ -41,6 +43,12 @@ type chatRequest struct {
 	FunctionCall        json.RawMessage  `json:"function_call"`
 	Metadata            *json.RawMessage `json:"metadata"`
 	ResponseFormat      json.RawMessage  `json:"response_format"`
+
+	// Read and dropped: billing, storage and prompt-caching hints.
+	Store            json.RawMessage `json:"store"`
+	ServiceTier      json.RawMessage `json:"service_tier"`
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
 }
 
 type streamOptions struct {
@@ -52,6 +60,9 @@ type chatMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  []chatToolCall  `json:"tool_calls"`
 	ToolCallID *string         `json:"tool_call_id"`
+	// Refusal is an assistant turn's refusal text, which the SDKs send back as null or "": any
+	// other value is content the canonical request does not carry (llm.Request.Ignored).
+	Refusal json.RawMessage `json:"refusal"`
 }
 
 type chatToolCall struct {
@@ -117,7 +128,8 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		return nil, x, err
 	}
 	var cr chatRequest
-	if err := json.Unmarshal(body, &cr); err != nil {
+	ignored, err := decodeChat(body, &cr)
+	if err != nil {
 		return nil, x, jsonError(err)
 	}
 	// A field given twice is read last-wins here and first-wins by other parsers of the same
@@ -125,7 +137,7 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if k, ok := duplicateKey(body); ok {
 		return nil, x, apierr.Invalid(k, "duplicate key: each field may be given only once")
 	}
-	r := &llm.Request{Format: llm.FormatOpenAI}
+	r := &llm.Request{Format: llm.FormatOpenAI, Ignored: ignored}
 	if cr.Model == nil || *cr.Model == "" {
 		return nil, x, apierr.Invalid("model", "required")
 	}
@@ -175,7 +187,6 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if cr.User != nil {
 		r.UserID = *cr.User
 	}
-	var err error
 	if r.StopSequences, err = decodeStop(cr.Stop); err != nil {
 		return nil, x, err
 	}
@@ -194,10 +205,40 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	if err := checkToolPairs(cr.Messages); err != nil {
 		return nil, x, err
 	}
+	for i := range cr.Messages {
+		if rf := cr.Messages[i].Refusal; r.Ignored == "" && !isNull(rf) && string(rf) != `""` {
+			r.Ignored = "refusal"
+		}
+	}
 	if err := r.Validate(); err != nil {
 		return nil, x, err
 	}
 	return r, x, nil
+}
+
+// unknownField starts encoding/json's error for a field a struct lacks.
+const unknownField = `json: unknown field "`
+
+// decodeChat decodes body into cr as json.Unmarshal does, and names the first field of body that
+// cr has no place for ("" for none): a field layer0 does not carry. It sees the fields of the
+// request, its messages, their tool calls and the tools; content parts are decoded apart, and
+// leniently.
+func decodeChat(body []byte, cr *chatRequest) (ignored string, err error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	err = d.Decode(cr)
+	if err == nil && len(bytes.TrimLeft(body[d.InputOffset():], " \t\r\n")) == 0 {
+		return "", nil
+	}
+	if err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, unknownField) {
+			ignored, _, _ = strings.Cut(msg[len(unknownField):], `"`)
+		}
+	}
+	// An unknown field, trailing data or another error: decoded again as json.Unmarshal does
+	// (it reads past unknown fields and reports the error it would), rare enough to cost twice.
+	*cr = chatRequest{}
+	return ignored, json.Unmarshal(body, cr)
 }
 
 // responseFormatJSON is OpenAI's response_format.

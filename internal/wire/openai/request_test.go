@@ -135,7 +135,7 @@ func TestDecodeRequest(t *testing.T) {
 				"user":"u1","seed":3,"logprobs":false,"response_format":{"type":"text"},
 				"messages":[{"role":"developer","content":"be brief"},{"role":"system","content":[{"type":"text","text":"s2"}]},
 				{"role":"user","content":"hi","name":"bob"}]}`,
-			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, Stream: true, MaxTokens: 7,
+			want: &llm.Request{Model: "gpt", Format: llm.FormatOpenAI, Stream: true, MaxTokens: 7, Ignored: "seed",
 				Temperature: ptr(0.5), TopP: ptr(0.9), TopK: ptr(40), StopSequences: []string{"END"}, UserID: "u1",
 				System:   []llm.Block{{Type: llm.BlockText, Text: "be brief"}, {Type: llm.BlockText, Text: "s2"}},
 				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}},
@@ -348,5 +348,40 @@ func BenchmarkDuplicateKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		duplicateKey(body)
+	}
+}
+
+// TestDecodeRequestIgnored checks that the first field the canonical request does not carry is
+// named (the cache then leaves the request alone), at any depth, and that the fields read and
+// dropped because they cannot change the answer are not.
+func TestDecodeRequestIgnored(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tt := range []struct{ body, want string }{
+		{`{"model":"m",` + msgs + `}`, ""},
+		{`{"model":"m","temperature":0,"stop":"x","n":1,"user":"u","response_format":{"type":"text"},` + msgs + `}`, ""},
+		{`{"model":"m","store":true,"service_tier":"auto","prompt_cache_key":"k","safety_identifier":"s","stream_options":null,` + msgs + `}`, ""},
+		{`{"model":"m","seed":7,` + msgs + `}`, "seed"},
+		{`{"model":"m",` + msgs + `,"logprobs":true,"top_logprobs":2}`, "logprobs"},
+		{`{"model":"m","logit_bias":{"50256":-100},` + msgs + `}`, "logit_bias"},
+		{`{"model":"m","presence_penalty":0.5,"frequency_penalty":0.5,` + msgs + `}`, "presence_penalty"},
+		{`{"model":"m","min_p":0.1,` + msgs + `}`, "min_p"},
+		{`{"model":"m","messages":[{"role":"user","name":"alice","content":"hi"}]}`, "name"},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"no","refusal":null},{"role":"user","content":"hi"}]}`, ""},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"no","refusal":"I won't"},{"role":"user","content":"hi"}]}`, "refusal"},
+	} {
+		r, err := DecodeRequest([]byte(tt.body))
+		if err != nil {
+			t.Errorf("%s: %v", tt.body, err)
+			continue
+		}
+		if r.Ignored != tt.want {
+			t.Errorf("%s: Ignored %q, want %q", tt.body, r.Ignored, tt.want)
+		}
+	}
+	// Decoding twice for an unknown field keeps json.Unmarshal's errors.
+	for _, body := range []string{`{"model":"m","seed":1,"temperature":"hot",` + msgs + `}`, `{"model":"m",` + msgs + `} x`} {
+		if _, err := DecodeRequest([]byte(body)); err == nil {
+			t.Errorf("%s: decoded, want an error", body)
+		}
 	}
 }

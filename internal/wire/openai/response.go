@@ -5,9 +5,11 @@ import (
 )
 
 // FinishReason is the OpenAI finish_reason for a stop reason: stop sequences and natural ends are
-// both "stop", max_tokens is "length", tool_use is "tool_calls".
+// both "stop", max_tokens is "length", tool_use is "tool_calls", a refusal is "content_filter".
 func FinishReason(s llm.StopReason) string {
 	switch s {
+	case llm.StopRefusal:
+		return "content_filter"
 	case llm.StopMaxTokens:
 		return "length"
 	case llm.StopToolUse:
