@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -108,6 +109,41 @@ func KindForStatus(status int) Kind {
 		return BadGateway
 	}
 	return API
+}
+
+// ErrEngineSaid is in the cause of an *Error whose Message holds an engine's own words (the
+// message of an engine's error answer, error event or error frame), which may name its
+// internal addresses or credentials: the engine's client replaces that Message with a stable
+// one of its own before the error goes anywhere else, keeping the words for the log.
+var ErrEngineSaid = errors.New("apierr: the message is the engine's own")
+
+// EngineSaid returns cause marked with ErrEngineSaid (ErrEngineSaid itself when cause is nil).
+func EngineSaid(cause error) error {
+	if cause == nil {
+		return ErrEngineSaid
+	}
+	return fmt.Errorf("%w: %w", ErrEngineSaid, cause)
+}
+
+// ContextOverflow recognises, in a lower-case message, the context-length errors of the engines
+// layer0 fronts: Anthropic ("prompt is too long: N tokens > M maximum"), OpenAI and vLLM
+// ("maximum context length is", code context_length_exceeded), llama.cpp ("exceeds the
+// available context size"), TGI ("must have less than N tokens").
+func ContextOverflow(msg string) bool {
+	for _, s := range []string{
+		"context_length_exceeded",
+		"context length",
+		"context window",
+		"context size",
+		"prompt is too long",
+		"input is too long",
+		"must have less than",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // What a rate limit counts, for Error.Limit.

@@ -36,7 +36,20 @@ type PrefixCache struct {
 	Events string `yaml:"events"`
 	// EventsTopic is the topic subscribed to. Default "" (every topic).
 	EventsTopic string `yaml:"events_topic"`
+	// EventsMaxBytes bounds one KV-event message from the engine (its frames together), in
+	// bytes: a publisher that announces a larger frame has its connection closed before the
+	// frame is read, and the subscription reconnects with backoff. Default
+	// DefaultEventsMaxBytes (16 MiB) in precise mode; at least 4096.
+	EventsMaxBytes int `yaml:"events_max_bytes"`
 }
+
+// DefaultEventsMaxBytes is the default bound on a KV-event message: 16 MiB. A vLLM batch holds
+// the events of one scheduler step, about 5 bytes per token stored and up to 35 per block hash
+// (a sha256 digest): 16 MiB holds a step that stores over two million tokens.
+const DefaultEventsMaxBytes = 16 << 20
+
+// minEventsMaxBytes is the smallest events_max_bytes accepted (kvevents.MinMaxBytes).
+const minEventsMaxBytes = 4096
 
 // Prefix index modes.
 const (
@@ -84,6 +97,9 @@ func (e *Engine) setPrefixDefaults() {
 	if pc.Mode == "" {
 		pc.Mode = PrefixApproximate
 	}
+	if pc.Mode == PrefixPrecise && pc.EventsMaxBytes == 0 {
+		pc.EventsMaxBytes = DefaultEventsMaxBytes
+	}
 	if pc.Mode == PrefixPrecise && pc.Events == "" && e.Kind == KindSim {
 		pc.Events = e.Sim.KVEvents
 	}
@@ -96,6 +112,9 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 	}
 	if pc.CapacityTokens < -1 {
 		errs.add(p+".capacity_tokens", "must be positive, or -1 to disable the index")
+	}
+	if pc.EventsMaxBytes != 0 && pc.EventsMaxBytes < minEventsMaxBytes {
+		errs.add(p+".events_max_bytes", "must be at least %d, got %d", minEventsMaxBytes, pc.EventsMaxBytes)
 	}
 	switch pc.Mode {
 	case PrefixApproximate:

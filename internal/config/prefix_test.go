@@ -51,8 +51,9 @@ func TestPrefixCachePrecise(t *testing.T) {
 engines:
   s: {kind: sim, sim: {kv_events: "tcp://127.0.0.1:0"}, prefix_cache: {mode: precise}}
   v: {kind: openai, url: "http://10.0.0.5:8000", prefix_cache: {mode: precise, events: "tcp://10.0.0.5:5557", events_topic: kv}}
+  u: {kind: openai, url: "http://10.0.0.4:8000", prefix_cache: {mode: precise, events: "tcp://10.0.0.4:5557", events_max_bytes: 65536}}
 models:
-  m: {engines: [s, v]}
+  m: {engines: [s, v, u]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +61,12 @@ models:
 	if pc := cfg.Engines["s"].PrefixCache; pc.Mode != PrefixPrecise || pc.Events != "tcp://127.0.0.1:0" {
 		t.Errorf("s: %+v: want precise on the sim's own endpoint", pc)
 	}
-	if pc := cfg.Engines["v"].PrefixCache; pc.Mode != PrefixPrecise || pc.Events != "tcp://10.0.0.5:5557" || pc.EventsTopic != "kv" {
+	if pc := cfg.Engines["v"].PrefixCache; pc.Mode != PrefixPrecise || pc.Events != "tcp://10.0.0.5:5557" || pc.EventsTopic != "kv" ||
+		pc.EventsMaxBytes != DefaultEventsMaxBytes {
 		t.Errorf("v: %+v", pc)
+	}
+	if pc := cfg.Engines["u"].PrefixCache; pc.EventsMaxBytes != 65536 {
+		t.Errorf("u: events_max_bytes %d, want 65536", pc.EventsMaxBytes)
 	}
 	_, err = Parse([]byte(`
 engines:
@@ -71,8 +76,9 @@ engines:
   x: {kind: openai, url: "http://10.0.0.7:8000", prefix_cache: {mode: exact}}
   y: {kind: openai, url: "http://10.0.0.8:8000", prefix_cache: {mode: precise, capacity_tokens: -1, events: "tcp://10.0.0.8:5557"}}
   z: {kind: sim, sim: {kv_events: "10.0.0.9:5557"}}
+  t: {kind: openai, url: "http://10.0.0.3:8000", prefix_cache: {mode: precise, events: "tcp://10.0.0.3:5557", events_max_bytes: 100}}
 models:
-  m: {engines: [s, v, w, x, y, z]}
+  m: {engines: [s, v, w, x, y, z, t]}
 `))
 	if err == nil {
 		t.Fatal("no error")
@@ -84,6 +90,7 @@ models:
 		`engines.x.prefix_cache.mode: unknown mode "exact"`,
 		"engines.y.prefix_cache.mode: precise needs the index",
 		`engines.z.sim.kv_events: "10.0.0.9:5557" is not a ZeroMQ TCP endpoint`,
+		"engines.t.prefix_cache.events_max_bytes: must be at least 4096, got 100",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

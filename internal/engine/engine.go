@@ -5,6 +5,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -45,6 +47,22 @@ type Counter interface {
 type Writer interface {
 	io.Writer
 	Flush() error
+}
+
+// ErrClientWrite is the cause of every failure to write an answer to the client: a write
+// deadline that passed because the client stopped reading (an HTTP/1.1 socket it never reads,
+// an HTTP/2 stream it never grants window), a connection it reset. It is the client's failure,
+// never the engine's: an attempt that ends with it counts neither for nor against the replica
+// (route.Classify reports it as a cancellation).
+var ErrClientWrite = errors.New("writing to the client failed")
+
+// ClientWrite returns err, a failure to write to the client, marked with ErrClientWrite; nil
+// and errors already marked are returned as they are.
+func ClientWrite(err error) error {
+	if err == nil || errors.Is(err, ErrClientWrite) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrClientWrite, err)
 }
 
 // Pass is one pass-through call: the client's body goes to an engine of the same format with

@@ -2,7 +2,8 @@
 // KVEventBatch over ZeroMQ — so that layer0's prefix index can follow exactly what each replica
 // holds. It has the decoder of the msgpack payload (Decoder), the publisher side the embedded
 // simulator uses to publish the same events (Encoder, Publisher), and the subscriber that keeps
-// one replica's index in step with its engine across restarts (Subscriber).
+// one replica's index in step with its engine across restarts (Subscriber), reading the ZeroMQ
+// protocol itself so that every frame is bounded before it is read (zmtp.go).
 //
 // The wire format, as vLLM's publisher sends it: a ZeroMQ multipart message [topic, sequence,
 // payload], the sequence an 8-byte big-endian integer that counts up by one per message from 0

@@ -1,15 +1,17 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-zeromq/zmq4"
 )
 
 // Handler receives one engine's events, from one goroutine at a time.
@@ -31,6 +33,9 @@ type SubscriberStatus struct {
 	Messages, Malformed uint64
 	// Connects counts the connections made; Gaps the resets for a sequence out of order.
 	Connects, Gaps uint64
+	// TooLarge counts the connections closed because the publisher announced a frame larger
+	// than the bound.
+	TooLarge uint64
 	// Next is the sequence number expected next on the current connection: the last one
 	// received and applied, plus one; 0 before the first.
 	Next uint64
@@ -42,6 +47,7 @@ type SubscriberStatus struct {
 // connection: a connection closed or a sequence out of order resets the handler.
 type Subscriber struct {
 	endpoint, topic string
+	maxBytes        int
 	h               Handler
 	log             *slog.Logger
 	cancel          context.CancelFunc
@@ -50,23 +56,33 @@ type Subscriber struct {
 	connected                           atomic.Bool
 	next                                atomic.Uint64
 	messages, malformed, connects, gaps atomic.Uint64
+	tooLarge                            atomic.Uint64
 	warnOnce                            sync.Once
 }
 
-// Reconnection backoff bounds.
+// Reconnection backoff bounds, and the bounds on a connection's setup.
 const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = 2 * time.Second
+	minBackoff       = 50 * time.Millisecond
+	maxBackoff       = 2 * time.Second
+	dialTimeout      = 2 * time.Second
+	handshakeTimeout = 5 * time.Second
 )
 
+// MinMaxBytes is the smallest bound Subscribe accepts on a message: a smaller one is raised to it.
+const MinMaxBytes = 4096
+
 // Subscribe starts following endpoint ("tcp://10.0.0.5:5557") for topic ("" for every topic)
-// and returns at once; Close stops it. log receives the connection changes (nil: discarded).
-func Subscribe(endpoint, topic string, h Handler, log *slog.Logger) *Subscriber {
+// and returns at once; Close stops it. maxBytes bounds a message (its frames together; at least
+// MinMaxBytes): a publisher that announces a larger frame has its connection closed, and the
+// subscription reconnects after the usual backoff. log receives the connection changes (nil:
+// discarded).
+func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger) *Subscriber {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Subscriber{endpoint: endpoint, topic: topic, h: h, log: log, cancel: cancel, done: make(chan struct{})}
+	s := &Subscriber{endpoint: endpoint, topic: topic, maxBytes: max(maxBytes, MinMaxBytes), h: h, log: log,
+		cancel: cancel, done: make(chan struct{})}
 	go s.run(ctx)
 	return s
 }
@@ -80,7 +96,7 @@ func (s *Subscriber) Close() {
 // Status returns the subscription's counters.
 func (s *Subscriber) Status() SubscriberStatus {
 	return SubscriberStatus{Connected: s.connected.Load(), Messages: s.messages.Load(), Malformed: s.malformed.Load(),
-		Connects: s.connects.Load(), Gaps: s.gaps.Load(), Next: s.next.Load()}
+		Connects: s.connects.Load(), Gaps: s.gaps.Load(), TooLarge: s.tooLarge.Load(), Next: s.next.Load()}
 }
 
 func (s *Subscriber) run(ctx context.Context) {
@@ -95,7 +111,9 @@ func (s *Subscriber) run(ctx context.Context) {
 			s.h.SetConnected(false)
 			s.h.Reset()
 			s.log.Warn("kv events: connection to the engine lost", "endpoint", s.endpoint, "err", err)
-			backoff = minBackoff
+			if !errors.Is(err, ErrTooLarge) { // a publisher that keeps sending those waits longer each time
+				backoff = minBackoff
+			}
 		} else {
 			s.warnOnce.Do(func() {
 				s.log.Warn("kv events: cannot connect to the engine; retrying", "endpoint", s.endpoint, "err", err)
@@ -114,15 +132,24 @@ func (s *Subscriber) run(ctx context.Context) {
 
 // session is one connection: dial, subscribe, read until the connection ends.
 func (s *Subscriber) session(ctx context.Context) error {
-	sock := zmq4.NewSub(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(2*time.Second))
-	defer sock.Close()
-	// Subscribed before dialing: the subscription goes out with the handshake.
-	if err := sock.SetOption(zmq4.OptionSubscribe, s.topic); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+	addr, ok := strings.CutPrefix(s.endpoint, "tcp://")
+	if !ok {
+		return fmt.Errorf("kvevents: %q is not a tcp:// endpoint", s.endpoint)
 	}
-	if err := sock.Dial(s.endpoint); err != nil {
+	d := net.Dialer{Timeout: dialTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
 		return err
 	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() }) // unblocks a read when the subscription closes
+	defer stop()
+	z := newZMTPConn(c, s.maxBytes)
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := z.handshake(s.topic); err != nil {
+		return err
+	}
+	_ = c.SetDeadline(time.Time{}) // an idle engine publishes nothing for as long as it likes
 	s.connects.Add(1)
 	s.next.Store(0)
 	s.h.Reset() // what was published while away is lost
@@ -134,22 +161,25 @@ func (s *Subscriber) session(ctx context.Context) error {
 	var last uint64
 	first := true
 	for {
-		msg, err := sock.Recv()
+		frames, err := z.recv()
 		if err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				s.tooLarge.Add(1)
+			}
 			return err
 		}
-		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+		if len(frames) != 3 || len(frames[1]) != 8 || !bytes.HasPrefix(frames[0], []byte(s.topic)) {
 			s.malformed.Add(1)
 			continue
 		}
-		seq := binary.BigEndian.Uint64(msg.Frames[1])
+		seq := binary.BigEndian.Uint64(frames[1])
 		if !first && seq != last+1 {
 			// Lost messages, or the engine restarted behind the same connection.
 			s.gaps.Add(1)
 			s.h.Reset()
 		}
 		first, last = false, seq
-		if err := dec.Decode(msg.Frames[2], &b); err != nil {
+		if err := dec.Decode(frames[2], &b); err != nil {
 			s.malformed.Add(1)
 			s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
 			// The events are lost: what the handler knows may be wrong.

@@ -85,7 +85,7 @@ func storedBatch(t *testing.T, enc *Encoder, h Hash) []byte {
 func TestSubscriberReconnects(t *testing.T) {
 	ep := freeEndpoint(t)
 	rec := &recorder{}
-	sub := Subscribe(ep, "", rec, nil)
+	sub := Subscribe(ep, "", 1<<20, rec, nil)
 	defer sub.Close()
 	time.Sleep(100 * time.Millisecond) // the engine is not up yet: dials fail and are retried
 
@@ -151,7 +151,7 @@ func TestSubscriberResetsOnGap(t *testing.T) {
 	}
 	defer pub.Close()
 	rec := &recorder{}
-	sub := Subscribe(ep, "kv", rec, nil)
+	sub := Subscribe(ep, "kv", 1<<20, rec, nil)
 	defer sub.Close()
 	enc := NewEncoder()
 	send := func(seq uint64, h Hash) {

@@ -360,6 +360,41 @@ func (ls *Lease) Reserve(ctx context.Context, inputTokens int) error {
 	return nil
 }
 
+// Fits refuses, before its input is counted, a request whose input is known to be at least
+// atLeast tokens (a lower bound on the count, cheap to compute) when that many cannot fit: more
+// than an input-token limit holds at all, or more than it has left now. Counting a large prompt
+// costs far more CPU than this check, and a key must not be able to buy that CPU with requests
+// its limit refuses anyway. A refusal undoes the admission as Reserve's does; otherwise nothing
+// is taken (Reserve takes the exact count), and a store that cannot answer leaves the decision
+// to Reserve.
+func (ls *Lease) Fits(ctx context.Context, atLeast int) error {
+	if ls.l == nil || !ls.held || atLeast <= 0 {
+		return nil
+	}
+	l, now := ls.l, ls.l.now()
+	input := int64(atLeast)
+	scopes := [2]*scope{ls.key, &l.global}
+	for _, s := range scopes {
+		c := s.in.cell
+		if c == nil {
+			continue
+		}
+		var err error
+		if input > s.in.rate.Limit {
+			err = s.inRefused(input, -1)
+		} else if st, perr := c.Peek(ctx, now, s.in.rate); perr == nil && st.Remaining < input {
+			err = s.inRefused(input, time.Duration(interval(s.in.rate, input-st.Remaining)))
+		}
+		if err != nil {
+			l.undo(ctx, now, scopes, [2]step{stepReq, stepReq}, [2]bool{}, input)
+			ls.held = false
+			l.refused(ctx, ls.key, now, err)
+			return err
+		}
+	}
+	return nil
+}
+
 // reserve takes input tokens in each scope that limits them, and notes in took the scopes it
 // took them in: in one round trip when the store is Redis, else cell by cell, stopping at the
 // first refusal.

@@ -689,3 +689,40 @@ func BenchmarkAcquireParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestFitsRefusesOnALowerBound: a lower bound on the input past the limit, or past what is left
+// of it, is refused as Reserve would refuse it, giving back what Admit took; one that fits takes
+// nothing.
+func TestFitsRefusesOnALowerBound(t *testing.T) {
+	clk := newClock()
+	l := newLimiter(t, Config{
+		Keys: map[string]Limits{"a": {RequestsPerMinute: 3, InputTokensPerMinute: 1000, Concurrent: 1}},
+	}, clk)
+	ctx := context.Background()
+	ls, err := l.Admit(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Fits(ctx, 5000); !strings.Contains(errText(err), "more than this API key's limit of 1000") {
+		t.Fatalf("Fits(5000) = %v, want the too-big 429", err)
+	}
+	if ls, err = l.Admit(ctx, "a"); err != nil { // the request and the slot came back
+		t.Fatalf("Admit after a refused Fits: %v", err)
+	}
+	if err := ls.Fits(ctx, 700); err != nil {
+		t.Fatalf("Fits(700) = %v", err)
+	}
+	if err := ls.Reserve(ctx, 700); err != nil { // Fits took nothing
+		t.Fatalf("Reserve(700) after Fits: %v", err)
+	}
+	_ = ls.Release()
+	if ls, err = l.Admit(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Fits(ctx, 301); !strings.Contains(errText(err), "this request needs about 301") {
+		t.Fatalf("Fits(301) with 300 left = %v, want a 429", err)
+	}
+	if _, err := l.Admit(ctx, "a"); err != nil {
+		t.Fatalf("Admit after a refused Fits: %v", err)
+	}
+}

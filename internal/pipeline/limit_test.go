@@ -11,6 +11,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
@@ -129,5 +130,58 @@ func TestServeCountsOnlyWhenNeeded(t *testing.T) {
 			t.Errorf("%s on %s: counted %d times, start input %d; want %d and %d", tc.key, tc.model, got, sink.input,
 				tc.calls, tc.start)
 		}
+	}
+}
+
+// tokenizingCounter is the real tokenizer, counting the calls that tokenize a prompt.
+type tokenizingCounter struct {
+	*tokenizer.Codec
+	calls atomic.Int32
+}
+
+func (c *tokenizingCounter) CountRequest(r *llm.Request) int {
+	c.calls.Add(1)
+	return c.Codec.CountRequest(r)
+}
+
+// TestServeRefusesOnALowerBound: a key with only an input-token limit sending a prompt far
+// larger than the limit (1 MB of letters against 100 tokens a minute), or larger than what is
+// left of it, is refused on the prompt's lower bound (bytes over the longest token's) without
+// the prompt being tokenized; prompts that may fit are counted exactly.
+func TestServeRefusesOnALowerBound(t *testing.T) {
+	specs := []auth.Spec{{Name: "a", Hash: auth.HashHex("l0-a"), Limits: limit.Limits{InputTokensPerMinute: 100}}}
+	r := newRig(t, map[string]any{"e": &scripted{}}, []rigModel{{name: "m", engines: []string{"e"}}}, rigOptions{keys: specs})
+	counter := &tokenizingCounter{Codec: tokenizer.Default()}
+	r.p.tokens = counter
+	serve := func(text string) (Record, error) {
+		c := Call{Request: request("m", text), Sink: &recorder{}, Header: headerWithKey("l0-a")}
+		err := r.p.Serve(context.Background(), &c)
+		return c.Record, err
+	}
+	letters := make([]byte, 1<<20)
+	for i := range letters {
+		letters[i] = byte('a' + (i*7919+i*i/3)%26)
+	}
+	rec, err := serve(string(letters))
+	if !strings.Contains(errText(err), "more than this API key's limit of 100") || !rec.RateLimited {
+		t.Fatalf("1 MB prompt: got %v, want the too-big 429", err)
+	}
+	if n := counter.calls.Load(); n != 0 {
+		t.Fatalf("the 1 MB prompt was tokenized (%d calls) to be refused", n)
+	}
+	if _, err := serve("hello"); err != nil {
+		t.Fatalf("a small prompt: %v", err)
+	}
+	if n := counter.calls.Load(); n != 1 {
+		t.Fatalf("a prompt that fits: %d counts, want 1", n)
+	}
+	// Less than 90 tokens are left: a prompt of at least 90 (and its framing) is refused
+	// uncounted, though it would fit an empty allowance.
+	_, err = serve(string(letters[:90*counter.MaxTokenBytes()]))
+	if !strings.Contains(errText(err), "this request needs about 9") {
+		t.Fatalf("a prompt past what is left: got %v, want a 429", err)
+	}
+	if n := counter.calls.Load(); n != 1 {
+		t.Fatalf("a prompt past what is left was tokenized (%d counts, want 1)", n)
 	}
 }

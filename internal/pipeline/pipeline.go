@@ -50,6 +50,15 @@ type Counter interface {
 	CountRequest(r *llm.Request) int
 }
 
+// Bounder is a Counter that can bound a count without tokenizing (tokenizer.Codec): admission
+// refuses a prompt whose lower bound does not fit an input-token limit before counting it, so a
+// key cannot spend the tokenizer's CPU on prompts its limit refuses anyway. Every count layer0
+// makes today is in that codec (the sim engine's included); an engine counting in another
+// tokenizer would need its own bound.
+type Bounder interface {
+	RequestBounds(r *llm.Request) (lo, hi int)
+}
+
 // Engine is what the pipeline knows of a replica's engine beyond the engine itself.
 type Engine struct {
 	// URL is the engine's base URL, where /v1/layer/negotiate sends legacy clients; "" for an
@@ -323,6 +332,25 @@ func (p *Pipeline) Admit(h http.Header) (*auth.Key, error) {
 	return p.keys.Authenticate(h)
 }
 
+// fits refuses, without counting it, a request whose input cannot fit the lease's input-token
+// limits: its lower bound (Bounder) is more than they hold or have left (limit.Lease.Fits).
+func (p *Pipeline) fits(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
+	b, ok := p.tokens.(Bounder)
+	if !ok || !lease.CountsInput() {
+		return nil
+	}
+	lo, _ := b.RequestBounds(req)
+	return lease.Fits(ctx, lo)
+}
+
+// FitsInput refuses, before anything counts its tokens, a query about a prompt (count_tokens,
+// POST /v1/cache) whose input cannot fit lease's input-token limits, as Serve refuses a request
+// (fits): counting costs no more tokenizer time than sending would. The caller has checked the
+// size limits (Sizes) first, as Serve does.
+func (p *Pipeline) FitsInput(ctx context.Context, lease *limit.Lease, req *llm.Request) error {
+	return p.fits(ctx, lease, req)
+}
+
 // CountTokens resolves the request's model and counts its input tokens in that model's tokenizer.
 func (p *Pipeline) CountTokens(req *llm.Request) (int, error) {
 	name, ok := p.routes.Resolve(req.Model)
@@ -404,6 +432,10 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// until something asks for it (the start event's estimate, attemptSink.estimate), which on the
 	// pass-through path and for most engines is never.
 	var input int
+	if err := p.fits(ctx, lease, req); err != nil {
+		rec.RateLimited = rateLimited(err)
+		return err
+	}
 	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
 	if counted {
 		input, err = p.countPrompt(c, name, req)
@@ -464,6 +496,12 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		t0 := time.Now()
 		err = p.attempt(actx, c, &a, t0)
 		took := time.Since(t0)
+		if s.clientErr != nil {
+			// The client stopped reading (or went away) while the attempt wrote to it: whatever
+			// the engine's call returned after that, the failure is the client's, and must not
+			// count against the replica (it ended the call, which frees the engine's slot).
+			err = s.clientErr
+		}
 		verdict := plan.Report(err, took)
 		if n := rec.Attempts - 1; n < MaxTries {
 			var at, fb time.Duration // 0 for a caller that keeps no Start
@@ -618,6 +656,9 @@ type attemptSink struct {
 	t0        time.Time
 	inSink    time.Duration // time inside inner's Flush and final Send, in this attempt
 	tee       *teeSink      // the recorder of an answer to be stored, when inner is it
+	// clientErr is the attempt's first failure to write to the client, marked with
+	// engine.ErrClientWrite.
+	clientErr error
 }
 
 func (s *attemptSink) init(p *Pipeline, c *Call, name string, lease *limit.Lease, input int, counted bool) {
@@ -647,6 +688,7 @@ func (s *attemptSink) noteSimulated() {
 func (s *attemptSink) begin(t0 time.Time) {
 	s.t0, s.inSink = t0, 0
 	s.nheld, s.first, s.stopped, s.pending = 0, false, false, 0
+	s.clientErr = nil
 	s.rec.Deltas = 0
 }
 
@@ -700,7 +742,7 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 		t := time.Now()
 		err := s.inner.Send(ev) // the end of the message is written and flushed at once
 		s.inSink += time.Since(t)
-		return err
+		return s.client(err)
 	default:
 		if ev.Kind == llm.EventStart {
 			s.rec.ResponseID, s.rec.ResponseModel = ev.ID, ev.Model
@@ -724,7 +766,19 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 			}
 		}
 	}
-	return s.inner.Send(ev)
+	return s.client(s.inner.Send(ev))
+}
+
+// client notes err, a failure of the client's sink or writer, as the client's (nil stays nil).
+func (s *attemptSink) client(err error) error {
+	if err == nil {
+		return nil
+	}
+	err = engine.ClientWrite(err)
+	if s.clientErr == nil {
+		s.clientErr = err
+	}
+	return err
 }
 
 // commit releases the held prelude to the client's sink: from here on the attempt's failures
@@ -735,7 +789,7 @@ func (s *attemptSink) commit() error {
 	s.rec.FirstEventEngine = s.rec.EngineTime + time.Since(s.t0) - s.inSink
 	for i := range s.held[:s.nheld] {
 		if err := s.inner.Send(&s.held[i]); err != nil {
-			return err
+			return s.client(err)
 		}
 		s.held[i] = llm.Event{}
 	}
@@ -755,7 +809,7 @@ func (s *attemptSink) Flush() error {
 	t := time.Now()
 	err := s.inner.Flush()
 	s.inSink += time.Since(t)
-	return err
+	return s.client(err)
 }
 
 // countingWriter is the pass-through path's writer: the first byte written commits the attempt.
@@ -779,12 +833,12 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	}
 	n, err := w.w.Write(b)
 	w.n += int64(n)
-	return n, err
+	return n, w.att.client(err)
 }
 
 // Flush passes a flush on to the client's writer, which the engines' pass-through calls after
 // each batch of events.
-func (w *countingWriter) Flush() error { return w.w.Flush() }
+func (w *countingWriter) Flush() error { return w.att.client(w.w.Flush()) }
 
 // Picked is the replica /v1/layer/negotiate sends a legacy client to.
 type Picked struct {

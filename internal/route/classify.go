@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/engine"
 )
 
 // Reasons a request moves to another replica or down its fallback chain. They are the values of
@@ -22,7 +23,7 @@ const (
 	ReasonNetwork       = "network"        // the connection to the engine failed
 	ReasonUnavailable   = "unavailable"    // no replica could take the request (down, ejected, breaker open)
 	ReasonUtilization   = "utilization"    // every replica was above the utilisation threshold
-	ReasonCanceled      = "canceled"       // the client went away; never retried
+	ReasonCanceled      = "canceled"       // the client went away or stopped reading; never retried
 	ReasonClientError   = "client_error"   // the request itself is at fault; never retried
 )
 
@@ -30,14 +31,16 @@ const (
 // could succeed where this one failed. Messages are checked first, because engines report
 // out-of-memory and context overflow under many statuses ("CUDA out of memory" as a 500, "This
 // model's maximum context length is 4096 tokens" as a 400); then the apierr kind; then network
-// and context errors. A nil error is ("", false).
+// and context errors. A failure to write to the client (engine.ErrClientWrite) is a cancellation
+// whatever else it wraps: a client that stops reading says nothing about the engine. A nil
+// error is ("", false).
 func Classify(err error) (reason string, retryable bool) {
 	if err == nil {
 		return "", false
 	}
 	var e *apierr.Error
 	isAPI := errors.As(err, &e)
-	if errors.Is(err, context.Canceled) || (isAPI && e.Code == "CANCELED") {
+	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrClientWrite) || (isAPI && e.Code == "CANCELED") {
 		return ReasonCanceled, false
 	}
 	msg := strings.ToLower(err.Error())
@@ -47,7 +50,7 @@ func Classify(err error) (reason string, retryable bool) {
 	switch {
 	case containsWord(msg, "oom") || strings.Contains(msg, "out of memory") || strings.Contains(msg, "outofmemory"):
 		return ReasonOOM, true
-	case contextOverflow(msg):
+	case apierr.ContextOverflow(msg):
 		return ReasonContextLength, true
 	}
 	if isAPI {
@@ -95,27 +98,6 @@ func netError(err error) string {
 		return ReasonNetwork
 	}
 	return ""
-}
-
-// contextOverflow recognises the context-length errors of the engines layer0 fronts: Anthropic
-// ("prompt is too long: N tokens > M maximum"), OpenAI and vLLM ("maximum context length is",
-// code context_length_exceeded), llama.cpp ("exceeds the available context size"), TGI ("must
-// have less than N tokens").
-func contextOverflow(msg string) bool {
-	for _, s := range []string{
-		"context_length_exceeded",
-		"context length",
-		"context window",
-		"context size",
-		"prompt is too long",
-		"input is too long",
-		"must have less than",
-	} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // containsWord reports whether w occurs in s not surrounded by letters ("oom", not "room").

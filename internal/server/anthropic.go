@@ -22,6 +22,10 @@ func (x *exchange) countTokens() {
 		x.fail(err)
 		return
 	}
+	if err := x.p.Sizes().Check(req); err != nil { // counted like a request: bounded like one
+		x.fail(err)
+		return
+	}
 	rec := &x.call.Record
 	rec.Format = llm.FormatAnthropic
 	if _, err := x.model(req.Model); err != nil { // unknown, or not this key's to use
@@ -33,6 +37,9 @@ func (x *exchange) countTokens() {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	if !x.fitsInput(&lease, req) {
+		return
+	}
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
@@ -100,6 +107,18 @@ func (x *exchange) model(id string) (*pipeline.Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// fitsInput refuses a query whose prompt cannot fit the key's input-token limits
+// (Pipeline.FitsInput) and reports whether it may go on.
+func (x *exchange) fitsInput(lease *limit.Lease, req *llm.Request) bool {
+	if err := x.p.FitsInput(x.r.Context(), lease, req); err != nil {
+		var e *apierr.Error
+		x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+		x.fail(err)
+		return false
+	}
+	return true
 }
 
 // admitQuery takes what an answer that runs no engine (a token count, a cache query) costs the

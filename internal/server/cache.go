@@ -72,6 +72,9 @@ func (x *exchange) cacheQuery() {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
+	if !x.fitsInput(&lease, req) {
+		return
+	}
 	match, err := x.p.CacheLookup(req)
 	if err != nil {
 		x.fail(err)

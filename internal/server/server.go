@@ -25,6 +25,7 @@ import (
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/metrics"
@@ -492,9 +493,11 @@ func (x *exchange) fail(err error) {
 		e = &apierr.Error{Kind: apierr.Unavailable, Code: "shutting_down", Cause: err,
 			Message: "the server is shutting down; retry the request"}
 		rec.ErrorType = e.Kind.AnthropicType()
-	} else if errors.Is(err, context.Canceled) && (x.r.Context().Err() != nil || !x.bodyRead && x.buf != nil) {
-		// The client went away: nothing more reaches it. The record keeps the status it was
-		// sent (or 499, nginx's "client closed request", when it was sent none).
+	} else if errors.Is(err, context.Canceled) && (x.r.Context().Err() != nil || !x.bodyRead && x.buf != nil) ||
+		errors.Is(err, engine.ErrClientWrite) {
+		// The client went away, or stopped reading until a write to it timed out: nothing more
+		// reaches it. The record keeps the status it was sent (or 499, nginx's "client closed
+		// request", when it was sent none).
 		rec.ErrorType = "canceled"
 		if !x.wrote {
 			rec.Status = statusClientClosed

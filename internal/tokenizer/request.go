@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -52,6 +53,21 @@ func (c *Codec) CountRequest(r *llm.Request) int {
 	return w.n
 }
 
+// RequestBounds returns bounds on CountRequest(r) that cost a pass over r's blocks, not a
+// tokenization: the framing and images exactly, and for each text of n bytes (after the
+// replacement of bytes that are not UTF-8 by U+FFFD, 3 bytes each, as Count does)
+//
+//   - at most n tokens: every token, being a byte sequence of the vocabulary, holds at least one
+//     byte, so no text has more tokens than bytes;
+//   - at least ceil(n / MaxTokenBytes()) tokens: no token holds more bytes than the longest.
+//
+// Admission uses them to refuse a prompt too large for a token limit without tokenizing it.
+func (c *Codec) RequestBounds(r *llm.Request) (lo, hi int) {
+	w := promptWriter{c: c, bounds: true}
+	w.request(r)
+	return w.n + w.lo, w.n + w.hi
+}
+
 // AppendRequest appends the token ids of r's prompt, framing included, to dst. Engines with a
 // prefix cache key their cache blocks on this sequence.
 func (c *Codec) AppendRequest(dst []uint32, r *llm.Request) []uint32 {
@@ -60,17 +76,18 @@ func (c *Codec) AppendRequest(dst []uint32, r *llm.Request) []uint32 {
 	return w.dst
 }
 
-// promptWriter renders a request either into token ids (dst) or into a count (n), so that the
-// two can never disagree.
+// promptWriter renders a request into token ids (dst), into a count (n), or with bounds into
+// bounds on the count (n for the framing, lo and hi more for the texts), so that they can never
+// disagree.
 type promptWriter struct {
-	c     *Codec
-	count bool
-	n     int
-	dst   []uint32
+	c             *Codec
+	count, bounds bool
+	n, lo, hi     int
+	dst           []uint32
 }
 
 func (w *promptWriter) id(id uint32) {
-	if w.count {
+	if w.count || w.bounds {
 		w.n++
 		return
 	}
@@ -78,11 +95,19 @@ func (w *promptWriter) id(id uint32) {
 }
 
 func (w *promptWriter) text(s string) {
-	if w.count {
+	switch {
+	case w.bounds:
+		n := len(s)
+		if !utf8.ValidString(s) {
+			n = len(validUTF8(s))
+		}
+		w.lo += (n + w.c.maxTok - 1) / w.c.maxTok
+		w.hi += n
+	case w.count:
 		w.n += w.c.Count(s)
-		return
+	default:
+		w.dst = w.c.Encode(w.dst, s)
 	}
-	w.dst = w.c.Encode(w.dst, s)
 }
 
 func (w *promptWriter) open(role uint32) {
@@ -144,7 +169,7 @@ func (w *promptWriter) blocks(bs []llm.Block) {
 }
 
 func (w *promptWriter) image(b *llm.Block) {
-	if w.count {
+	if w.count || w.bounds {
 		w.n += ImageTokens
 		return
 	}

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -122,4 +123,57 @@ func BenchmarkCountRequest(b *testing.B) {
 	for b.Loop() {
 		c.CountRequest(r)
 	}
+}
+
+// TestRequestBounds checks the claims admission relies on, for cl100k_base: no text has more
+// tokens than bytes, nor fewer than its bytes over the longest token's, on prose, code, random
+// letters, runs of one character (which merge into the longest tokens), CJK, emoji and bytes
+// that are not UTF-8.
+func TestRequestBounds(t *testing.T) {
+	c := Default()
+	if m := c.MaxTokenBytes(); m != 128 { // docs/operations.md states it
+		t.Fatalf("MaxTokenBytes = %d, want 128", m)
+	}
+	texts := []string{
+		"The quick brown fox jumps over the lazy dog.",
+		"func main() {\n\tfmt.Println(\"hi\")\n}\n",
+		strings.Repeat(" ", 5000),
+		strings.Repeat("=", 5000),
+		strings.Repeat("a", 5000),
+		strings.Repeat("\n", 300),
+		"日本語のテキストと😀😀😀",
+		"bad \xff\xfe bytes \xc3",
+	}
+	letters := make([]byte, 20000)
+	for i := range letters {
+		letters[i] = "abcdefghijklmnopqrstuvwxyz"[(i*7919+i*i)%26]
+	}
+	texts = append(texts, string(letters))
+	for name, r := range requests() {
+		lo, hi := c.RequestBounds(r)
+		if n := c.CountRequest(r); n < lo || n > hi {
+			t.Errorf("%s: count %d outside [%d, %d]", name, n, lo, hi)
+		}
+	}
+	for _, s := range texts {
+		r := &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: text(s)}}}
+		lo, hi := c.RequestBounds(r)
+		if n := c.CountRequest(r); n < lo || n > hi {
+			t.Errorf("%.20q (%d bytes): count %d outside [%d, %d]", s, len(s), n, lo, hi)
+		}
+	}
+}
+
+// FuzzRequestBounds holds RequestBounds around CountRequest for any text.
+func FuzzRequestBounds(f *testing.F) {
+	f.Add("hello world", "  \n\t")
+	f.Add(strings.Repeat("-", 300), "\xff")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		c := Default()
+		r := &llm.Request{System: text(a), Messages: []llm.Message{{Role: llm.RoleUser, Content: text(b)}}}
+		lo, hi := c.RequestBounds(r)
+		if n := c.CountRequest(r); n < lo || n > hi {
+			t.Fatalf("count %d outside [%d, %d]", n, lo, hi)
+		}
+	})
 }

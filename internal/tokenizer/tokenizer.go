@@ -50,6 +50,7 @@ var specials = map[uint32]string{
 type Codec struct {
 	ranks  map[string]uint32 // token bytes → id (the rank is the id)
 	tokens []string          // id → token bytes, for the ordinary ids 0..len-1
+	maxTok int               // the length of the longest ordinary token, in bytes
 }
 
 var (
@@ -88,6 +89,7 @@ func load() (*Codec, error) {
 		}
 		c.tokens[id] = s
 		c.ranks[s] = uint32(id)
+		c.maxTok = max(c.maxTok, len(s))
 	}
 	for b := range 256 { // merging ends in single bytes at worst, so each must be a token
 		if _, ok := c.ranks[string([]byte{byte(b)})]; !ok {
@@ -96,6 +98,9 @@ func load() (*Codec, error) {
 	}
 	return c, nil
 }
+
+// MaxTokenBytes is the length in bytes of the longest ordinary token (128 for cl100k_base).
+func (c *Codec) MaxTokenBytes() int { return c.maxTok }
 
 // VocabSize is the number of ordinary token ids: Encode yields ids in [0, VocabSize).
 func (c *Codec) VocabSize() int { return len(c.tokens) }

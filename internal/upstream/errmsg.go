@@ -130,18 +130,12 @@ func Sanitize(s string, max int) string {
 	return b.String()
 }
 
-// statusNamed reports whether msg already names the HTTP status.
-func statusNamed(msg string, status int) bool {
-	s := strconv.Itoa(status)
-	return strings.Contains(msg, "status "+s) || strings.Contains(msg, "HTTP "+s)
-}
-
 // engineError turns an engine's answer of status with body (outside 2xx) into the client's
 // error. The body reaches r.DecodeError only when it is a well-formed JSON object (an API error
-// in some format, whose message and type it reads); anything else (an HTML page, a stack trace,
-// plain text) is decoded as if empty, so that its words never reach the client. The message is
-// redacted, sanitised, bounded and names the engine's status. The whole body goes to the log,
-// redacted: at warn level for a 5xx (or another unexpected status), at debug for a 4xx.
+// in some format, whose type it reads); anything else (an HTML page, a stack trace, plain text)
+// is decoded as if empty. The client's message is layer0's own (hide): the engine's words go to
+// the error's cause, for the access log and the debug trace, and the whole body to the process
+// log, redacted: at warn level for a 5xx (or another unexpected status), at debug for a 4xx.
 func (c *Client) engineError(r *Request, status int, body []byte) *apierr.Error {
 	if c.log != nil {
 		level := slog.LevelWarn
@@ -156,14 +150,65 @@ func (c *Client) engineError(r *Request, status int, body []byte) *apierr.Error 
 		decodable = nil
 	}
 	e := r.DecodeError(status, decodable)
-	msg := Sanitize(c.key.Redact(e.Message), MaxReason)
-	if !statusNamed(msg, status) {
-		if msg == "" {
-			msg = "engine error (status " + strconv.Itoa(status) + ")"
-		} else {
-			msg = "engine error (status " + strconv.Itoa(status) + "): " + msg
+	c.hide(e, status)
+	return e
+}
+
+// hide gives e, an error an engine answered (status, or 0 for an error inside a 2xx answer),
+// layer0's stable message in place of the engine's own words, which may name internal
+// addresses or credentials: the message says which engine failed and how, and where its words
+// are — in the gateway's log, under the request's id. The words, redacted, cleaned and bounded,
+// become the cause (which the access log and the debug trace show, and which Classify reads:
+// "out of memory" and context overflows still decide the fallback). A context overflow keeps
+// saying so, as clients act on it ("prompt is too long" makes a coding agent compact its
+// context). An error hidden already is left as it is.
+func (c *Client) hide(e *apierr.Error, status int) {
+	var h *hidden
+	if errors.As(e.Cause, &h) {
+		return
+	}
+	said := Sanitize(c.key.Redact(e.Message), MaxReason)
+	if !codeLike(e.Code) {
+		e.Code = ""
+	}
+	var b strings.Builder
+	if apierr.ContextOverflow(strings.ToLower(said + " " + e.Code)) {
+		b.WriteString("prompt is too long: the input does not fit the model's context window; ")
+	}
+	b.WriteString("engine ")
+	b.WriteString(c.name)
+	if status > 0 {
+		b.WriteString(" answered an error (status ")
+		b.WriteString(strconv.Itoa(status))
+		b.WriteString(")")
+	} else {
+		b.WriteString(" sent an error in its answer")
+	}
+	b.WriteString("; its own message is in the gateway's log under this request's id")
+	e.Message = b.String()
+	e.Cause = &hidden{text: "upstream: engine " + c.name + " said " + strconv.Quote(said), err: e.Cause}
+}
+
+// hidden is the cause of an engine's error after hide: the engine's words, and the cause before.
+type hidden struct {
+	text string
+	err  error
+}
+
+func (h *hidden) Error() string { return h.text }
+func (h *hidden) Unwrap() error { return h.err }
+
+// codeLike reports whether an engine's error code may reach the client (as X-Error-Code and
+// OpenAI's code): an identifier of letters, digits, '_', '.' and '-', up to 64 bytes.
+func codeLike(code string) bool {
+	if len(code) > 64 {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
 		}
 	}
-	e.Message = msg
-	return e
+	return true
 }

@@ -301,8 +301,11 @@ func (r *Response) Err(err error) error {
 	}
 	var ae *apierr.Error
 	if errors.As(err, &ae) {
-		// The message may quote the engine (an error object with a 200, an error event).
-		if m := Sanitize(r.c.key.Redact(ae.Message), MaxReason); m != ae.Message {
+		if errors.Is(ae, apierr.ErrEngineSaid) {
+			// The engine's own words (an error object with a 200, an error event or frame):
+			// the client gets layer0's stable message instead.
+			r.c.hide(ae, 0)
+		} else if m := Sanitize(r.c.key.Redact(ae.Message), MaxReason); m != ae.Message {
 			ae.Message = m
 		}
 		return ae

@@ -15,6 +15,7 @@
 package upstream
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -23,11 +24,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
@@ -48,12 +51,116 @@ func (Secret) GoString() string { return "[redacted]" }
 // Value returns the credential, for the one header that carries it.
 func (s Secret) Value() string { return s.v }
 
-// Redact replaces every occurrence of the credential in msg.
+// Redact replaces every occurrence of the credential in msg, also where msg spells it with JSON
+// escapes (an engine that echoes the key inside a JSON string may write sk\/up or \u0073k, or
+// escape it twice, in JSON inside JSON): the escaped spelling is replaced whole.
 func (s Secret) Redact(msg string) string {
-	if len(s.v) < 4 || !strings.Contains(msg, s.v) {
+	if len(s.v) < 4 {
 		return msg
 	}
-	return strings.ReplaceAll(msg, s.v, "[redacted]")
+	if strings.Contains(msg, s.v) {
+		msg = strings.ReplaceAll(msg, s.v, redacted)
+	}
+	if strings.IndexByte(msg, '\\') < 0 {
+		return msg
+	}
+	return redactEscaped(msg, s.v)
+}
+
+// redacted replaces a credential in text.
+const redacted = "[redacted]"
+
+// maxUnescape bounds how many levels of JSON escaping Redact looks through.
+const maxUnescape = 3
+
+// redactEscaped replaces in msg every span that, once its JSON escapes are undone (up to
+// maxUnescape times), spells secret.
+func redactEscaped(msg, secret string) string {
+	// text is msg unescaped so far; from[i], to[i] the span of msg that text[i] came from.
+	text := []byte(msg)
+	from, to := make([]int, len(text)), make([]int, len(text))
+	for i := range text {
+		from[i], to[i] = i, i+1
+	}
+	type span struct{ s, e int }
+	var spans []span
+	for range maxUnescape {
+		if bytes.IndexByte(text, '\\') < 0 {
+			break
+		}
+		text, from, to = unescapeOnce(text, from, to)
+		for off := 0; ; {
+			j := bytes.Index(text[off:], []byte(secret))
+			if j < 0 {
+				break
+			}
+			j += off
+			spans = append(spans, span{from[j], to[j+len(secret)-1]})
+			off = j + len(secret)
+		}
+	}
+	if len(spans) == 0 {
+		return msg
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.s - b.s })
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		if sp.s < last { // overlaps one already replaced
+			if sp.e > last {
+				last = sp.e
+			}
+			continue
+		}
+		b.WriteString(msg[last:sp.s])
+		b.WriteString(redacted)
+		last = sp.e
+	}
+	b.WriteString(msg[last:])
+	return b.String()
+}
+
+// unescapeOnce undoes one level of JSON string escapes in text (\/, \\, \", \n…, \uXXXX; what
+// is not a valid escape stays as it is), carrying each byte's span of the original along.
+func unescapeOnce(text []byte, from, to []int) ([]byte, []int, []int) {
+	out := make([]byte, 0, len(text))
+	nf, nt := make([]int, 0, len(text)), make([]int, 0, len(text))
+	for i := 0; i < len(text); {
+		c, n := text[i], 1
+		if c == '\\' && i+1 < len(text) {
+			switch e := text[i+1]; e {
+			case '"', '\\', '/':
+				c, n = e, 2
+			case 'b':
+				c, n = '\b', 2
+			case 'f':
+				c, n = '\f', 2
+			case 'n':
+				c, n = '\n', 2
+			case 'r':
+				c, n = '\r', 2
+			case 't':
+				c, n = '\t', 2
+			case 'u':
+				if i+6 <= len(text) {
+					if v, err := strconv.ParseUint(string(text[i+2:i+6]), 16, 16); err == nil {
+						var rb [utf8.UTFMax]byte
+						k := utf8.EncodeRune(rb[:], rune(v))
+						for _, r := range rb[:k] {
+							out = append(out, r)
+							nf, nt = append(nf, from[i]), append(nt, to[i+5])
+						}
+						i += 6
+						continue
+					}
+				}
+			}
+		}
+		out = append(out, c)
+		nf, nt = append(nf, from[i]), append(nt, to[i+n-1])
+		i += n
+	}
+	return out, nf, nt
 }
 
 // Options are the parts of a Client that do not come from the config file.

@@ -41,3 +41,22 @@ func TestSecret(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// An engine that echoes the key inside JSON may spell it with escapes: it is redacted whole,
+// however spelt, once or twice escaped, and the text around it is left as it was.
+func TestSecretRedactsEscaped(t *testing.T) {
+	s := Secret{"sk/up/abc123"}
+	tests := []struct{ in, want string }{
+		{`{"message":"bad key sk\/up\/abc123"}`, `{"message":"bad key [redacted]"}`},
+		{`{"message":"bad key \u0073k/up/abc123 and sk/up/abc123"}`, `{"message":"bad key [redacted] and [redacted]"}`},
+		{`{"m":"\u0073\u006b\/up\/abc12\u0033!"}`, `{"m":"[redacted]!"}`},
+		{`"{\"message\":\"key \\u0073k\\/up\\/abc123\"}"`, `"{\"message\":\"key [redacted]\"}"`},
+		{`no key here, \u0073k/up/abc12 is another one`, `no key here, \u0073k/up/abc12 is another one`},
+		{`a stray \ and \u00zz`, `a stray \ and \u00zz`},
+	}
+	for _, tt := range tests {
+		if got := s.Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%s):\n got %s\nwant %s", tt.in, got, tt.want)
+		}
+	}
+}

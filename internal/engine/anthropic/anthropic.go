@@ -291,9 +291,10 @@ func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (
 		if bytes.Equal(name, evError) {
 			return res, resp.Err(DecodeError(0, data))
 		}
-		// The stream's shape: named events of JSON objects (checked whole until the attempt
-		// commits), message_start first (pings aside).
-		if len(name) == 0 || !jsontext.EventObject(data, !out.Started()) {
+		// The stream's shape: named events of JSON objects, each checked whole (after the first
+		// byte too: a broken event must end the stream with an error, not reach the client),
+		// message_start first (pings aside).
+		if len(name) == 0 || !jsontext.ValidObject(data) {
 			return res, resp.Err(upstream.Malformed("a stream event that is not a named JSON object", ""))
 		}
 		if !started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {

@@ -174,8 +174,8 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 		if !jsontext.ValidObject(body) {
 			return res, upstream.Malformed("incomplete or invalid JSON", "")
 		}
-		// One scan of the top level finds the model, the usage and an error.
-		ms, me, us, ue := -1, -1, -1, -1
+		// One scan of the top level finds the model, the usage, the choices and an error.
+		ms, me, us, ue, cs, ce := -1, -1, -1, -1, -1, -1
 		isErr := false
 		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
 			switch {
@@ -183,6 +183,8 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 				ms, me = vs, ve
 			case jsontext.KeyIs(k, esc, "usage"):
 				us, ue = vs, ve
+			case jsontext.KeyIs(k, esc, "choices"):
+				cs, ce = vs, ve
 			case jsontext.KeyIs(k, esc, "error"):
 				isErr = isErr || !empty(body[vs:ve])
 			case jsontext.KeyIs(k, esc, "object"):
@@ -197,6 +199,14 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 		}
 		if pr.stream {
 			return res, upstream.StreamAnsweredJSON()
+		}
+		// A 200 that is no completion ({}, an object without choices) or one that never says
+		// why it ended (cut short) is the engine's failure, not an answer.
+		if cs < 0 || body[cs] != '[' || empty(body[cs:ce]) {
+			return res, upstream.Malformed("an answer without choices", "")
+		}
+		if !hasFinish(body[cs:ce]) {
+			return res, upstream.Malformed("an answer without a finish_reason", "")
 		}
 		if us >= 0 {
 			res.Usage, _ = wire.ParseUsage(body[us:ue])
@@ -246,16 +256,17 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 			_, err := out.Write(raw)
 			return res, err // the caller ends the response (engine.Forwarder)
 		}
-		// The stream's shape: every chunk is a JSON object; until the attempt commits, one
-		// checked whole and with choices (unless it is an error), and by its shape after.
-		full := !out.Started()
-		if !jsontext.EventObject(data, full) {
+		// The stream's shape: every chunk is a JSON object, checked whole and UTF-8, with choices
+		// (unless it is an error, or the usage-only chunk of an engine that leaves them out),
+		// before and after the attempt commits: a broken chunk after the first byte ends the
+		// stream with an error instead of reaching the client.
+		if !jsontext.ValidObject(data) {
 			return res, upstream.Malformed("a stream chunk that is not a JSON object", "")
 		}
 		if ae := wire.StreamError(data); ae != nil {
 			return res, ae
 		}
-		if full && !bytes.Contains(data, choicesKey) {
+		if !bytes.Contains(data, choicesKey) && !bytes.Contains(data, usageKey) {
 			return res, upstream.Malformed("a stream chunk without choices", "")
 		}
 		skip := false

@@ -224,7 +224,7 @@ func (d *decoder) block(dst []llm.Block, ctx blockCtx, depth int) ([]llm.Block, 
 	var b rawBlock
 	allowed := ^uint32(0) // until the type is known
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, nil)
 		if err != nil {
 			return dst, err
 		}
@@ -234,6 +234,9 @@ func (d *decoder) block(dst []llm.Block, ctx blockCtx, depth int) ([]llm.Block, 
 		bit := memberBit(k)
 		if bit&allowed == 0 {
 			return dst, d.extra()
+		}
+		if b.seen&bit != 0 {
+			return dst, d.duplicate()
 		}
 		b.seen |= bit
 		switch bit {
@@ -364,8 +367,9 @@ func (d *decoder) source(s *rawSource, depth int) error {
 	if err := d.object(); err != nil {
 		return err
 	}
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return err
 		}

@@ -145,18 +145,16 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 	var hasModel, hasMaxTokens, hasMessages bool
 	var seen uint32 // topLevelBit of each field read
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, nil)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			break
 		}
-		// A field given twice would be read last-wins here and first-wins by other parsers of
-		// the same body (an engine reached by pass-through, a filter in front of it): refuse it.
 		b := topLevelBit(k)
 		if seen&b != 0 {
-			return d.fail("duplicate key: each field may be given only once")
+			return d.duplicate()
 		}
 		seen |= b
 		switch k {
@@ -325,8 +323,9 @@ func (d *decoder) message(m *llm.Message) (messageInfo, error) {
 	var hasRole, hasContent bool
 	var info contentInfo
 	extra := "" // the first member only a system message may have
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return mi, err
 		}
@@ -456,8 +455,9 @@ func (d *decoder) metadata(r *llm.Request) error {
 	if err := d.object(); err != nil {
 		return err
 	}
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return err
 		}
@@ -539,8 +539,9 @@ func (d *decoder) tool(t *llm.Tool) error {
 	}
 	var hasName bool
 	var typ string
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return err
 		}
@@ -589,8 +590,9 @@ func (d *decoder) schema() (json.RawMessage, error) {
 	}
 	start := d.Pos
 	d.Pos++
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return nil, err
 		}
@@ -622,7 +624,7 @@ func (d *decoder) rawObject() (json.RawMessage, error) {
 		return nil, d.typeErr("an object", k)
 	}
 	start := d.Pos
-	if err := d.Skip(1); err != nil {
+	if err := d.SkipUnique(1); err != nil {
 		return nil, d.syntax(err)
 	}
 	return jsontext.Compact(d.Text[start:d.Pos]), nil
@@ -639,8 +641,9 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 	var typ, name string
 	var hasType, hasName, hasDisable bool
 	tc := &r.ToolChoice
+	var seen jsontext.KeySet
 	for n := 0; ; {
-		k, ok, err := d.key(&n)
+		k, ok, err := d.key(&n, &seen)
 		if err != nil {
 			return err
 		}

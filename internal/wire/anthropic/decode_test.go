@@ -287,6 +287,18 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"duplicate model, escaped", req(okMsgs + `,"mod\u0065l":"b"`), "model: duplicate key: each field may be given only once"},
 		{"duplicate messages", req(okMsgs + `,` + okMsgs), "messages: duplicate key: each field may be given only once"},
 		{"duplicate ignored field", req(okMsgs + `,"thinking":{},"thinking":{}`), "thinking: duplicate key: each field may be given only once"},
+		{"duplicate content in a message", req(`"messages":[{"role":"user","content":"many many words","content":"small"}]`), "messages.0.content: duplicate key: each field may be given only once"},
+		{"duplicate role, escaped", req(`"messages":[{"role":"user","content":"hi","\u0072ole":"user"}]`), "messages.0.role: duplicate key: each field may be given only once"},
+		{"duplicate text in a block", req(`"messages":[{"role":"user","content":[{"type":"text","text":"big","text":"s"}]}]`), "messages.0.content.0.text: duplicate key: each field may be given only once"},
+		{"duplicate source member", req(`"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","data":"big","data":"s"}}]}]`), "messages.0.content.0.source.data: duplicate key: each field may be given only once"},
+		{"duplicate inside a tool input", req(`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":[{"b":1,"b":2}]}}]}]`), "messages.1.content.0.input.a.0.b: duplicate key: each field may be given only once"},
+		{"duplicate in a schema's properties", req(okMsgs + `,"tools":[{"name":"f","input_schema":{"type":"object","properties":{"x":{},"x":{"type":"string"}}}}]`), "tools.0.input_schema.properties.x: duplicate key: each field may be given only once"},
+		{"duplicate schema type", req(okMsgs + `,"tools":[{"name":"f","input_schema":{"type":"object","type":"object"}}]`), "tools.0.input_schema.type: duplicate key: each field may be given only once"},
+		{"duplicate tool name", req(okMsgs + `,"tools":[{"name":"f","name":"g","input_schema":{}}]`), "tools.0.name: duplicate key: each field may be given only once"},
+		{"duplicate tool_choice type", req(okMsgs + `,"tool_choice":{"type":"auto","type":"any"}`), "tool_choice.type: duplicate key: each field may be given only once"},
+		{"duplicate user_id", req(okMsgs + `,"metadata":{"user_id":"a","user_id":"b"}`), "metadata.user_id: duplicate key: each field may be given only once"},
+		{"duplicate inside an ignored field", req(okMsgs + `,"context_management":{"edits":[{"type":"a","type":"b"}]}`), "context_management.edits.0.type: duplicate key: each field may be given only once"},
+		{"duplicate inside a cache_control", req(`"messages":[{"role":"user","content":[{"type":"text","text":"t","cache_control":{"type":"ephemeral","type":"x"}}]}]`), "messages.0.content.0.cache_control.type: duplicate key: each field may be given only once"},
 		{"model missing", `{"max_tokens":1,` + okMsgs + `}`, "model: field required"},
 		{"model number", `{"model":7,"max_tokens":1,` + okMsgs + `}`, "model: must be a string, got number"},
 		{"model empty", `{"model":"","max_tokens":1,` + okMsgs + `}`, "model: must not be empty"},
@@ -478,6 +490,29 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		roundTrip(t, r)
 	})
+}
+
+// TestDecodeRequestNestedKeys: names are compared within one object, exactly: the same name in
+// two objects, or names that differ in case, are not duplicates; a duplicate is found past the
+// first sixteen members of an object too.
+func TestDecodeRequestNestedKeys(t *testing.T) {
+	var props strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&props, `"p%d":{"type":"string"},`, i)
+	}
+	ok := `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[` +
+		`{"type":"tool_use","id":"t","name":"f","input":{"a":{"x":1},"b":{"x":1},"A":2}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"}]}],` +
+		`"tools":[{"name":"f","input_schema":{"type":"object","properties":{` + props.String() + `"P0":{}}}}]}`
+	if _, err := DecodeRequest([]byte(ok)); err != nil {
+		t.Fatalf("got %v, want decoded", err)
+	}
+	dup := strings.Replace(ok, `"P0":{}`, `"p33":{}`, 1)
+	_, err := DecodeRequest([]byte(dup))
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Param != "tools.0.input_schema.properties.p33" {
+		t.Fatalf("got %v, want a duplicate at tools.0.input_schema.properties.p33", err)
+	}
 }
 
 // TestDecodeRequestIgnored checks that a top-level field accepted and dropped that can change the

@@ -88,6 +88,16 @@ func (d *decoder) required(key string) error { return d.failAt(key, "field requi
 
 // syntax reports a scanner error found inside the current value.
 func (d *decoder) syntax(err error) error {
+	if de, ok := err.(*jsontext.DuplicateKeyError); ok {
+		for _, sg := range de.Path {
+			if sg.Index >= 0 {
+				d.enterIndex(sg.Index)
+			} else {
+				d.enter(sg.Key)
+			}
+		}
+		return d.duplicate()
+	}
 	se, ok := err.(*jsontext.SyntaxError)
 	if !ok {
 		return err
@@ -127,16 +137,28 @@ func (d *decoder) null() bool {
 	return false
 }
 
-// key reads the next member name and enters it; the caller leaves after the value.
-func (d *decoder) key(n *int) (string, bool, error) {
+// key reads the next member name and enters it; the caller leaves after the value. With seen,
+// the names of the object read so far, a name given twice is refused (a caller that tracks its
+// members otherwise passes nil).
+func (d *decoder) key(n *int, seen *jsontext.KeySet) (string, bool, error) {
 	k, ok, err := d.NextKey(n)
 	if err != nil {
 		return "", false, d.syntax(err)
 	}
 	if ok {
 		d.enter(k)
+		if seen != nil && seen.Add(k) {
+			return "", false, d.duplicate()
+		}
 	}
 	return k, ok, nil
+}
+
+// duplicate reports the current member as given twice. A member given twice would be read
+// last-wins here and first-wins by other parsers of the same body (an engine reached by
+// pass-through, a filter in front of it): the value checked would not be the value used.
+func (d *decoder) duplicate() error {
+	return d.fail("duplicate key: each field may be given only once")
 }
 
 // elem moves to the next array element and enters its index; the caller leaves after it.
@@ -171,7 +193,7 @@ func (d *decoder) skipValue() error {
 	if k := d.Peek(); k == jsontext.KindInvalid || k == jsontext.KindEOF {
 		return d.typeErr("a value", k)
 	}
-	if err := d.Skip(1); err != nil {
+	if err := d.SkipUnique(1); err != nil {
 		return d.syntax(err)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -32,7 +31,7 @@ func appendInput(dst []byte, in json.RawMessage) []byte {
 }
 
 // validObject reports whether b is exactly one valid JSON object, its strings UTF-8.
-func validObject(b []byte) bool { return jsontext.ValidObject(b) && utf8.Valid(b) }
+func validObject(b []byte) bool { return jsontext.ValidObject(b) }
 
 // appendUsage appends the usage object of a message.
 func appendUsage(dst []byte, u *llm.Usage, outputTokens int) []byte {

@@ -57,7 +57,7 @@ func upstreamError(status int, typ, msg, requestID string) *apierr.Error {
 		}
 	}
 	cause := fmt.Errorf("anthropic: upstream error type %q status %d request_id %q", typ, status, requestID)
-	return &apierr.Error{Kind: kindForType(typ, status), Message: msg, Cause: cause}
+	return &apierr.Error{Kind: kindForType(typ, status), Message: msg, Cause: apierr.EngineSaid(cause)}
 }
 
 // DecodeError turns an upstream error response (status and body) into an *apierr.Error: the

@@ -285,7 +285,7 @@ func ParseError(v Version, p []byte) (*apierr.Error, error) {
 			return nil, fmt.Errorf("%w: error frame of length %d, want at least 2", ErrPayload, len(p))
 		}
 		status := int(ebin.BigEndian.Uint16(p))
-		return &apierr.Error{Kind: kindFor(status, ""), Message: string(p[2:])}, nil
+		return &apierr.Error{Kind: kindFor(status, ""), Message: string(p[2:]), Cause: apierr.ErrEngineSaid}, nil
 	}
 	pr := payload{b: p}
 	status := pr.int()
@@ -294,7 +294,7 @@ func ParseError(v Version, p []byte) (*apierr.Error, error) {
 	if pr.err != nil {
 		return nil, fmt.Errorf("%w: error frame", ErrPayload)
 	}
-	return &apierr.Error{Kind: kindFor(status, string(typ)), Code: string(code), Message: string(pr.b)}, nil
+	return &apierr.Error{Kind: kindFor(status, string(typ)), Code: string(code), Message: string(pr.b), Cause: apierr.ErrEngineSaid}, nil
 }
 
 // kindFor finds the kind with the status and Anthropic type ("" matches any type).

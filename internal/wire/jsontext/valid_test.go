@@ -74,26 +74,36 @@ func BenchmarkValid(b *testing.B) {
 	}
 }
 
-func TestEventObject(t *testing.T) {
+// ValidObject is what the pass-through path checks every answer and stream event with: one
+// object, wholly valid, its strings UTF-8 (a client's decoder would turn other bytes into
+// U+FFFD without a word).
+func TestValidObject(t *testing.T) {
 	tests := []struct {
-		data        string
-		full, shape bool // EventObject(data, true), EventObject(data, false)
+		data string
+		want bool
 	}{
-		{`{"a":1}`, true, true},
-		{" {\"a\":1}\r\n", true, true},
-		{`{"a":1`, false, false},
-		{`{"a":,}`, false, true}, // broken inside: only the whole check sees it
-		{`[1]`, false, false},
-		{`{`, false, false},
-		{"\x8f\x00}", false, false},
-		{``, false, false},
+		{`{"a":1}`, true},
+		{" {\"a\":1}\r\n", true},
+		{"{\"a\":\"caf\xc3\xa9\"}", true},
+		{`{"a":1`, false},
+		{`{"a":,}`, false},
+		{`{not json}`, false},
+		{`[1]`, false},
+		{`{`, false},
+		{"\x8f\x00}", false},
+		{"{\"a\":\"caf\xc3\"}", false},
+		{"{\"a\":\"\xff\xfe\"}", false},
+		{``, false},
 	}
 	for _, tt := range tests {
-		if got := EventObject([]byte(tt.data), true); got != tt.full {
-			t.Errorf("EventObject(%q, true) = %v, want %v", tt.data, got, tt.full)
+		if got := ValidObject([]byte(tt.data)); got != tt.want {
+			t.Errorf("ValidObject(%q) = %v, want %v", tt.data, got, tt.want)
 		}
-		if got := EventObject([]byte(tt.data), false); got != tt.shape {
-			t.Errorf("EventObject(%q, false) = %v, want %v", tt.data, got, tt.shape)
+	}
+	if !raceEnabled {
+		b := []byte(validCases[3])
+		if n := testing.AllocsPerRun(100, func() { ValidObject(b) }); n != 0 {
+			t.Errorf("ValidObject allocates %v times a call, want 0", n)
 		}
 	}
 }

@@ -315,7 +315,7 @@ func engineError(status int, msg, typ, code string) *apierr.Error {
 	if len(msg) > maxEngineMessage {
 		msg = strings.ToValidUTF8(msg[:maxEngineMessage], "") + "…"
 	}
-	e := &apierr.Error{Kind: kind, Message: msg}
+	e := &apierr.Error{Kind: kind, Message: msg, Cause: apierr.ErrEngineSaid}
 	if kind == apierr.RateLimit && typ == apierr.LimitTokens {
 		e.Limit = typ // a hosted engine's token limit stays a token limit for OpenAI clients
 	}

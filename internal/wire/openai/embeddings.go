@@ -44,8 +44,8 @@ func DecodeEmbeddings(body []byte) (r *llm.EmbedRequest, base64 bool, err error)
 	if err := json.Unmarshal(body, &er); err != nil {
 		return nil, false, jsonError(err)
 	}
-	if k, ok := duplicateKey(body); ok {
-		return nil, false, apierr.Invalid(k, "duplicate key: each field may be given only once")
+	if k, ok := duplicateKey(body, shapeStruct); ok {
+		return nil, false, apierr.Invalid(k, dupMessage)
 	}
 	if er.Model == nil || *er.Model == "" {
 		return nil, false, apierr.Invalid("model", "required")

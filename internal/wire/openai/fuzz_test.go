@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // FuzzDecodeRequest checks that any body either decodes or fails with a 400 naming a reason,
@@ -63,6 +64,25 @@ func FuzzReadStream(f *testing.F) {
 		}
 		if (err == nil) != s.stopped() {
 			t.Fatalf("got error %v with stopped=%v", err, s.stopped())
+		}
+	})
+}
+
+// FuzzDuplicateKey holds duplicateKey on raw JSON (names compared exactly) to the scanner the
+// Anthropic decoder uses: on valid JSON both find a repeated name, or neither does.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":1,"b":2}]}`, `{"a":1,"\u0061":2}`, `[{"x":{}},{"x":{}}]`, `{"a":1,"A":2}`, `{"a":"}\"","b":[]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || !utf8.Valid(data) {
+			return
+		}
+		_, got := duplicateKey(data, shapeRaw)
+		d := jsontext.Scanner{Text: string(data), MaxDepth: 1 << 20}
+		var de *jsontext.DuplicateKeyError
+		if want := errors.As(d.SkipUnique(0), &de); got != want {
+			t.Fatalf("%q: duplicateKey found %v, jsontext %v", data, got, want)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
@@ -69,7 +70,15 @@ type reader struct {
 	stop     llm.StopReason
 	stopSeq  string
 	usage    llm.Usage
+	// args gathers the open tool call's arguments, checked when its block closes: arguments
+	// that are not a JSON object would reach an Anthropic client as "input":{} (or a stream
+	// of input_json_delta it cannot parse), a tool call it runs with nothing.
+	args []byte
 }
+
+// ErrToolArguments is the cause of the error for a tool call whose arguments are not a JSON
+// object.
+var ErrToolArguments = errors.New("openai: engine sent tool call arguments that are not a JSON object")
 
 func (rd *reader) send(ev *llm.Event) error { return rd.sink.Send(ev) }
 
@@ -85,6 +94,9 @@ func (rd *reader) startMsg(id, model string) error {
 func (rd *reader) closeBlock() error {
 	if !rd.open {
 		return nil
+	}
+	if rd.openTool != -1 && len(bytes.TrimSpace(rd.args)) > 0 && !jsontext.ValidObject(rd.args) {
+		return apierr.Wrap(apierr.BadGateway, ErrToolArguments, "engine sent tool call arguments that are not a JSON object")
 	}
 	rd.open = false
 	rd.ev = llm.Event{Kind: llm.EventBlockStop, Index: rd.next - 1}
@@ -133,6 +145,7 @@ func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
 		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: tc.Function.Name}
 		rd.next++
 		rd.open, rd.openTool = true, idx
+		rd.args = rd.args[:0]
 		if err := rd.send(&rd.ev); err != nil {
 			return err
 		}
@@ -140,6 +153,7 @@ func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
 	if tc.Function.Arguments == "" {
 		return nil
 	}
+	rd.args = append(rd.args, tc.Function.Arguments...)
 	rd.ev = llm.Event{Kind: llm.EventToolDelta, Index: rd.next - 1, Text: tc.Function.Arguments}
 	return rd.send(&rd.ev)
 }
@@ -240,7 +254,7 @@ func chunkError(c *chunkJSON) error {
 		status = 502
 	}
 	e := engineError(status, msg, typ, code)
-	e.Cause = errors.New("openai: engine sent an error in its stream")
+	e.Cause = apierr.EngineSaid(errors.New("openai: engine sent an error in its stream"))
 	return e
 }
 
@@ -290,6 +304,11 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			if !rd.started {
 				return apierr.Wrap(apierr.BadGateway, ErrTruncated, "engine sent an empty stream")
 			}
+			if !rd.finished {
+				// [DONE] without a finish_reason: the answer was cut, not ended (it must not
+				// reach the client as end_turn).
+				return apierr.Wrap(apierr.BadGateway, ErrTruncated, "engine stream ended before the response was complete")
+			}
 			if err := rd.end(); err != nil {
 				return err
 			}
@@ -324,7 +343,7 @@ func lineError(data []byte) error {
 	var c chunkJSON
 	if json.Unmarshal(data, &c) != nil || (isNull(c.Error) && c.Message == "") {
 		e := engineError(502, string(bytes.ToValidUTF8(data, nil)), "", "")
-		e.Cause = errors.New("openai: engine sent an error line in its stream")
+		e.Cause = apierr.EngineSaid(errors.New("openai: engine sent an error line in its stream"))
 		return e
 	}
 	if isNull(c.Error) {

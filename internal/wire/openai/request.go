@@ -133,9 +133,9 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		return nil, x, jsonError(err)
 	}
 	// A field given twice is read last-wins here and first-wins by other parsers of the same
-	// body (an engine reached by pass-through, a filter in front of it): refuse it.
-	if k, ok := duplicateKey(body); ok {
-		return nil, x, apierr.Invalid(k, "duplicate key: each field may be given only once")
+	// body (an engine reached by pass-through, a filter in front of it): refuse it, at any depth.
+	if path, ok := duplicateKey(body, shapeRequest); ok {
+		return nil, x, apierr.Invalid(path, "%s", dupMessage)
 	}
 	r := &llm.Request{Format: llm.FormatOpenAI, Ignored: ignored}
 	if cr.Model == nil || *cr.Model == "" {
@@ -742,116 +742,27 @@ func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 		if tc.Function.Name == "" {
 			return nil, apierr.Invalid(pp+".function.name", "required")
 		}
-		input, err := toolInput(tc.Function.Arguments)
+		input, err := toolInput(pp+".function.arguments", tc.Function.Arguments)
 		if err != nil {
-			return nil, apierr.Invalid(pp+".function.arguments", "must be a JSON object encoded as a string")
+			return nil, err
 		}
 		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: input})
 	}
 	return blocks, nil
 }
 
-// toolInput validates function arguments: a JSON object, or empty for no arguments.
-func toolInput(args string) (json.RawMessage, error) {
+// toolInput validates function arguments, the field at p: a JSON object in which no object
+// repeats a name, or empty for no arguments.
+func toolInput(p, args string) (json.RawMessage, error) {
 	a := bytes.TrimSpace([]byte(args))
 	if len(a) == 0 {
 		return json.RawMessage("{}"), nil
 	}
 	if a[0] != '{' || !json.Valid(a) {
-		return nil, errors.New("openai: arguments are not a JSON object")
+		return nil, apierr.Invalid(p, "must be a JSON object encoded as a string")
+	}
+	if path, ok := duplicateKey(a, shapeRaw); ok {
+		return nil, apierr.Invalid(p+"."+path, "%s", dupMessage)
 	}
 	return json.RawMessage(a), nil
-}
-
-// duplicateKey returns a member name that occurs twice in the top-level object of body, which
-// json.Unmarshal has accepted (so body is one valid JSON value). Names are compared as
-// encoding/json matches them to fields: after unescaping, ignoring case. It allocates only for
-// names with escapes and for objects of more than 32 members.
-func duplicateKey(body []byte) (string, bool) {
-	var keys [32][]byte // the raw names seen so far, without their quotes
-	n := 0
-	var many map[string]struct{} // past len(keys): the unescaped, lower-cased names
-	depth, wantKey := 0, false
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; c {
-		case '"':
-			end := stringEnd(body, i)
-			if depth == 1 && wantKey {
-				k := body[i+1 : end-1]
-				for _, prev := range keys[:n] {
-					if sameName(prev, k) {
-						return unescape(k), true
-					}
-				}
-				switch {
-				case n < len(keys):
-					keys[n] = k
-					n++
-				default:
-					if many == nil {
-						many = make(map[string]struct{}, 2*len(keys))
-						for _, prev := range keys {
-							many[strings.ToLower(unescape(prev))] = struct{}{}
-						}
-					}
-					name := unescape(k)
-					if _, dup := many[strings.ToLower(name)]; dup {
-						return name, true
-					}
-					many[strings.ToLower(name)] = struct{}{}
-				}
-			}
-			i = end - 1
-		case '{', '[':
-			depth++
-			wantKey = c == '{' && depth == 1
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return "", false
-			}
-		case ',':
-			wantKey = depth == 1
-		case ':':
-			if depth == 1 {
-				wantKey = false
-			}
-		}
-	}
-	return "", false
-}
-
-// stringEnd returns the index just past the JSON string starting at body[i] (a '"').
-func stringEnd(body []byte, i int) int {
-	for j := i + 1; j < len(body); j++ {
-		switch body[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(body)
-}
-
-// sameName reports whether two raw member names name the same field.
-func sameName(a, b []byte) bool {
-	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
-		return bytes.EqualFold(a, b)
-	}
-	return strings.EqualFold(unescape(a), unescape(b))
-}
-
-// unescape returns the raw member name k (valid JSON string content) as a string.
-func unescape(k []byte) string {
-	if bytes.IndexByte(k, '\\') < 0 {
-		return string(k)
-	}
-	q := make([]byte, 0, len(k)+2)
-	q = append(append(append(q, '"'), k...), '"')
-	var s string
-	if err := json.Unmarshal(q, &s); err != nil {
-		return string(k) // cannot happen: body was valid JSON
-	}
-	return s
 }

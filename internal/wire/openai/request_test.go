@@ -27,6 +27,17 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"duplicate unknown field", `{"model":"a","seed":1,"messages":[{"role":"user","content":"hi"}],"seed":2}`, "seed"},
 		{"duplicate past 32 fields", `{"model":"a","x0":0,"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"x13":13,"x14":14,"x15":15,"x16":16,"x17":17,"x18":18,"x19":19,"x20":20,"x21":21,"x22":22,"x23":23,"x24":24,"x25":25,"x26":26,"x27":27,"x28":28,"x29":29,"x30":30,"x31":31,"x32":32,"x33":33,"x34":34,"x35":35,"x36":36,"x37":37,"x38":38,"x39":39,"messages":[{"role":"user","content":"hi"}],"x7":1}`, "x7"},
 		{"duplicate past 32 fields, first ones", `{"model":"a","x0":0,"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"x13":13,"x14":14,"x15":15,"x16":16,"x17":17,"x18":18,"x19":19,"x20":20,"x21":21,"x22":22,"x23":23,"x24":24,"x25":25,"x26":26,"x27":27,"x28":28,"x29":29,"x30":30,"x31":31,"x32":32,"x33":33,"x34":34,"x35":35,"x36":36,"x37":37,"x38":38,"x39":39,"messages":[{"role":"user","content":"hi"}],"MODEL":"b"}`, "MODEL"},
+		{"duplicate content in a message", `{"model":"m","messages":[{"role":"user","content":"many many words","content":"small"}]}`, "messages[0].content"},
+		{"duplicate content in another case", `{"model":"m","messages":[{"role":"user","content":"many many words","Content":"small"}]}`, "messages[0].Content"},
+		{"duplicate text in a part", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"big","t\u0065xt":"s"}]}]}`, "messages[0].content[0].text"},
+		{"duplicate image url", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://a/x.png","URL":"https://b/y.png"}}]}]}`, "messages[0].content[0].image_url.URL"},
+		{"duplicate in tool call arguments", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":{\"b\":[{\"c\":1,\"c\":2}]}}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}]}`, "messages[1].tool_calls[0].function.arguments.a.b[0].c"},
+		{"duplicate function name in a tool call", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","NAME":"g","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}]}`, "messages[1].tool_calls[0].function.NAME"},
+		{"duplicate in a tool schema", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{},"x":{"type":"string"}}}}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].function.parameters.properties.x"},
+		{"duplicate in a response schema", `{"model":"m","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"required":[],"required":["a"]}}},"messages":[{"role":"user","content":"hi"}]}`, "response_format.json_schema.schema.required"},
+		{"duplicate tool_choice function", `{"model":"m","tool_choice":{"type":"function","function":{"name":"f"},"Function":{"name":"g"}},"messages":[{"role":"user","content":"hi"}]}`, "tool_choice.Function"},
+		{"duplicate in metadata", `{"model":"m","metadata":{"model":"x","model":"y"},"messages":[{"role":"user","content":"hi"}]}`, "metadata.model"},
+		{"duplicate include_usage", `{"model":"m","stream":true,"stream_options":{"include_usage":true,"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`, "stream_options.include_usage"},
 		{"empty model", `{"model":"","messages":[{"role":"user","content":"hi"}]}`, "model"},
 		{"model not string", `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, "model"},
 		{"no messages", `{"model":"m"}`, "messages"},
@@ -325,10 +336,15 @@ func TestDecodeRequestStop(t *testing.T) {
 	}
 }
 
-// TestDecodeRequestNestedDuplicatesAreNotTopLevel checks that only the request's own fields are
-// checked for duplicates: the same names inside messages, or inside strings, are not.
-func TestDecodeRequestNestedDuplicatesAreNotTopLevel(t *testing.T) {
-	body := `{"model":"m","metadata":{"model":"x","model":"y"},"messages":[{"role":"user","content":"\"model\":1,\"model\":2"}]}`
+// TestDecodeRequestNestedKeys checks what is not a duplicate: the same name in two objects or
+// inside a string, and names that differ in case where the JSON is passed on as it is (a schema,
+// tool arguments, metadata), not read into a struct.
+func TestDecodeRequestNestedKeys(t *testing.T) {
+	body := `{"model":"m","metadata":{"k":"x","K":"y"},"tools":[{"type":"function","function":{"name":"f",` +
+		`"parameters":{"type":"object","properties":{"a":{"type":"string"},"A":{"type":"string"}}}}}],` +
+		`"messages":[{"role":"user","content":"\"model\":1,\"model\":2"},{"role":"assistant","tool_calls":` +
+		`[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":{\"x\":1},\"A\":{\"x\":1}}"}}]},` +
+		`{"role":"tool","tool_call_id":"c","content":"r"}]}`
 	if _, err := DecodeRequest([]byte(body)); err != nil {
 		t.Errorf("got %v, want decoded", err)
 	}
@@ -336,7 +352,7 @@ func TestDecodeRequestNestedDuplicatesAreNotTopLevel(t *testing.T) {
 
 func TestDuplicateKeyAllocs(t *testing.T) {
 	body := []byte(`{"model":"gpt","stream":true,"max_tokens":100,"messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Tell me about the weather in Paris today, please."}]}`)
-	if n := testing.AllocsPerRun(100, func() { duplicateKey(body) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { duplicateKey(body, shapeRequest) }); n != 0 {
 		t.Errorf("duplicateKey allocates %v times on a request without escapes, want 0", n)
 	}
 }
@@ -347,7 +363,7 @@ func BenchmarkDuplicateKey(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		duplicateKey(body)
+		duplicateKey(body, shapeRequest)
 	}
 }
 
