@@ -18,6 +18,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/sim"
 	"github.com/layer0ai/layer0/internal/kvevents"
@@ -50,6 +51,9 @@ type generation struct {
 	// redis is the shared store of the limit counters; nil with the in-memory store. A reload
 	// with the same store settings keeps it.
 	redis *limit.Redis
+	// stored keeps the Responses API's stored responses in this process: made by the first
+	// generation, kept by every reload (responses is read at start).
+	stored *conversation.Memory
 	// tel is the OpenTelemetry provider; nil when tracing is off. A reload with the same
 	// telemetry settings keeps it; the last generation holding it shuts it down.
 	tel *telemetry.Provider
@@ -345,6 +349,17 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		MinBodyRate: sc.MinBodyRate, WriteTimeout: sc.WriteTimeout, BodyBytesInFlight: sc.MaxBodyBytesInFlight})
 	if old != nil {
 		old.closeStore(g, cfg.Server.ShutdownTimeout)
+	}
+	// Stored responses: in the shared store when asked and one is configured, else in this
+	// process's memory, which outlives reloads.
+	if old != nil {
+		g.stored = old.stored
+	} else {
+		g.stored = conversation.NewMemory(cfg.Responses.TTL, cfg.Responses.MaxBytes, o.now)
+	}
+	g.snap.Responses = g.stored
+	if cfg.Responses.Shared && g.redis != nil {
+		g.snap.Responses = conversation.NewRedis(g.redis.Client(), cfg.Responses.TTL, cfg.Store.Cache.Timeout)
 	}
 	g.snap.CORS = server.NewCORS(cfg.CORS)
 	g.snap.Playground = cfg.Playground

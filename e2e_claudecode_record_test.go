@@ -140,7 +140,7 @@ func sanitizeClaude(t *testing.T, body []byte, prompt, dir string) json.RawMessa
 		for _, v := range tools {
 			tool, _ := v.(map[string]any)
 			if s, ok := tool["description"].(string); ok {
-				tool["description"] = placeholder(len(s))
+				tool["description"] = claudePlaceholder(len(s))
 			}
 			tool["input_schema"] = placeholderDescriptions(tool["input_schema"])
 		}
@@ -174,12 +174,12 @@ func placeholderContent(v any, prompt string) any {
 		if c == prompt {
 			return c
 		}
-		return placeholder(len(c))
+		return claudePlaceholder(len(c))
 	case []any:
 		for _, b := range c {
 			blk, _ := b.(map[string]any)
 			if s, ok := blk["text"].(string); ok && blk["type"] == "text" && s != prompt {
-				blk["text"] = placeholder(len(s))
+				blk["text"] = claudePlaceholder(len(s))
 			}
 		}
 	}
@@ -192,7 +192,7 @@ func placeholderDescriptions(v any) any {
 	case map[string]any:
 		for k, x := range s {
 			if str, ok := x.(string); ok && k == "description" {
-				s[k] = placeholder(len(str))
+				s[k] = claudePlaceholder(len(str))
 				continue
 			}
 			s[k] = placeholderDescriptions(x)
@@ -205,8 +205,8 @@ func placeholderDescriptions(v any) any {
 	return v
 }
 
-// placeholder returns n bytes of placeholder text.
-func placeholder(n int) string {
+// claudePlaceholder returns n bytes of placeholder text.
+func claudePlaceholder(n int) string {
 	const filler = "Placeholder text standing in for the client's own words. "
 	return strings.Repeat(filler, n/len(filler)+1)[:n]
 }

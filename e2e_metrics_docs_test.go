@@ -78,7 +78,7 @@ models:
 	if _, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "chat", MaxTokens: 0, Messages: userText("hi")}); err == nil {
 		t.Fatal("max_tokens 0: no error")
 	}
-	for _, path := range []string{"/v1/cache?model=backup&user=hello", "/v1/layer/negotiate?model=backup", "/v1/nope"} {
+	for _, path := range []string{"/v1/cache?model=backup&user=hello", "/v1/layer/negotiate?model=backup", "/v1/nope", "/v1/responses/resp_none"} {
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
 		req.Header.Set("X-Api-Key", keyA)
 		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

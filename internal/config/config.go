@@ -63,6 +63,8 @@ type Config struct {
 	// Telemetry exports OpenTelemetry traces of the requests (docs/operations.md); off by
 	// default.
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Responses configures the Responses API's stored responses (docs/responses.md).
+	Responses Responses `yaml:"responses"`
 }
 
 // The servers of cleartext HTTP/1.1 (Server.HTTP1).
@@ -162,6 +164,11 @@ type Engine struct {
 	MetricsPath string `yaml:"metrics_path"`
 	// PrefixCache describes the engine's prefix KV cache to the prefix index.
 	PrefixCache PrefixCache `yaml:"prefix_cache"`
+	// Responses says the engine serves the OpenAI Responses API itself (POST /v1/responses;
+	// kind openai only): a Responses request that keeps no state (store false, no
+	// previous_response_id) passes through to it unchanged but for the model name, instead of
+	// being translated to Chat Completions. Default false.
+	Responses bool `yaml:"responses"`
 }
 
 // Timeouts bound an engine call. Zero means no bound.
@@ -513,6 +520,7 @@ func withPath(msg string, paths map[int]string) string {
 // a configuration built in code, so a field left zero means its default wherever the
 // configuration came from.
 func (c *Config) SetDefaults() {
+	c.Responses.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -681,6 +689,7 @@ func (e *Errors) Error() string {
 // its engine factory checks the rest of).
 func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
+	c.Responses.validate(c, errs)
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
 	}
@@ -716,6 +725,9 @@ func (c *Config) Validate(kinds ...string) error {
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]
 		p := "engines." + name
+		if e.Responses && e.Kind != KindOpenAI {
+			errs.add(p+".responses", "only for kind openai")
+		}
 		switch e.Kind {
 		case KindSim:
 			e.Sim.validate(p+".sim", errs)

@@ -124,7 +124,7 @@ func Parse(req *llm.Request) (set Set, blocks []llm.Block, err error) {
 		return set, blocks, nil
 	}
 	maxTemp := llm.MaxTemperature
-	if req.Format == llm.FormatOpenAI {
+	if req.Format.OpenAIRanges() {
 		maxTemp = llm.MaxTemperatureOpenAI
 	}
 	blocks = make([]llm.Block, 0, len(req.System))

@@ -76,6 +76,8 @@ type Pass struct {
 	Model string
 	// ClientModel is the model name the client sees in the response; empty keeps the engine's.
 	ClientModel string
+	// Format is the client's format, which the engine speaks (Forwarder, Speaker).
+	Format llm.Format
 	// Header holds the client's request headers and Query its raw URL query, of which a
 	// Forwarder passes on those its format defines (the Messages API's anthropic-beta and
 	// ?beta=true); nil and "" pass nothing.
@@ -106,6 +108,21 @@ type Forwarder interface {
 	// writes the error in the client's format, or tries another engine); an error after that
 	// means the stream was cut and the caller must end it with the format's error event.
 	Forward(ctx context.Context, p *Pass, w Writer) (PassResult, error)
+}
+
+// Speaker is implemented by forwarders that speak client formats beyond their Format (an
+// OpenAI-format engine that serves the Responses API too): the pass-through path is offered for
+// every format Speaks reports.
+type Speaker interface {
+	Speaks(f llm.Format) bool
+}
+
+// Speaks reports whether the forwarder f takes a client's bytes in format fm.
+func Speaks(f Forwarder, fm llm.Format) bool {
+	if s, ok := f.(Speaker); ok {
+		return s.Speaks(fm)
+	}
+	return f.Format() == fm
 }
 
 // MaxHeldEvents bounds the prelude held back before a stream's first content, on both paths (the

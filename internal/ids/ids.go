@@ -44,3 +44,10 @@ func ToolUse() string { return make1("toolu_", 24) }
 
 // ToolCall returns a new OpenAI tool-call id, "call_" and 24 base-62 characters.
 func ToolCall() string { return make1("call_", 24) }
+
+// Response returns a new OpenAI Responses API response id, "resp_" and 24 base-62 characters.
+func Response() string { return make1("resp_", 24) }
+
+// FunctionCall returns a new Responses API function call item id, "fc_" and 24 base-62
+// characters.
+func FunctionCall() string { return make1("fc_", 24) }

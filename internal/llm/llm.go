@@ -119,6 +119,9 @@ const (
 	FormatAnthropic Format = iota
 	FormatOpenAI
 	FormatBinary
+	// FormatResponses is the OpenAI Responses API (POST /v1/responses): OpenAI's ranges and
+	// defaults, its own shapes on the wire.
+	FormatResponses
 )
 
 // String names the format for logs and metrics.
@@ -128,9 +131,15 @@ func (f Format) String() string {
 		return "openai"
 	case FormatBinary:
 		return "binary"
+	case FormatResponses:
+		return "responses"
 	}
 	return "anthropic"
 }
+
+// OpenAIRanges reports whether requests in the format follow the OpenAI API's ranges: max_tokens
+// optional, temperature up to 2.
+func (f Format) OpenAIRanges() bool { return f == FormatOpenAI || f == FormatResponses }
 
 // Request is the canonical request. A zero pointer parameter means "not given".
 type Request struct {

@@ -68,7 +68,7 @@ func (r *Request) validate(needMaxTokens bool) error {
 	case !utf8.ValidString(r.Model):
 		return badUTF8("model")
 	}
-	if r.MaxTokens != 0 || needMaxTokens && r.Format != FormatOpenAI {
+	if r.MaxTokens != 0 || needMaxTokens && !r.Format.OpenAIRanges() {
 		if err := intRange("max_tokens", r.MaxTokens, 1); err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func (r *Request) validate(needMaxTokens bool) error {
 		}
 	}
 	maxTemp := MaxTemperature
-	if r.Format == FormatOpenAI {
+	if r.Format.OpenAIRanges() {
 		maxTemp = MaxTemperatureOpenAI
 	}
 	if err := floatRange("temperature", r.Temperature, maxTemp); err != nil {

@@ -42,17 +42,18 @@ var outcomes = [...]string{OutcomeOK, OutcomeInvalid, OutcomeDenied, OutcomeRate
 // Routes, the values of layer0_requests_total's route label: which endpoint a request was for.
 // Only generations (RouteMessages) are timed and count tokens.
 const (
-	RouteMessages    = "messages"     // a generation: /v1/messages, /v1/chat/completions, the binary protocol
+	RouteMessages    = "messages"     // a generation: /v1/messages, /v1/chat/completions, /v1/responses, the binary protocol
 	RouteCountTokens = "count_tokens" // POST /v1/messages/count_tokens
 	RouteEmbeddings  = "embeddings"   // POST /v1/embeddings
 	RouteModels      = "models"       // GET /v1/models, /v1/models/{id}
 	RouteCache       = "cache"        // /v1/cache, the prefix-cache probe
 	RouteNegotiate   = "negotiate"    // /v1/layer/negotiate
 	RouteNotFound    = "not_found"    // a /v1/ path that is no endpoint
+	RouteResponses   = "responses"    // GET and DELETE /v1/responses/{id}, the stored responses
 )
 
 // Routes are every route label value, in the order above.
-var Routes = [...]string{RouteMessages, RouteCountTokens, RouteEmbeddings, RouteModels, RouteCache, RouteNegotiate, RouteNotFound}
+var Routes = [...]string{RouteMessages, RouteCountTokens, RouteEmbeddings, RouteModels, RouteCache, RouteNegotiate, RouteNotFound, RouteResponses}
 
 // fallbackReasons are every reason the router can give, so each series exists from the start.
 var fallbackReasons = [...]string{route.ReasonRateLimit, route.ReasonOverloaded, route.ReasonServerError,

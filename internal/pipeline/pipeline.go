@@ -593,9 +593,9 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	rec := &c.Record
 	s := &c.att
 	s.begin(t0)
-	if f, ok := a.Replica.Engine.(engine.Forwarder); ok && c.Forward != nil && !c.st.edited && f.Format() == c.Request.Format {
+	if f, ok := a.Replica.Engine.(engine.Forwarder); ok && c.Forward != nil && !c.st.edited && engine.Speaks(f, c.Request.Format) {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
-		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model,
+		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format,
 			Header: c.Header, Query: c.Forward.Query}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)

@@ -29,14 +29,19 @@ type front struct {
 	alwaysStreams bool
 	// passes is set when an engine of the same format may take the client's bytes as they are.
 	passes bool
+	// mayPass, when set, says whether this request may take the pass-through path (passes).
+	mayPass func(x *exchange) bool
 	// contentType is the media type of an answer (streamed or not).
 	contentType func(x *exchange, stream bool) string
 	// answer appends a complete answer, under the model name the client asked for.
-	answer func(b []byte, r *llm.Response, model string) []byte
+	answer func(x *exchange, b []byte, r *llm.Response, model string) []byte
 	// stream makes the stream's encoder, at its first event, writing to out.
 	stream func(x *exchange, out *streamWriter, model string) (encoder, error)
 	// error appends a complete error answer and returns its status.
 	error func(b []byte, e *apierr.Error, requestID string) ([]byte, int)
+	// served, when set, is called once a complete answer or a complete stream reached the
+	// client (the Responses API stores it).
+	served func(x *exchange)
 }
 
 // encoder is a stream's encoder in a client format: events in, bytes out, and the format's error
@@ -65,7 +70,7 @@ var (
 			return req, err
 		},
 		contentType: jsonOrSSE,
-		answer: func(b []byte, r *llm.Response, model string) []byte {
+		answer: func(_ *exchange, b []byte, r *llm.Response, model string) []byte {
 			r.Model = model
 			return anthropic.AppendResponse(b, r, ids.Message())
 		},
@@ -84,7 +89,7 @@ var (
 			return req, err
 		},
 		contentType: jsonOrSSE,
-		answer: func(b []byte, r *llm.Response, model string) []byte {
+		answer: func(_ *exchange, b []byte, r *llm.Response, model string) []byte {
 			r.Model = model
 			return openai.AppendResponse(b, r, ids.Completion(), time.Now().Unix())
 		},
@@ -137,6 +142,8 @@ func frontFor(r *http.Request) *front {
 	switch p := r.URL.Path; {
 	case p == "/v1/chat/completions", p == "/v1/embeddings":
 		return openAIFront
+	case p == "/v1/responses" || strings.HasPrefix(p, "/v1/responses/"):
+		return responsesFront
 	case (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && wantsOpenAI(r):
 		return openAIFront
 	case isBinary(r):
@@ -167,7 +174,7 @@ func (x *exchange) serveMessage() {
 
 	out := &x.stw
 	*out = streamWriter{x: x, contentType: f.contentType(x, stream), whole: !stream}
-	if f.passes {
+	if f.passes && (f.mayPass == nil || f.mayPass(x)) {
 		x.fwd = pipeline.Forward{Body: body, Out: out, Query: x.r.URL.RawQuery}
 		x.call.Forward = &x.fwd
 	}
@@ -187,8 +194,11 @@ func (x *exchange) serveMessage() {
 			return
 		}
 		x.writeFull(http.StatusOK, out.contentType, x.output(func(b []byte) []byte {
-			return f.answer(b, &c.Response, req.Model)
+			return f.answer(x, b, &c.Response, req.Model)
 		}))
+		if f.served != nil {
+			f.served(x)
+		}
 		return
 	}
 
@@ -215,6 +225,10 @@ func (x *exchange) serveMessage() {
 	}
 	if !x.wrote { // the engine ended without a single event: never answer with an empty 200
 		x.fail(apierr.New(apierr.BadGateway, "the engine ended the response without sending anything"))
+		return
+	}
+	if f.served != nil {
+		f.served(x)
 	}
 }
 

@@ -32,8 +32,10 @@ func isAPI(path string) bool {
 // routeOf is the metrics' route label of an API path (isAPI): the endpoint the request was for.
 func routeOf(path string) string {
 	switch {
-	case path == "/v1/messages", path == "/v1/chat/completions":
+	case isGeneration(path):
 		return metrics.RouteMessages
+	case strings.HasPrefix(path, "/v1/responses/"):
+		return metrics.RouteResponses
 	case path == "/v1/messages/count_tokens":
 		return metrics.RouteCountTokens
 	case path == "/v1/embeddings":
@@ -274,4 +276,6 @@ func (x *exchange) profile(name string) {
 
 // isGeneration reports whether path is one of the endpoints that generate (the requests traced
 // with OpenTelemetry).
-func isGeneration(path string) bool { return path == "/v1/messages" || path == "/v1/chat/completions" }
+func isGeneration(path string) bool {
+	return path == "/v1/messages" || path == "/v1/chat/completions" || path == "/v1/responses"
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/ids"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -115,6 +116,10 @@ type Snapshot struct {
 	// Tracer, when set, traces the generation requests (/v1/messages, /v1/chat/completions)
 	// with OpenTelemetry: a span per request, its context sent to the engines.
 	Tracer *telemetry.Tracer
+	// Responses, when set, keeps the Responses API's stored responses (store,
+	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps none, and an id is
+	// never found.
+	Responses conversation.Store
 }
 
 // NewSnapshot returns the snapshot of p with lim, its zero fields set to their defaults.
@@ -208,6 +213,10 @@ type exchange struct {
 	// protocol's mode.
 	includeUsage bool
 	mode         binary.Mode
+	// rsp is a Responses API request's own state (nil for the other formats).
+	rsp *responseCall
+	// stored is the snapshot's store of Responses API responses; nil keeps none.
+	stored conversation.Store
 	// debug is set when a key with debug asked for the request's trace (X-Layer0-Debug: 1).
 	debug bool
 	// ctx is the request's context, carrying its span when it is traced (span non-nil, ended
@@ -249,7 +258,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	if x == nil {
 		x = new(exchange)
 	}
-	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r), ctx: r.Context()}
+	*x = exchange{s: s, w: w, r: r, p: lv.Pipeline, lim: &lv.Limits, done: lv.Done, front: frontFor(r), ctx: r.Context(),
+		stored: lv.Responses}
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
@@ -302,6 +312,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.cacheQuery()
 	case path == "/v1/embeddings":
 		x.onlyMethod(http.MethodPost, x.embeddings)
+	case strings.HasPrefix(path, "/v1/responses/"):
+		if id, ok := responseID(path); ok {
+			x.storedResponse(id)
+		} else {
+			x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
+		}
 	case path == "/v1/messages/count_tokens":
 		x.onlyMethod(http.MethodPost, x.countTokens)
 	case path == "/v1/models" && wantsOpenAI(r):

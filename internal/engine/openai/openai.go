@@ -39,6 +39,9 @@ type Options struct {
 // Engine is an OpenAI-compatible server. It is safe for concurrent use.
 type Engine struct {
 	upstream.Endpoint
+	// responses is the Responses API's path when the engine serves it (config responses), else
+	// "".
+	responses string
 }
 
 // codec is the Chat Completions format, for Generate.
@@ -56,7 +59,11 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	ep.Model = opts.Model
-	return &Engine{ep}, nil
+	e := &Engine{Endpoint: ep}
+	if cfg.Responses {
+		e.responses = responsesPath(ep.Path)
+	}
+	return e, nil
 }
 
 // Format implements engine.Forwarder.
@@ -87,6 +94,9 @@ var (
 // chunk is not passed on but returned, so that the caller reports it in the client's format (or
 // falls back).
 func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
+	if p.Format == llm.FormatResponses {
+		return e.forwardResponses(ctx, p, w)
+	}
 	var res engine.PassResult
 	buf := e.C.Buffer()
 	defer e.C.PutBuffer(buf)
@@ -119,8 +129,13 @@ type prepared struct {
 	read   []byte           // a pooled buffer for a non-streamed answer
 }
 
-// prepare builds the engine's body from the client's in dst.
-func prepare(dst []byte, p *engine.Pass) (prepared, error) {
+// prepare builds the engine's Chat Completions body from the client's in dst.
+func prepare(dst []byte, p *engine.Pass) (prepared, error) { return prepareBody(dst, p, true) }
+
+// prepareBody builds the engine's body from the client's in dst: the model rewritten and, when
+// usage is asked for (Chat Completions, which reports it in a stream only when asked), a
+// streaming request's stream_options.include_usage added.
+func prepareBody(dst []byte, p *engine.Pass, usage bool) (prepared, error) {
 	var pr prepared
 	var ms, me int
 	hasModel, hasOpts := false, false
@@ -137,7 +152,7 @@ func prepare(dst []byte, p *engine.Pass) (prepared, error) {
 	if err != nil || !hasModel {
 		return pr, apierr.Invalid("model", "the request body must be a JSON object with a model")
 	}
-	pr.inject = pr.stream && !hasOpts
+	pr.inject = usage && pr.stream && !hasOpts
 	open := bytes.IndexByte(p.Body, '{') + 1
 	b := append(dst, p.Body[:open]...)
 	if pr.inject {

@@ -1,0 +1,38 @@
+package openai
+
+import (
+	"encoding/json"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// The checks and mappings below are shared with the other OpenAI-family format, the Responses
+// API (wire/responses): one body of rules for what both accept and how both spell errors.
+
+// CheckBody returns the 400 for a request body that is not valid UTF-8 (naming the field that
+// holds the first bad byte), or nil.
+func CheckBody(body []byte) error { return utf8Error(body) }
+
+// JSONError turns an encoding/json error from decoding a request body into a 400 naming the
+// field where it can.
+func JSONError(err error) error { return jsonError(err) }
+
+// DuplicateKey returns the path of a member name given twice in one object of body (one valid
+// JSON value), at any depth, names compared exactly.
+func DuplicateKey(body []byte) (string, bool) { return duplicateKey(body, shapeRaw) }
+
+// ErrorTypeCode returns the OpenAI error type and code for e, as the OpenAI API spells them
+// (docs/errors.md lists them).
+func ErrorTypeCode(e *apierr.Error) (typ, code string) { return errorTypeCode(e) }
+
+// ToolArguments validates a tool call's arguments string, the field at p: a JSON object in
+// which no object repeats a name, or empty for none ("{}").
+func ToolArguments(p, args string) (json.RawMessage, error) { return toolInput(p, args) }
+
+// ImageURL decodes an image given by URL: a base64 data URL becomes a base64 image block, an
+// http(s) URL stays a URL. p names the field in the error.
+func ImageURL(p, u string) (llm.Block, error) { return decodeImageURL(p, u) }
+
+// TokenCount checks an integer parameter against [lo, llm.MaxMaxTokens], naming field.
+func TokenCount(field string, v, lo int) error { return tokenCount(field, v, lo) }

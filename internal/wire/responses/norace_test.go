@@ -1,0 +1,5 @@
+//go:build !race
+
+package responses
+
+const raceEnabled = false

@@ -1,0 +1,631 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/openai"
+)
+
+// request is the subset of a Responses request layer0 reads. Fields with several JSON shapes are
+// kept raw and decoded by hand so that errors name the field. Unknown fields (reasoning,
+// include, prompt_cache_key, service_tier, client_metadata, …) are accepted and ignored, as
+// docs/responses.md lists.
+type request struct {
+	Model              *string         `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       json.RawMessage `json:"instructions"`
+	Tools              json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	Text               json.RawMessage `json:"text"`
+	Stream             *bool           `json:"stream"`
+	Store              *bool           `json:"store"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	User               *string         `json:"user"`
+	Metadata           json.RawMessage `json:"metadata"`
+	Background         *bool           `json:"background"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Prompt             json.RawMessage `json:"prompt"`
+	// Accepted and not carried, though an engine could answer differently for them
+	// (llm.Request.Ignored).
+	Reasoning   json.RawMessage `json:"reasoning"`
+	TopLogprobs json.RawMessage `json:"top_logprobs"`
+}
+
+type textConfig struct {
+	Format    json.RawMessage `json:"format"`
+	Verbosity json.RawMessage `json:"verbosity"`
+}
+
+// tool is a Responses tool: a function (name, description, parameters at the top level, unlike
+// Chat Completions), a namespace of functions, or a hosted tool layer0 cannot run.
+type tool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Tools       []tool          `json:"tools"`
+}
+
+// item is one input item: a message (type "message", or no type with a role), a function call
+// or its output, a reasoning item, …
+type item struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments *string         `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// part is one content part of a message.
+type part struct {
+	Type     string  `json:"type"`
+	Text     *string `json:"text"`
+	Refusal  *string `json:"refusal"`
+	ImageURL *string `json:"image_url"`
+	FileID   *string `json:"file_id"`
+}
+
+// Extras are the request fields a Responses answer echoes or the server acts on, beyond the
+// canonical request.
+type Extras struct {
+	// Store keeps the response for GET and previous_response_id (the API's default, true).
+	Store bool
+	// PreviousResponseID is the response this one continues; "" for none.
+	PreviousResponseID string
+	// Instructions is the instructions string as given (raw JSON), for the echo; nil for null.
+	Instructions json.RawMessage
+	// MaxOutputTokens is max_output_tokens; 0 when not given.
+	MaxOutputTokens int
+	// Temperature and TopP as given; nil when not given.
+	Temperature, TopP *float64
+	// ParallelToolCalls is parallel_tool_calls (default true).
+	ParallelToolCalls bool
+	// ToolChoice, Tools, Text and Metadata are the request's raw JSON for the echo; nil when not
+	// given.
+	ToolChoice, Tools, Text, Metadata json.RawMessage
+	// User is the user field.
+	User string
+	// Namespaces maps the name of a function declared inside a namespace tool to its namespace,
+	// which a call of it names.
+	Namespaces map[string]string
+	// System is the system prompt the input's system and developer messages gave (not the
+	// instructions): a stored response keeps it, for a response that continues it.
+	System []llm.Block
+}
+
+// History is a stored conversation a request continues with previous_response_id: its system
+// blocks (from input messages, not instructions) and its turns, the stored response's output
+// last.
+type History struct {
+	System   []llm.Block
+	Messages []llm.Message
+}
+
+// Lookup returns the conversation a previous_response_id names, or an error (a 404 for an id
+// unknown to the caller).
+type Lookup func(id string) (*History, error)
+
+// DecodeRequest decodes a POST /v1/responses body into the canonical request. lookup resolves
+// previous_response_id; nil refuses it. Errors are *apierr.Error naming the field.
+//
+// The mapping: instructions, then the system and developer messages of the input, make
+// llm.Request.System; user and assistant messages become turns (consecutive items of one role
+// join one turn); function_call items become tool_use blocks of the assistant turn, and
+// function_call_output items tool_result blocks of the next user turn; reasoning items and the
+// calls of hosted tools are dropped. A previous response's conversation goes before the input.
+func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
+	if err := openai.CheckBody(body); err != nil {
+		return nil, nil, err
+	}
+	var rr request
+	if err := json.Unmarshal(body, &rr); err != nil {
+		return nil, nil, openai.JSONError(err)
+	}
+	if k, ok := openai.DuplicateKey(body); ok {
+		return nil, nil, apierr.Invalid(k, "duplicate key: each field may be given only once")
+	}
+	r := &llm.Request{Format: llm.FormatResponses}
+	x := &Extras{Store: true, ParallelToolCalls: true}
+	if rr.Model == nil || *rr.Model == "" {
+		return nil, nil, apierr.Invalid("model", "required")
+	}
+	r.Model = *rr.Model
+	if rr.Background != nil && *rr.Background {
+		return nil, nil, apierr.Invalid("background", "background responses are not supported")
+	}
+	if !isNull(rr.Conversation) {
+		return nil, nil, apierr.Invalid("conversation", "conversations are not supported; use previous_response_id")
+	}
+	if !isNull(rr.Prompt) {
+		return nil, nil, apierr.Invalid("prompt", "prompt templates are not supported; send instructions and input")
+	}
+	if err := decodeScalars(r, x, &rr); err != nil {
+		return nil, nil, err
+	}
+	if err := decodeInstructions(r, x, rr.Instructions); err != nil {
+		return nil, nil, err
+	}
+	if err := decodeTools(r, x, rr.Tools); err != nil {
+		return nil, nil, err
+	}
+	if err := decodeToolChoice(r, x, rr.ToolChoice); err != nil {
+		return nil, nil, err
+	}
+	if !isNull(rr.Text) {
+		var tc textConfig
+		if err := json.Unmarshal(rr.Text, &tc); err != nil {
+			return nil, nil, apierr.Invalid("text", "must be an object")
+		}
+		x.Text = rr.Text
+		if err := decodeFormat(r, tc.Format); err != nil {
+			return nil, nil, err
+		}
+		if !isNull(tc.Verbosity) && r.Ignored == "" {
+			r.Ignored = "text.verbosity"
+		}
+	}
+	switch {
+	case r.Ignored != "":
+	case !isNull(rr.Reasoning):
+		r.Ignored = "reasoning"
+	case !isNull(rr.TopLogprobs):
+		r.Ignored = "top_logprobs"
+	}
+	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
+		x.PreviousResponseID = *rr.PreviousResponseID
+		if lookup == nil {
+			return nil, nil, apierr.Invalid("previous_response_id", "stored responses are not available here")
+		}
+		h, err := lookup(x.PreviousResponseID)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.System = append(r.System, h.System...)
+		x.System = append(x.System, h.System...)
+		r.Messages = append(r.Messages, h.Messages...)
+	}
+	if err := decodeInput(r, x, rr.Input); err != nil {
+		return nil, nil, err
+	}
+	if err := r.Validate(); err != nil {
+		// The shared rules name canonical turns (messages.2.content.0), which are not the
+		// client's items: the error names the input.
+		var e *apierr.Error
+		if errors.As(err, &e) && strings.HasPrefix(e.Param, "messages") {
+			e.Param = "input"
+		}
+		return nil, nil, err
+	}
+	return r, x, nil
+}
+
+func decodeScalars(r *llm.Request, x *Extras, rr *request) error {
+	if rr.MaxOutputTokens != nil {
+		if err := openai.TokenCount("max_output_tokens", *rr.MaxOutputTokens, 1); err != nil {
+			return err
+		}
+		r.MaxTokens, x.MaxOutputTokens = *rr.MaxOutputTokens, *rr.MaxOutputTokens
+	}
+	if t := rr.Temperature; t != nil {
+		if !(*t >= 0 && *t <= llm.MaxTemperatureOpenAI) {
+			return apierr.Invalid("temperature", "must be between 0 and %g, got %g", llm.MaxTemperatureOpenAI, *t)
+		}
+		r.Temperature, x.Temperature = t, t
+	}
+	if p := rr.TopP; p != nil {
+		if !(*p >= 0 && *p <= 1) {
+			return apierr.Invalid("top_p", "must be between 0 and 1, got %g", *p)
+		}
+		r.TopP, x.TopP = p, p
+	}
+	if rr.Stream != nil {
+		r.Stream = *rr.Stream
+	}
+	if rr.Store != nil {
+		x.Store = *rr.Store
+	}
+	if rr.User != nil {
+		r.UserID, x.User = *rr.User, *rr.User
+	}
+	if rr.ParallelToolCalls != nil {
+		x.ParallelToolCalls = *rr.ParallelToolCalls
+		r.ToolChoice.DisableParallelToolUse = !*rr.ParallelToolCalls
+	}
+	if !isNull(rr.Metadata) {
+		if !isObject(rr.Metadata) {
+			return apierr.Invalid("metadata", "must be an object of strings")
+		}
+		x.Metadata = rr.Metadata
+	}
+	return nil
+}
+
+func decodeInstructions(r *llm.Request, x *Extras, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return apierr.Invalid("instructions", "must be a string")
+	}
+	x.Instructions = raw
+	if s != "" {
+		r.System = append(r.System, llm.Block{Type: llm.BlockText, Text: s})
+	}
+	return nil
+}
+
+// decodeTools reads function tools and the functions of namespace tools; hosted tools
+// (web_search, file_search, …) are dropped: no engine behind layer0 runs them.
+func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var tools []tool
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return apierr.Invalid("tools", "must be a list of tools")
+	}
+	x.Tools = raw
+	for i := range tools {
+		t := &tools[i]
+		p := fmt.Sprintf("tools[%d]", i)
+		switch t.Type {
+		case "function":
+			if err := addFunction(r, p, t); err != nil {
+				return err
+			}
+		case "namespace":
+			for j := range t.Tools {
+				f := &t.Tools[j]
+				pp := fmt.Sprintf("%s.tools[%d]", p, j)
+				if f.Type != "function" {
+					if r.Ignored == "" {
+						r.Ignored = fmt.Sprintf("%s.tools[%d]", p, j)
+					}
+					continue // a hosted tool inside a namespace: dropped as at the top level
+				}
+				if err := addFunction(r, pp, f); err != nil {
+					return err
+				}
+				if x.Namespaces == nil {
+					x.Namespaces = map[string]string{}
+				}
+				x.Namespaces[f.Name] = t.Name
+			}
+		case "":
+			return apierr.Invalid(p+".type", "required")
+		default:
+			// A hosted tool, dropped: the answer could differ where it ran.
+			if r.Ignored == "" {
+				r.Ignored = p
+			}
+		}
+	}
+	return nil
+}
+
+func addFunction(r *llm.Request, p string, t *tool) error {
+	if t.Name == "" {
+		return apierr.Invalid(p+".name", "required")
+	}
+	if !llm.ValidToolName(t.Name) {
+		return apierr.Invalid(p+".name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, t.Name)
+	}
+	for j := range r.Tools {
+		if r.Tools[j].Name == t.Name {
+			return apierr.Invalid(p+".name", "tool names must be unique; %q is given twice", t.Name)
+		}
+	}
+	schema := t.Parameters
+	if isNull(schema) {
+		schema = json.RawMessage(`{"type":"object","properties":{}}`)
+	} else if !isObject(schema) {
+		return apierr.Invalid(p+".parameters", "must be a JSON Schema object")
+	}
+	r.Tools = append(r.Tools, llm.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	return nil
+}
+
+// decodeToolChoice reads "none", "auto", "required" or {"type":"function","name":…}; a choice
+// of a hosted tool or of allowed_tools is read as auto.
+func decodeToolChoice(r *llm.Request, x *Extras, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	x.ToolChoice = raw
+	if raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		switch s {
+		case "auto":
+			r.ToolChoice.Type = llm.ToolAuto
+		case "required":
+			r.ToolChoice.Type = llm.ToolAny
+		case "none":
+			r.ToolChoice.Type = llm.ToolNone
+		default:
+			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or an object, got %q", s)
+		}
+		return nil
+	}
+	var obj struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return apierr.Invalid("tool_choice", "must be a string or an object with a type")
+	}
+	if obj.Type != "function" {
+		return nil
+	}
+	if obj.Name == "" {
+		return apierr.Invalid("tool_choice.name", "required")
+	}
+	for _, t := range r.Tools {
+		if t.Name == obj.Name {
+			r.ToolChoice.Type, r.ToolChoice.Name = llm.ToolNamed, obj.Name
+			return nil
+		}
+	}
+	return apierr.Invalid("tool_choice.name", "no function named %q in tools", obj.Name)
+}
+
+// decodeFormat reads text.format: {"type":"text"}, {"type":"json_object"} or
+// {"type":"json_schema","name":…,"schema":{…},"strict":…} (flat, unlike Chat Completions).
+func decodeFormat(r *llm.Request, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return apierr.Invalid("text.format", "must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+	case "json_object":
+		r.ResponseFormat.Type = llm.ResponseJSONObject
+	case "json_schema":
+		if f.Name == "" {
+			return apierr.Invalid("text.format.name", "required")
+		}
+		if isNull(f.Schema) || !isObject(f.Schema) {
+			return apierr.Invalid("text.format.schema", "must be a JSON Schema object")
+		}
+		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: f.Name, Schema: f.Schema,
+			Strict: f.Strict != nil && *f.Strict}
+	case "":
+		return apierr.Invalid("text.format.type", "required")
+	default:
+		return apierr.Invalid("text.format.type", "must be text, json_object or json_schema, got %q", f.Type)
+	}
+	return nil
+}
+
+// decodeInput reads input: a string (one user message) or a list of items.
+func decodeInput(r *llm.Request, x *Extras, raw json.RawMessage) error {
+	if isNull(raw) {
+		if len(r.Messages) == 0 {
+			return apierr.Invalid("input", "required")
+		}
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return apierr.Invalid("input", "must be a string or a list of items")
+		}
+		if s == "" {
+			return apierr.Invalid("input", "must not be empty")
+		}
+		addBlocks(r, llm.RoleUser, llm.Block{Type: llm.BlockText, Text: s})
+		return nil
+	}
+	var items []item
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return apierr.Invalid("input", "must be a string or a list of items")
+	}
+	for i := range items {
+		if err := decodeItem(r, x, fmt.Sprintf("input[%d]", i), &items[i]); err != nil {
+			return err
+		}
+	}
+	if len(r.Messages) == 0 {
+		return apierr.Invalid("input", "at least one user or assistant message is required")
+	}
+	return nil
+}
+
+// droppedItems are input item types layer0 accepts and does not send to engines: reasoning
+// (engines keep their own), and the calls of hosted tools no engine behind layer0 runs.
+var droppedItems = map[string]bool{
+	"reasoning": true, "web_search_call": true, "file_search_call": true, "image_generation_call": true,
+	"code_interpreter_call": true, "computer_call": true, "computer_call_output": true,
+}
+
+func decodeItem(r *llm.Request, x *Extras, p string, it *item) error {
+	typ := it.Type
+	if typ == "" && it.Role != "" {
+		typ = "message"
+	}
+	switch typ {
+	case "message":
+		return decodeMessage(r, x, p, it)
+	case "function_call":
+		if it.CallID == "" {
+			return apierr.Invalid(p+".call_id", "required")
+		}
+		if it.Name == "" {
+			return apierr.Invalid(p+".name", "required")
+		}
+		args := ""
+		if it.Arguments != nil {
+			args = *it.Arguments
+		}
+		input, err := openai.ToolArguments(p+".arguments", args)
+		if err != nil {
+			return err
+		}
+		addBlocks(r, llm.RoleAssistant, llm.Block{Type: llm.BlockToolUse, ID: it.CallID, Name: it.Name, Input: input})
+	case "function_call_output":
+		if it.CallID == "" {
+			return apierr.Invalid(p+".call_id", "required")
+		}
+		text, err := decodeText(p+".output", it.Output)
+		if err != nil {
+			return err
+		}
+		b := llm.Block{Type: llm.BlockToolResult, ToolUseID: it.CallID}
+		if text != "" {
+			b.Content = []llm.Block{{Type: llm.BlockText, Text: text}}
+		}
+		addBlocks(r, llm.RoleUser, b)
+	case "":
+		return apierr.Invalid(p+".type", "required")
+	default:
+		if !droppedItems[typ] {
+			return apierr.Invalid(p+".type", "unsupported input item type %q", typ)
+		}
+	}
+	return nil
+}
+
+func decodeMessage(r *llm.Request, x *Extras, p string, it *item) error {
+	switch it.Role {
+	case "system", "developer":
+		text, err := decodeText(p+".content", it.Content)
+		if err != nil {
+			return err
+		}
+		if text != "" {
+			b := llm.Block{Type: llm.BlockText, Text: text}
+			r.System = append(r.System, b)
+			x.System = append(x.System, b)
+		}
+		return nil
+	case "user", "assistant":
+	case "":
+		return apierr.Invalid(p+".role", "required")
+	default:
+		return apierr.Invalid(p+".role", "must be user, assistant, system or developer, got %q", it.Role)
+	}
+	role := llm.RoleUser
+	if it.Role == "assistant" {
+		role = llm.RoleAssistant
+	}
+	if isNull(it.Content) {
+		return apierr.Invalid(p+".content", "required")
+	}
+	if it.Content[0] == '"' {
+		var s string
+		if err := json.Unmarshal(it.Content, &s); err != nil {
+			return apierr.Invalid(p+".content", "must be a string or a list of content parts")
+		}
+		if s != "" {
+			addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: s})
+		}
+		return nil
+	}
+	var parts []part
+	if err := json.Unmarshal(it.Content, &parts); err != nil {
+		return apierr.Invalid(p+".content", "must be a string or a list of content parts")
+	}
+	for j := range parts {
+		pt := &parts[j]
+		pp := fmt.Sprintf("%s.content[%d]", p, j)
+		switch pt.Type {
+		case "input_text", "output_text":
+			if pt.Text == nil {
+				return apierr.Invalid(pp+".text", "required")
+			}
+			if *pt.Text != "" {
+				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: *pt.Text})
+			}
+		case "refusal":
+			if pt.Refusal != nil && *pt.Refusal != "" {
+				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: *pt.Refusal})
+			}
+		case "input_image":
+			if role != llm.RoleUser {
+				return apierr.Invalid(pp+".type", "images are allowed in user messages only")
+			}
+			if pt.ImageURL == nil || *pt.ImageURL == "" {
+				return apierr.Invalid(pp+".image_url", "required (file_id images are not supported)")
+			}
+			b, err := openai.ImageURL(pp+".image_url", *pt.ImageURL)
+			if err != nil {
+				return err
+			}
+			addBlocks(r, role, b)
+		case "":
+			return apierr.Invalid(pp+".type", "required")
+		default:
+			return apierr.Invalid(pp+".type", "unsupported content part type %q (want input_text, output_text, refusal or input_image)", pt.Type)
+		}
+	}
+	return nil
+}
+
+// addBlocks appends b to the last turn when it is of role, else starts a turn: consecutive
+// items of one role are one canonical turn, so a function call joins the assistant's text and
+// a tool result joins the user's next words.
+func addBlocks(r *llm.Request, role llm.Role, b llm.Block) {
+	if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == role {
+		r.Messages[n-1].Content = append(r.Messages[n-1].Content, b)
+		return
+	}
+	r.Messages = append(r.Messages, llm.Message{Role: role, Content: []llm.Block{b}})
+}
+
+// decodeText reads content that must be text: a string, or a list of text parts, joined.
+func decodeText(p string, raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", apierr.Invalid(p, "must be a string or a list of text parts")
+		}
+		return s, nil
+	}
+	var parts []part
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", apierr.Invalid(p, "must be a string or a list of text parts")
+	}
+	var buf []byte
+	for j := range parts {
+		switch pt := &parts[j]; {
+		case (pt.Type == "input_text" || pt.Type == "output_text" || pt.Type == "text") && pt.Text != nil:
+			buf = append(buf, *pt.Text...)
+		default:
+			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be input_text here, got %q", pt.Type)
+		}
+	}
+	return string(buf), nil
+}
+
+var jsonNull = []byte("null")
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || bytes.Equal(raw, jsonNull) }
+
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
