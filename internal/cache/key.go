@@ -146,6 +146,27 @@ func encode(tenant, model string, r *llm.Request) *Canon {
 	return c
 }
 
+// embedKeyVersion starts the encoding of an embeddings request, so that it never equals a
+// message request's.
+const embedKeyVersion = "layer0-embed-1\x00"
+
+// EncodeEmbed returns the canonical encoding of the embeddings request r answered by model, and
+// its key: the model, every text in order, and the dimensions asked for. The answer's encoding
+// (floats or base64) and the user are left out: they do not change the vectors.
+func EncodeEmbed(model string, r *llm.EmbedRequest) *Canon {
+	c := canons.Get().(*Canon)
+	b := append(c.Bytes[:0], embedKeyVersion...)
+	b = appendStr(b, model)
+	b = binary.AppendUvarint(b, uint64(len(r.Input)))
+	for _, s := range r.Input {
+		b = appendStr(b, s)
+	}
+	b = binary.AppendVarint(b, int64(r.Dimensions))
+	c.Bytes = b
+	c.Key = xxh3.Hash128(b).Bytes()
+	return c
+}
+
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

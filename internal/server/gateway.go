@@ -39,6 +39,8 @@ func routeOf(path string) string {
 		return metrics.RouteResponses
 	case path == "/v1/messages/count_tokens":
 		return metrics.RouteCountTokens
+	case path == "/v1/embeddings":
+		return metrics.RouteEmbeddings
 	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
 		return metrics.RouteModels
 	case path == "/v1/cache":
