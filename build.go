@@ -237,7 +237,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	for _, id := range sortedNames(cfg.Models) {
 		mc := cfg.Models[id]
 		m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
-		pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created, Context: contextPolicy(mc.Context)}
+		pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created, Context: contextPolicy(mc.Context),
+			ShareAcrossKeys: mc.Cache.ShareAcrossKeys}
 		for _, en := range mc.Engines {
 			r := g.replicas[en]
 			m.Replicas = append(m.Replicas, r.route)
@@ -273,7 +274,12 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		rc.Splits = append(rc.Splits, s)
 		indexed[name] = unionReplicas(indexed, sc.Targets)
 		first := byID[sc.Targets[0].Model]
-		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens, Context: first.Context}
+		pm := &pipeline.Model{ID: name, DisplayName: name, Created: first.Created, Tokens: first.Tokens, Context: first.Context,
+			ShareAcrossKeys: true}
+		for _, t := range sc.Targets {
+			// A split's replicas are its targets': it shares what every target shares.
+			pm.ShareAcrossKeys = pm.ShareAcrossKeys && byID[t.Model].ShareAcrossKeys
+		}
 		models = append(models, pm)
 		byID[name] = pm
 	}
@@ -282,7 +288,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			indexed[alias] = reps
 		}
 		if t := byID[cfg.Aliases[alias]]; t != nil {
-			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens, Context: t.Context})
+			models = append(models, &pipeline.Model{ID: alias, DisplayName: alias, Created: t.Created, Tokens: t.Tokens, Context: t.Context,
+				ShareAcrossKeys: t.ShareAcrossKeys})
 		}
 	}
 	table, err := route.New(rc)
@@ -319,7 +326,8 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	}
 	for id, mc := range cfg.Models {
 		if mc.Cache.Enabled {
-			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled}
+			cc.Models[id] = cache.Policy{TTL: mc.Cache.TTL, MaxBytes: mc.Cache.MaxBytes, Sampled: mc.Cache.CacheSampled,
+				ShareAcrossKeys: mc.Cache.ShareAcrossKeys}
 		}
 	}
 	rcache := cache.New(cc)
@@ -517,7 +525,7 @@ func unionReplicas(indexed map[string][]*prefix.Replica, targets []config.SplitT
 func keySpecs(ks []config.Key) []auth.Spec {
 	specs := make([]auth.Spec, len(ks))
 	for i, k := range ks {
-		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits), Debug: k.Debug}
+		specs[i] = auth.Spec{Name: k.Name, Hash: k.Hash, Models: k.Models, Limits: rates(k.Limits), Debug: k.Debug, Admin: k.Admin}
 	}
 	return specs
 }

@@ -25,11 +25,12 @@ import (
 const (
 	debugKey = "l0-debug-key"
 	plainKey = "l0-plain-key"
+	adminKey = "l0-admin-key"
 )
 
 // debugConfig has a primary that answers 529 and falls back, traces of the last 8 requests, a
-// key allowed to ask for its trace and one that is not, admin (when not empty) under server,
-// and extra at the top level.
+// key allowed to ask for its trace, one that is not, and one that reads every key's traces; admin
+// (when not empty) under server, and extra at the top level.
 func debugConfig(t *testing.T, admin string, extra ...string) string {
 	return strings.Join(extra, "\n") + fmt.Sprintf(`
 server:
@@ -39,13 +40,14 @@ debug: {requests: 8}
 keys:
   - {name: dbg, hash: %s, debug: true}
   - {name: plain, hash: %s}
+  - {name: ops, hash: %s, admin: true}
 engines:
   primary: {kind: sim, sim: {fail: {status: 529, message: "primary overloaded"}}}
   backup: {kind: sim}
 models:
   chat: {engines: [primary], fallback: [backup]}
   backup: {engines: [backup]}
-`, admin, authHash(debugKey), authHash(plainKey))
+`, admin, authHash(debugKey), authHash(plainKey), authHash(adminKey))
 }
 
 func serveAdmin(t *testing.T, g *layer0.Gateway) string {
@@ -182,14 +184,20 @@ func TestDecisionTraceOnAdminListener(t *testing.T) {
 	}
 }
 
-// Without an admin address the main listener serves the traces, to keys with debug only.
+// Without an admin address the main listener serves the traces, to keys with debug only: a
+// debug key reads its own requests' traces and no other key's, an admin key reads every key's.
 func TestDecisionTraceOnMainListener(t *testing.T) {
 	_, base := serveGateway(t, parseConfig(t, debugConfig(t, "")))
-	c := anthropicClient(base, option.WithAPIKey(plainKey))
-	if _, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{
-		Model: "backup", MaxTokens: 5, Messages: userText("hi"),
-	}); err != nil {
-		t.Fatal(err)
+	ids := map[string]string{} // the request id of each key's request
+	for _, key := range []string{plainKey, debugKey} {
+		var resp *http.Response
+		c := anthropicClient(base, option.WithAPIKey(key), option.WithResponseInto(&resp))
+		if _, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{
+			Model: "backup", MaxTokens: 5, Messages: userText("hi"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ids[key] = resp.Header.Get("Request-Id")
 	}
 	if code := getJSON(t, base+"/debug/requests", plainKey, nil); code != http.StatusForbidden {
 		t.Errorf("key without debug: %d, want 403", code)
@@ -199,19 +207,38 @@ func TestDecisionTraceOnMainListener(t *testing.T) {
 	}
 	var list struct{ Requests []trace.Summary }
 	deadline := time.Now().Add(5 * time.Second)
-	for getJSON(t, base+"/debug/requests", debugKey, &list); len(list.Requests) == 0; getJSON(t, base+"/debug/requests", debugKey, &list) {
+	for getJSON(t, base+"/debug/requests", adminKey, &list); len(list.Requests) < 2; getJSON(t, base+"/debug/requests", adminKey, &list) {
 		if time.Now().After(deadline) {
-			t.Fatal("no request listed")
+			t.Fatalf("admin key: listed %+v, want both keys' requests", list.Requests)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if r := list.Requests[0]; r.Key != "plain" || r.Model != "backup" || r.Status != 200 || r.Path != "/v1/messages" {
+	if r := list.Requests[1]; r.Key != "plain" || r.Model != "backup" || r.Status != 200 || r.Path != "/v1/messages" {
 		t.Errorf("listed: %+v", r)
 	}
 	for _, r := range list.Requests {
 		if strings.HasPrefix(r.Path, "/debug/") {
 			t.Errorf("the trace endpoints are traced: %+v", r)
 		}
+	}
+	if code := getJSON(t, base+"/debug/requests/"+ids[plainKey], adminKey, nil); code != http.StatusOK {
+		t.Errorf("admin key reading another key's trace: %d, want 200", code)
+	}
+
+	// The debug key sees its own request, not the other key's, in the list or by id.
+	getJSON(t, base+"/debug/requests", debugKey, &list)
+	if len(list.Requests) != 1 || list.Requests[0].Key != "dbg" || list.Requests[0].ID != ids[debugKey] {
+		t.Errorf("debug key: listed %+v, want its own request only", list.Requests)
+	}
+	if code := getJSON(t, base+"/debug/requests?model=backup&limit=100", debugKey, &list); code != http.StatusOK || len(list.Requests) != 1 {
+		t.Errorf("debug key, filtered: %d %+v, want its own request only", code, list.Requests)
+	}
+	var tr trace.Trace
+	if code := getJSON(t, base+"/debug/requests/"+ids[debugKey], debugKey, &tr); code != http.StatusOK || tr.Key != "dbg" {
+		t.Errorf("debug key reading its own trace: %d %+v", code, tr)
+	}
+	if code := getJSON(t, base+"/debug/requests/"+ids[plainKey], debugKey, nil); code != http.StatusNotFound {
+		t.Errorf("debug key reading another key's trace: %d, want 404", code)
 	}
 }
 
@@ -306,7 +333,7 @@ func TestDecisionTraceRingSurvivesReload(t *testing.T) {
 	}
 	var list struct{ Requests []trace.Summary }
 	deadline := time.Now().Add(5 * time.Second)
-	for getJSON(t, base+"/debug/requests", debugKey, &list); len(list.Requests) < 8; getJSON(t, base+"/debug/requests", debugKey, &list) {
+	for getJSON(t, base+"/debug/requests", adminKey, &list); len(list.Requests) < 8; getJSON(t, base+"/debug/requests", adminKey, &list) {
 		if time.Now().After(deadline) {
 			t.Fatalf("listed %d", len(list.Requests))
 		}

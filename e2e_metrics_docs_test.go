@@ -25,7 +25,7 @@ type family struct {
 }
 
 // servedRegistry serves every kind of request through a gateway with its own registry — a
-// generation that falls back, a stream, a cache miss and hit, count_tokens, the models list, a
+// generation that falls back, a stream, a cache miss and hit, count_tokens, embeddings, the models list, a
 // prefix-cache probe, a negotiate, an unknown path, a rate-limited key, an invalid request —
 // and returns the layer0_ families registered then, by name.
 func servedRegistry(t *testing.T) map[string]family {
@@ -67,6 +67,13 @@ models:
 	}
 	if _, err := c.Models.List(ctx, anthropic.ModelListParams{}); err != nil {
 		t.Fatal(err)
+	}
+	emb, _ := http.NewRequest(http.MethodPost, base+"/v1/embeddings", strings.NewReader(`{"model":"backup","input":"embed me"}`))
+	emb.Header.Set("X-Api-Key", keyA)
+	if resp, err := http.DefaultClient.Do(emb); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("embeddings: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if _, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "chat", MaxTokens: 0, Messages: userText("hi")}); err == nil {
 		t.Fatal("max_tokens 0: no error")

@@ -53,7 +53,7 @@ type (
 	Response = llm.Response
 	// Error is the error type every failure is reported as.
 	Error = apierr.Error
-	// Role is the author of a message: RoleUser or RoleAssistant.
+	// Role is the author of a message: RoleUser, RoleAssistant or RoleSystem.
 	Role = llm.Role
 	// BlockType says which fields of a Block are meaningful.
 	BlockType = llm.BlockType
@@ -77,10 +77,12 @@ type (
 // layer0.TextMessage(layer0.RoleUser, "Hello").
 func TextMessage(role Role, text string) Message { return llm.TextMessage(role, text) }
 
-// Roles of a conversation; the system prompt is Request.System, not a role.
+// Roles of a conversation. The system prompt is Request.System; RoleSystem is a system message
+// inside the conversation, kept at its place.
 const (
 	RoleUser      = llm.RoleUser
 	RoleAssistant = llm.RoleAssistant
+	RoleSystem    = llm.RoleSystem
 )
 
 // Content block types.

@@ -42,6 +42,8 @@ type Spec struct {
 	Limits limit.Limits
 	// Debug lets the key ask for decision traces.
 	Debug bool
+	// Admin lets the key read every key's decision traces; it implies Debug.
+	Admin bool
 }
 
 // Key is an authenticated caller.
@@ -54,8 +56,11 @@ type Key struct {
 	Models []string
 	// Limits are the key's rate limits, for the limit.Limiter built beside the key set.
 	Limits limit.Limits
-	// Debug lets the key ask for decision traces (X-Layer0-Debug: 1).
+	// Debug lets the key ask for decision traces (X-Layer0-Debug: 1) and read its own
+	// requests' traces.
 	Debug bool
+	// Admin lets the key read every key's decision traces, not only its own.
+	Admin bool
 }
 
 // Keys is an immutable set of API keys, safe for concurrent use. A nil or empty set has no keys:
@@ -96,7 +101,8 @@ func New(specs []Spec) (*Keys, error) {
 		if err != nil || s.Name == "" {
 			continue
 		}
-		key := &Key{Name: s.Name, Hash: h, Models: append([]string(nil), s.Models...), Limits: s.Limits, Debug: s.Debug}
+		key := &Key{Name: s.Name, Hash: h, Models: append([]string(nil), s.Models...), Limits: s.Limits,
+			Debug: s.Debug || s.Admin, Admin: s.Admin}
 		if _, dup := k.byHash[h]; !dup {
 			k.byHash[h] = key
 			k.list = append(k.list, key)

@@ -35,7 +35,7 @@ func BenchmarkKey2kTokens(b *testing.B) {
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for b.Loop() {
-		cache.KeyOf("m", r)
+		cache.KeyOf("", "m", r)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package cache is the response cache: the key of a request (a hash of the canonical encoding of
-// everything that can change the answer), the stores that keep answers as canonical events (the
+// everything that can change the answer, and of the tenant — the API key — whose answer it is,
+// unless the model shares answers across keys), the stores that keep answers as canonical events (the
 // Store interface; Memory, the in-process LRU; Shared, in Redis for every replica with a Memory in
 // front), each model's policy, and the single flight that lets concurrent identical requests share
 // one engine call (and, with Shared, lets replicas wait for one another's).
@@ -13,9 +14,11 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -32,6 +35,11 @@ type Policy struct {
 	// that ask for temperature 0 are cached: an absent temperature is the engine's default,
 	// which is 1 for the Anthropic and OpenAI APIs.
 	Sampled bool
+	// ShareAcrossKeys lets every API key be served the answers any key stored. Without it
+	// (the default) each key has answers of its own: an answer is stored and found under the
+	// name of the key that asked (Tenant), and only that key's identical requests share an
+	// engine call.
+	ShareAcrossKeys bool
 }
 
 // Cacheable reports whether the answer to r may be cached under the policy. A request with a
@@ -132,11 +140,75 @@ type Model struct {
 
 // Flight is one answer being produced for a request: the leader calls the engine, followers wait
 // for its answer.
+//
+// The leader's engine call runs at the pace its own client takes the answer: a client that
+// stops reading, or reads a trickle, holds the engine's stream, and the flight, back. So the
+// leader marks each write to its client (Writing, Wrote), and a follower stops waiting once the
+// leader's client has held the answer back for StallAfter in all (ErrStalled) and serves itself:
+// no follower waits on a leader much slower than serving it alone would be, while one waiting
+// on the engine itself (the time to first token of a long prompt) waits on.
 type Flight struct {
 	done      chan struct{}
 	request   []byte // the leader's canonical encoding, valid while the flight is joinable
 	entry     *Entry // the answer; nil when the leader did not produce a complete one
 	abandoned bool   // the leader's own client went away before the answer was complete
+	// The leader's writes to its client, in nanoseconds since epoch: when the one under way
+	// began (0 when none), and how long the finished ones took in all.
+	writing atomic.Int64
+	wrote   atomic.Int64
+}
+
+// epoch is the origin of Flight's write times, read on the monotonic clock.
+var epoch = time.Now()
+
+// StallAfter is how long the leader's client may hold the leader's answer back — the time spent
+// in its writes to that client, in all — before a follower stops waiting and serves itself. A
+// client that reads takes a write in microseconds; one that does not read holds a write until
+// the write timeout.
+const StallAfter = 500 * time.Millisecond
+
+// stallCheck is how often a waiting follower looks at the leader's writes.
+const stallCheck = StallAfter / 5
+
+// ErrStalled is Wait's error when the leader's own client has held its answer back for
+// StallAfter: the follower is to serve itself.
+var ErrStalled = errors.New("cache: the leader's client is holding its answer back")
+
+// Writing marks the start of a write of the leader's answer to its own client. f may be nil (a
+// call that leads no flight).
+func (f *Flight) Writing() {
+	if f != nil {
+		f.writing.Store(int64(time.Since(epoch)) | 1) // never 0
+	}
+}
+
+// Wrote marks the end of the write Writing began.
+func (f *Flight) Wrote() {
+	if f != nil {
+		if t := f.writing.Swap(0); t != 0 {
+			f.wrote.Add(int64(time.Since(epoch)) - t)
+		}
+	}
+}
+
+// held returns how long the leader's client has held the answer back: its writes so far,
+// the one under way included.
+func (f *Flight) held() time.Duration {
+	d := f.wrote.Load()
+	if t := f.writing.Load(); t != 0 {
+		d += int64(time.Since(epoch)) - t
+	}
+	return time.Duration(d)
+}
+
+// Tenant returns whose answers the requests of the API key named key (its name, "" for the
+// anonymous caller) read and write: the key's own, or "" for every key's when the model shares
+// them across keys (Policy.ShareAcrossKeys). It is the tenant Encode takes.
+func (m *Model) Tenant(key string) string {
+	if m.Policy.ShareAcrossKeys {
+		return ""
+	}
+	return key
 }
 
 // Get returns the live answer to the request c encodes: an entry under its key stored for the
@@ -241,13 +313,22 @@ func (m *Model) Abandon(c *Canon, f *Flight) {
 func (f *Flight) Abandoned() bool { return f.abandoned }
 
 // Wait waits for the leader's answer: the entry, or nil when the leader failed (the follower
-// then goes to the engine itself), or ctx's error.
+// then goes to the engine itself), or ErrStalled once the leader's own client has held the
+// answer back for StallAfter (the follower serves itself), or ctx's error.
 func (f *Flight) Wait(ctx context.Context) (*Entry, error) {
-	select {
-	case <-f.done:
-		return f.entry, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	tick := time.NewTicker(stallCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.done:
+			return f.entry, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+			if f.held() >= StallAfter {
+				return nil, ErrStalled
+			}
+		}
 	}
 }
 

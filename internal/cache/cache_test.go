@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ func entry(text string) *cache.Entry {
 }
 
 func key(s string) cache.Key {
-	return cache.KeyOf("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: s}}}}})
+	return cache.KeyOf("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: s}}}}})
 }
 
 func TestMemoryTTL(t *testing.T) {
@@ -125,7 +126,7 @@ func TestFlight(t *testing.T) {
 	if c.Model("alias") != m || c.Model("to-split") != nil || c.Model("other") != nil {
 		t.Fatal("aliases share their model's cache; other names have none")
 	}
-	k := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}})
+	k := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}})
 	defer k.Release()
 	f, leader := m.Join(k)
 	if !leader {
@@ -179,6 +180,70 @@ func TestFlight(t *testing.T) {
 	}
 }
 
+// A follower waits on a leader that is waiting on its engine (writing nothing) past StallAfter,
+// and stops waiting, with ErrStalled, on a leader whose client held its answer back that long:
+// stuck in one write, or in many short ones (a client reading a trickle). The flights are
+// different tenants' (the key covers the tenant).
+func TestFlightStalledLeader(t *testing.T) {
+	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
+	m := c.Model("m")
+	req := &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "q"}}}}}
+	if a, b := cache.KeyOf("alice", "m", req), cache.KeyOf("bob", "m", req); a == b {
+		t.Fatal("two tenants' identical requests share a key")
+	}
+
+	engine := cache.Encode("alice", "m", req)
+	defer engine.Release()
+	f, _ := m.Join(engine)
+	f.Writing() // a write that returned: the leader then waits on its engine
+	f.Wrote()
+	e := entry("answer")
+	time.AfterFunc(cache.StallAfter*3/2, func() { m.Finish(engine, f, e) })
+	if got, err := f.Wait(context.Background()); got != e || err != nil {
+		t.Errorf("follower of a leader waiting on its engine: %v %v, want the answer", got, err)
+	}
+
+	client := cache.Encode("bob", "m", req)
+	defer client.Release()
+	g, _ := m.Join(client)
+	g.Writing() // never returns: the leader's client is not reading
+	start := time.Now()
+	if got, err := g.Wait(context.Background()); got != nil || !errors.Is(err, cache.ErrStalled) {
+		t.Errorf("follower of a stalled leader: %v %v, want ErrStalled", got, err)
+	}
+	if took := time.Since(start); took < cache.StallAfter {
+		t.Errorf("gave up after %v, before StallAfter", took)
+	}
+	m.Finish(client, g, nil)
+
+	trickle := cache.Encode("carol", "m", req)
+	defer trickle.Release()
+	h, _ := m.Join(trickle)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // each write takes a tenth of StallAfter: none is a stall by itself
+		defer close(done)
+		for range 30 {
+			h.Writing()
+			select {
+			case <-stop:
+				h.Wrote()
+				return
+			case <-time.After(cache.StallAfter / 10):
+			}
+			h.Wrote()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // the leader never finishes
+	defer cancel()
+	if got, err := h.Wait(ctx); got != nil || !errors.Is(err, cache.ErrStalled) {
+		t.Errorf("follower of a leader whose client reads a trickle: %v %v, want ErrStalled", got, err)
+	}
+	close(stop)
+	<-done
+	m.Finish(trickle, h, nil)
+}
+
 func TestRecorderKeepsOnlyCompleteAnswers(t *testing.T) {
 	var r cache.Recorder
 	evs := []llm.Event{{Kind: llm.EventStart, ID: "msg_1", Model: "up"}, {Kind: llm.EventBlockStart},
@@ -207,8 +272,8 @@ func TestCollision(t *testing.T) {
 	c := cache.New(cache.Config{Models: map[string]cache.Policy{"m": {TTL: time.Minute, MaxBytes: 1 << 20}}})
 	m := c.Model("m")
 	ctx := context.Background()
-	a := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "a"}}}}})
-	b := cache.Encode("m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "b"}}}}})
+	a := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "a"}}}}})
+	b := cache.Encode("", "m", &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "b"}}}}})
 	defer a.Release()
 	defer b.Release()
 	if a.Key == b.Key {

@@ -39,7 +39,7 @@ func TestKeyCoversRequest(t *testing.T) {
 	if !policy.Cacheable(base()) {
 		t.Fatal("the filled request is not cacheable")
 	}
-	want := cache.KeyOf("m", base())
+	want := cache.KeyOf("", "m", base())
 	seen := map[string]bool{}
 	var walk func(path, name string, get func(*llm.Request) reflect.Value, typ reflect.Type, depth int)
 	check := func(path, name string, get func(*llm.Request) reflect.Value) {
@@ -52,11 +52,11 @@ func TestKeyCoversRequest(t *testing.T) {
 				t.Errorf("%s: set, the request is still cacheable", path)
 			}
 		case unkeyed[name] != "":
-			if cache.KeyOf("m", r) != want {
+			if cache.KeyOf("", "m", r) != want {
 				t.Errorf("%s: listed as not in the key, but it changes the key", path)
 			}
 		default:
-			if cache.KeyOf("m", r) == want {
+			if cache.KeyOf("", "m", r) == want {
 				t.Errorf("%s: changing it leaves the key as it was; put it in the key, or list it as unkeyed (why it cannot change the answer) or uncacheable", path)
 			}
 		}

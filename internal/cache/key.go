@@ -29,7 +29,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every encoding: a change of the encoding changes it, so keys of an older
 // layout (in a shared store) never match.
-const keyVersion = "layer0-cache-4\x00"
+const keyVersion = "layer0-cache-5\x00"
 
 // Canon is a request's canonical encoding and its key, in a pooled buffer: Release it when done
 // with Bytes (after the flight it leads has finished).
@@ -49,9 +49,9 @@ func (c *Canon) Release() {
 	}
 }
 
-// KeyOf returns the key of r answered by model (see Encode).
-func KeyOf(model string, r *llm.Request) Key {
-	c := Encode(model, r)
+// KeyOf returns the key of r answered by model for tenant (see Encode).
+func KeyOf(tenant, model string, r *llm.Request) Key {
+	c := Encode(tenant, model, r)
 	k := c.Key
 	c.Release()
 	return k
@@ -70,8 +70,8 @@ type Truncate struct {
 }
 
 // EncodeTruncated is Encode of a request that carried the truncate directive t.
-func EncodeTruncated(model string, r *llm.Request, t Truncate) *Canon {
-	c := encode(model, r)
+func EncodeTruncated(tenant, model string, r *llm.Request, t Truncate) *Canon {
+	c := encode(tenant, model, r)
 	b := appendBool(c.Bytes, t.On)
 	b = binary.AppendVarint(b, int64(t.Budget))
 	c.Bytes = b
@@ -80,7 +80,9 @@ func EncodeTruncated(model string, r *llm.Request, t Truncate) *Canon {
 }
 
 // Encode returns the canonical encoding of r answered by model, the canonical model name
-// (aliases resolved), and its key.
+// (aliases resolved), for tenant (Model.Tenant: the API key's name, or "" where every key shares
+// the answers), and its key. The tenant comes first: two keys' answers never share a key, nor
+// confirm each other's encoding.
 //
 // The encoding covers the model, the system blocks, every message with every field of its
 // blocks (tool ids, tool inputs, images, tool results), the tools and the tool choice,
@@ -92,14 +94,15 @@ func EncodeTruncated(model string, r *llm.Request, t Truncate) *Canon {
 // encoded canonically — keys sorted, no insignificant space, escapes decoded — so the same value
 // in any spelling is the same key. A request with a truncate directive is encoded with it
 // (EncodeTruncated): Encode is that of a request without one.
-func Encode(model string, r *llm.Request) *Canon {
-	return EncodeTruncated(model, r, Truncate{})
+func Encode(tenant, model string, r *llm.Request) *Canon {
+	return EncodeTruncated(tenant, model, r, Truncate{})
 }
 
-// encode returns the canonical encoding of r answered by model, without its key.
-func encode(model string, r *llm.Request) *Canon {
+// encode returns the canonical encoding of r answered by model for tenant, without its key.
+func encode(tenant, model string, r *llm.Request) *Canon {
 	c := canons.Get().(*Canon)
 	b := append(c.Bytes[:0], keyVersion...)
+	b = appendStr(b, tenant)
 	b = appendStr(b, model)
 	b = appendBlocks(b, r.System)
 	b = binary.AppendUvarint(b, uint64(len(r.Messages)))
@@ -140,6 +143,27 @@ func encode(model string, r *llm.Request) *Canon {
 		b = appendBool(b, rf.Strict)
 	}
 	c.Bytes = b
+	return c
+}
+
+// embedKeyVersion starts the encoding of an embeddings request, so that it never equals a
+// message request's.
+const embedKeyVersion = "layer0-embed-1\x00"
+
+// EncodeEmbed returns the canonical encoding of the embeddings request r answered by model, and
+// its key: the model, every text in order, and the dimensions asked for. The answer's encoding
+// (floats or base64) and the user are left out: they do not change the vectors.
+func EncodeEmbed(model string, r *llm.EmbedRequest) *Canon {
+	c := canons.Get().(*Canon)
+	b := append(c.Bytes[:0], embedKeyVersion...)
+	b = appendStr(b, model)
+	b = binary.AppendUvarint(b, uint64(len(r.Input)))
+	for _, s := range r.Input {
+		b = appendStr(b, s)
+	}
+	b = binary.AppendVarint(b, int64(r.Dimensions))
+	c.Bytes = b
+	c.Key = xxh3.Hash128(b).Bytes()
 	return c
 }
 

@@ -68,9 +68,9 @@ func TestKeyEqualAcrossFormatsAndSpellings(t *testing.T) {
 	for _, b := range oai {
 		reqs = append(reqs, decodeOpenAI(t, b))
 	}
-	want := cache.KeyOf("m", reqs[0])
+	want := cache.KeyOf("", "m", reqs[0])
 	for i, r := range reqs[1:] {
-		if got := cache.KeyOf("m", r); got != want {
+		if got := cache.KeyOf("", "m", r); got != want {
 			a, _ := json.Marshal(reqs[0])
 			b, _ := json.Marshal(r)
 			t.Errorf("request %d: key %s, want %s\nfirst: %s\nthis:  %s", i+1, got, want, a, b)
@@ -121,8 +121,8 @@ func TestKeyDiffersForEveryFieldThatMatters(t *testing.T) {
 		"top_p": `"top_p":0.5`, "top_k": `"top_k":40`, "stop": `"stop_sequences":["END"]`, "no stop": `"stop_sequences":["END"]`,
 		"image": `"content":"hi"`,
 	}
-	want := cache.KeyOf("m", decodeAnthropic(t, base))
-	if other := cache.KeyOf("other", decodeAnthropic(t, base)); other == want {
+	want := cache.KeyOf("", "m", decodeAnthropic(t, base))
+	if other := cache.KeyOf("", "other", decodeAnthropic(t, base)); other == want {
 		t.Error("model: the same key for another model")
 	}
 	seen := map[cache.Key]string{}
@@ -134,7 +134,7 @@ func TestKeyDiffersForEveryFieldThatMatters(t *testing.T) {
 		if body == base {
 			t.Fatalf("%s: the variant did not change the body", name)
 		}
-		got := cache.KeyOf("m", decodeAnthropic(t, body))
+		got := cache.KeyOf("", "m", decodeAnthropic(t, body))
 		if got == want {
 			t.Errorf("%s: the same key as the base request", name)
 		}
@@ -148,7 +148,7 @@ func TestKeyDiffersForEveryFieldThatMatters(t *testing.T) {
 // The response format is part of the key: JSON mode, and each schema, is another answer.
 func TestKeyDiffersForResponseFormat(t *testing.T) {
 	base := decodeAnthropic(t, `{"model":"m","max_tokens":10,"temperature":0,"messages":[{"role":"user","content":"hi"}]}`)
-	plain := cache.KeyOf("m", base)
+	plain := cache.KeyOf("", "m", base)
 	obj := *base
 	obj.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONObject}
 	schema := *base
@@ -157,7 +157,7 @@ func TestKeyDiffersForResponseFormat(t *testing.T) {
 	other.ResponseFormat.Schema = json.RawMessage(`{"type":"array"}`)
 	spaced := schema
 	spaced.ResponseFormat.Schema = json.RawMessage(`{ "type" : "object" }`)
-	keys := []cache.Key{plain, cache.KeyOf("m", &obj), cache.KeyOf("m", &schema), cache.KeyOf("m", &other)}
+	keys := []cache.Key{plain, cache.KeyOf("", "m", &obj), cache.KeyOf("", "m", &schema), cache.KeyOf("", "m", &other)}
 	for i := range keys {
 		for j := i + 1; j < len(keys); j++ {
 			if keys[i] == keys[j] {
@@ -165,7 +165,7 @@ func TestKeyDiffersForResponseFormat(t *testing.T) {
 			}
 		}
 	}
-	if cache.KeyOf("m", &spaced) != keys[2] {
+	if cache.KeyOf("", "m", &spaced) != keys[2] {
 		t.Error("the same schema spelled with spaces is another key")
 	}
 }
@@ -180,14 +180,14 @@ func TestKeyBoundaries(t *testing.T) {
 		}
 		return ms
 	}
-	a := cache.KeyOf("m", &llm.Request{Messages: txt("ab", "c")})
-	b := cache.KeyOf("m", &llm.Request{Messages: txt("a", "bc")})
-	c := cache.KeyOf("m", &llm.Request{System: []llm.Block{{Text: "ab"}}, Messages: txt("c")})
+	a := cache.KeyOf("", "m", &llm.Request{Messages: txt("ab", "c")})
+	b := cache.KeyOf("", "m", &llm.Request{Messages: txt("a", "bc")})
+	c := cache.KeyOf("", "m", &llm.Request{System: []llm.Block{{Text: "ab"}}, Messages: txt("c")})
 	if a == b || a == c || b == c {
 		t.Errorf("keys collide: %s %s %s", a, b, c)
 	}
 	zero, neg := 0.0, -0.0
-	if cache.KeyOf("m", &llm.Request{Temperature: &zero}) != cache.KeyOf("m", &llm.Request{Temperature: &neg}) {
+	if cache.KeyOf("", "m", &llm.Request{Temperature: &zero}) != cache.KeyOf("", "m", &llm.Request{Temperature: &neg}) {
 		t.Error("temperature -0 and 0 have different keys")
 	}
 }
@@ -198,14 +198,14 @@ func TestKeyTruncate(t *testing.T) {
 	r := &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Text: "long"}}}}}
 	seen := map[cache.Key]cache.Truncate{}
 	for _, tr := range []cache.Truncate{{}, {On: true}, {On: true, Budget: 15}, {On: true, Budget: 16}} {
-		c := cache.EncodeTruncated("m", r, tr)
+		c := cache.EncodeTruncated("", "m", r, tr)
 		if prev, ok := seen[c.Key]; ok {
 			t.Errorf("%+v has the key of %+v", tr, prev)
 		}
 		seen[c.Key] = tr
 		c.Release()
 	}
-	if cache.KeyOf("m", r) != cache.EncodeTruncated("m", r, cache.Truncate{}).Key {
+	if cache.KeyOf("", "m", r) != cache.EncodeTruncated("", "m", r, cache.Truncate{}).Key {
 		t.Error("Encode differs from EncodeTruncated without a directive")
 	}
 }
@@ -229,7 +229,7 @@ func TestKeyLoneSurrogate(t *testing.T) {
 		{`{"s":"\\ud800"}`, `{ "s": "\\ud800" }`, true}, // an escaped backslash, not an escape
 		{`{"s":"\u00e9","t":1}`, `{"t":1,"s":"é"}`, true},
 	} {
-		if same := cache.KeyOf("m", input(tt.a)) == cache.KeyOf("m", input(tt.b)); same != tt.same {
+		if same := cache.KeyOf("", "m", input(tt.a)) == cache.KeyOf("", "m", input(tt.b)); same != tt.same {
 			t.Errorf("%s and %s: same key %v, want %v", tt.a, tt.b, same, tt.same)
 		}
 	}
@@ -245,10 +245,10 @@ func FuzzKeyJSON(f *testing.F) {
 		req := func(s string) *llm.Request {
 			return &llm.Request{Messages: []llm.Message{{Content: []llm.Block{{Type: llm.BlockToolUse, Input: json.RawMessage(s)}}}}}
 		}
-		k := cache.KeyOf("m", req(raw))
+		k := cache.KeyOf("", "m", req(raw))
 		if i := strings.Index(raw, `\ufffd`); i >= 0 {
 			lone := raw[:i] + `\ud800` + raw[i+6:]
-			if cache.KeyOf("m", req(lone)) == k {
+			if cache.KeyOf("", "m", req(lone)) == k {
 				t.Errorf("%s and %s share a key", raw, lone)
 			}
 		}

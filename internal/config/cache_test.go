@@ -11,14 +11,14 @@ func TestModelCache(t *testing.T) {
 engines:
   s: {kind: sim}
 models:
-  on: {engines: [s], cache: {enabled: true, ttl: 90s, max_bytes: 1048576, cache_sampled: true}}
+  on: {engines: [s], cache: {enabled: true, ttl: 90s, max_bytes: 1048576, cache_sampled: true, share_across_keys: true}}
   defaults: {engines: [s], cache: {enabled: true}}
   off: {engines: [s]}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Models["on"].Cache, (Cache{Enabled: true, TTL: 90 * time.Second, MaxBytes: 1 << 20, CacheSampled: true}); got != want {
+	if got, want := c.Models["on"].Cache, (Cache{Enabled: true, TTL: 90 * time.Second, MaxBytes: 1 << 20, CacheSampled: true, ShareAcrossKeys: true}); got != want {
 		t.Errorf("on: %+v, want %+v", got, want)
 	}
 	if got, want := c.Models["defaults"].Cache, (Cache{Enabled: true, TTL: DefaultCacheTTL, MaxBytes: DefaultCacheMaxBytes}); got != want {

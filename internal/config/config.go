@@ -295,6 +295,11 @@ type Cache struct {
 	// CacheSampled caches answers to requests that do not ask for temperature 0 too (sampled
 	// answers: a cache hit then repeats one sample). Default false.
 	CacheSampled bool `yaml:"cache_sampled"`
+	// ShareAcrossKeys shares the model's cached state between API keys: a key is served the
+	// answers any key stored (and shares an identical request in flight with any key), and
+	// /v1/cache tells a key how much of a prompt any key's requests left in the engines' prefix
+	// caches. Default false: each key sees only what its own requests made.
+	ShareAcrossKeys bool `yaml:"share_across_keys"`
 }
 
 // minCacheBytes is the smallest cache budget: less could not hold a short answer.

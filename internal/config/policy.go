@@ -22,8 +22,12 @@ type Key struct {
 	Limits Rates `yaml:"limits"`
 	// Debug lets the key ask for its request's decision trace with the X-Layer0-Debug: 1
 	// header (answered with X-Layer0-Trace-Id), and read traces on the main listener when no
-	// admin address is set. Default false.
+	// admin address is set: its own requests' traces only. Default false.
 	Debug bool `yaml:"debug"`
+	// Admin lets the key read the decision traces of every key's requests on the main listener
+	// (when no admin address is set), as the admin listener serves them; it implies Debug.
+	// Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on

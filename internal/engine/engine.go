@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -28,6 +29,12 @@ import (
 type Engine interface {
 	Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error
 	Close() error
+}
+
+// Embedder is implemented by engines that embed text (POST /v1/embeddings): one vector per input,
+// in order. An error is an *apierr.Error where the engine can classify it.
+type Embedder interface {
+	Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embeddings, error)
 }
 
 // Counter is implemented by engines that count input tokens in their own tokenizer.
@@ -71,6 +78,11 @@ type Pass struct {
 	ClientModel string
 	// Format is the client's format, which the engine speaks (Forwarder, Speaker).
 	Format llm.Format
+	// Header holds the client's request headers and Query its raw URL query, of which a
+	// Forwarder passes on those its format defines (the Messages API's anthropic-beta and
+	// ?beta=true); nil and "" pass nothing.
+	Header http.Header
+	Query  string
 }
 
 // PassResult is what a pass-through call learned on the way.

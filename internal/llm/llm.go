@@ -11,16 +11,23 @@ import (
 // Role is the author of a message.
 type Role uint8
 
-// Roles of a conversation. The system prompt is not a role here: it lives in Request.System.
+// Roles of a conversation. The system prompt at the head of a request lives in Request.System;
+// RoleSystem is a system message inside the conversation (the Messages API's role "system", which
+// current clients place between turns), kept at its place: the engines that can carry it there
+// get it there, and each engine package documents what it does with one.
 const (
 	RoleUser Role = iota
 	RoleAssistant
+	RoleSystem
 )
 
 // String returns the role as the Anthropic and OpenAI APIs spell it.
 func (r Role) String() string {
-	if r == RoleAssistant {
+	switch r {
+	case RoleAssistant:
 		return "assistant"
+	case RoleSystem:
+		return "system"
 	}
 	return "user"
 }
@@ -198,24 +205,43 @@ type ResponseFormat struct {
 // JSON reports whether the answer must be JSON (an object, or a schema's value).
 func (f *ResponseFormat) JSON() bool { return f.Type != ResponseText }
 
-// SystemText joins the system blocks' text with blank lines.
-func (r *Request) SystemText() string {
-	switch len(r.System) {
-	case 0:
-		return ""
-	case 1:
-		return r.System[0].Text
+// HasSystemMessages reports whether a message of the conversation has RoleSystem.
+func (r *Request) HasSystemMessages() bool {
+	for i := range r.Messages {
+		if r.Messages[i].Role == RoleSystem {
+			return true
+		}
 	}
-	n := 0
-	for _, b := range r.System {
-		n += len(b.Text) + 2
+	return false
+}
+
+// SystemText joins the system blocks' text with blank lines.
+func (r *Request) SystemText() string { return JoinText(r.System) }
+
+// JoinText joins the text of the text blocks of bs with blank lines.
+func JoinText(bs []Block) string {
+	if len(bs) == 1 && bs[0].Type == BlockText {
+		return bs[0].Text
+	}
+	n, k := 0, 0
+	for i := range bs {
+		if bs[i].Type == BlockText {
+			n += len(bs[i].Text) + 2
+			k++
+		}
+	}
+	if k == 0 {
+		return ""
 	}
 	buf := make([]byte, 0, n)
-	for i, b := range r.System {
-		if i > 0 {
+	for i := range bs {
+		if bs[i].Type != BlockText {
+			continue
+		}
+		if len(buf) > 0 {
 			buf = append(buf, '\n', '\n')
 		}
-		buf = append(buf, b.Text...)
+		buf = append(buf, bs[i].Text...)
 	}
 	return string(buf)
 }

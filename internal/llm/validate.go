@@ -32,8 +32,9 @@ const (
 //   - model is not empty;
 //   - max_tokens is 1 to MaxMaxTokens (a request in OpenAI's format may leave it 0: the API
 //     makes it optional and engines apply their default);
-//   - there is at least one message; roles are user or assistant; every message has content
-//     except an optional final assistant message; text blocks are not empty; images have
+//   - there is at least one message; roles are user, assistant or system; every message has
+//     content except an optional final assistant message; system messages hold text blocks
+//     only; text blocks are not empty; images have
 //     media_type and data, or a URL; tool_use blocks (id, name, input a JSON object) appear in
 //     assistant messages only and tool_result blocks (tool_use_id; text and image content) in
 //     user messages only;
@@ -142,8 +143,8 @@ func (r *Request) validateMessages() error {
 	last := len(r.Messages) - 1
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		if m.Role > RoleAssistant {
-			return apierr.Invalid(path("messages", i, "role"), `must be "user" or "assistant", got role %d`, m.Role)
+		if m.Role > RoleSystem {
+			return apierr.Invalid(path("messages", i, "role"), `must be "user", "assistant" or "system", got role %d`, m.Role)
 		}
 		if len(m.Content) == 0 && (i != last || m.Role != RoleAssistant) {
 			return apierr.Invalid(path("messages", i, "content"),
@@ -343,6 +344,9 @@ func hasUse(blocks []Block, id string) bool {
 
 // checkBlock checks block j of message i.
 func checkBlock(b *Block, role Role, i, j int) error {
+	if role == RoleSystem && b.Type != BlockText {
+		return apierr.Invalid(path("messages", i, "content", j, "type"), `must be "text" in a system message, got %q`, b.Type.String())
+	}
 	switch b.Type {
 	case BlockText:
 		return checkText(b.Text, "messages", i, j)

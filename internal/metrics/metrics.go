@@ -44,6 +44,7 @@ var outcomes = [...]string{OutcomeOK, OutcomeInvalid, OutcomeDenied, OutcomeRate
 const (
 	RouteMessages    = "messages"     // a generation: /v1/messages, /v1/chat/completions, /v1/responses, the binary protocol
 	RouteCountTokens = "count_tokens" // POST /v1/messages/count_tokens
+	RouteEmbeddings  = "embeddings"   // POST /v1/embeddings
 	RouteModels      = "models"       // GET /v1/models, /v1/models/{id}
 	RouteCache       = "cache"        // /v1/cache, the prefix-cache probe
 	RouteNegotiate   = "negotiate"    // /v1/layer/negotiate
@@ -52,7 +53,7 @@ const (
 )
 
 // Routes are every route label value, in the order above.
-var Routes = [...]string{RouteMessages, RouteCountTokens, RouteModels, RouteCache, RouteNegotiate, RouteNotFound, RouteResponses}
+var Routes = [...]string{RouteMessages, RouteCountTokens, RouteEmbeddings, RouteModels, RouteCache, RouteNegotiate, RouteNotFound, RouteResponses}
 
 // fallbackReasons are every reason the router can give, so each series exists from the start.
 var fallbackReasons = [...]string{route.ReasonRateLimit, route.ReasonOverloaded, route.ReasonServerError,

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/cache"
@@ -40,15 +41,30 @@ type cacheCall struct {
 // when the answer may be stored, so the recorder sees exactly what the client sees (the held
 // prelude once released, the start with the tokenizer's input estimate). The attempt sink resets
 // the recorder when it discards an attempt.
+//
+// When the call leads a flight, the tee marks each write to the client on it, so that followers
+// can tell a leader held by its own client from one waiting on the engine (cache.Flight).
 type teeSink struct {
 	llm.Sink
-	rec cache.Recorder
+	rec    cache.Recorder
+	flight *cache.Flight // the flight the call leads; nil when none
 }
 
 // Send implements llm.Sink.
 func (t *teeSink) Send(ev *llm.Event) error {
 	_ = t.rec.Send(ev)
-	return t.Sink.Send(ev)
+	t.flight.Writing()
+	err := t.Sink.Send(ev)
+	t.flight.Wrote()
+	return err
+}
+
+// Flush implements llm.Sink.
+func (t *teeSink) Flush() error {
+	t.flight.Writing()
+	err := t.Sink.Flush()
+	t.flight.Wrote()
+	return err
 }
 
 // cached is the cache stage, run after the request and concurrency limits and before the input
@@ -73,9 +89,10 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 	}
 	cc := &c.cache
 	// The truncate directive is in the key: context planning, after this stage, cuts by it what
-	// the engine is sent (or lets a request through that would otherwise be refused).
+	// the engine is sent (or lets a request through that would otherwise be refused). Answers
+	// belong to the key that asked, unless the model shares them across keys.
 	cut := cache.Truncate{On: c.st.set.Truncate, Budget: c.st.set.TruncateBudget}
-	cc.model, cc.canon = m, cache.EncodeTruncated(m.Name, c.request(), cut)
+	cc.model, cc.canon = m, cache.EncodeTruncated(m.Tenant(c.Record.Key), m.Name, c.request(), cut)
 	// The pass-through path answers with the engine's bytes, which could not be replayed in
 	// another format: a request whose answer will be stored takes the event path.
 	c.Forward = nil
@@ -102,7 +119,7 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 				m.Finish(cc.canon, f, e)
 				return true, p.hit(c, e, CacheCoalesced)
 			}
-			cc.flight = f
+			cc.flight, cc.tee.flight = f, f
 			rec.Cache = CacheMiss
 			return false, nil
 		}
@@ -115,9 +132,13 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 		// A follower waits for the leader's complete answer and replays it at full speed. If
 		// the leader's own client went away, the followers elect a new leader among them (a
 		// few times at most); if the leader produced no answer otherwise (it failed, or a
-		// fallback model answered), the follower goes to the engine itself and stores its own
-		// answer.
+		// fallback model answered), or its own client stopped reading it (a leader slower than
+		// the engine), the follower goes to the engine itself and stores its own answer.
 		e, err := f.Wait(ctx)
+		if errors.Is(err, cache.ErrStalled) {
+			rec.Cache = CacheMiss
+			return false, nil
+		}
 		if err != nil {
 			cc.release()
 			return true, err

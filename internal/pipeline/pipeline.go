@@ -43,6 +43,9 @@ type Model struct {
 	Tokens engine.Counter
 	// Context is what happens to an input no context window of the model holds.
 	Context ContextPolicy
+	// ShareAcrossKeys lets CacheLookup count every key's prompts for the name, not only the
+	// asking key's own. The response cache's own sharing is its Policy's.
+	ShareAcrossKeys bool
 }
 
 // Counter counts a request's input tokens when its engine cannot.
@@ -221,6 +224,8 @@ type Forward struct {
 	// Out receives the engine's answer. Nothing is written to it before an attempt succeeds
 	// in starting, so a failed attempt leaves it untouched.
 	Out engine.Writer
+	// Query is the raw query of the client's URL (engine.Pass.Query).
+	Query string
 }
 
 // Record is what one request did, filled in as it goes and written once at the end.
@@ -593,7 +598,8 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	s.begin(t0)
 	if f, ok := a.Replica.Engine.(engine.Forwarder); ok && c.Forward != nil && !c.st.edited && engine.Speaks(f, c.Request.Format) {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
-		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format}
+		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format,
+			Header: c.Header, Query: c.Forward.Query}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
-	"github.com/layer0ai/layer0/internal/directive"
+	"net/http"
+
+	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
@@ -39,36 +41,39 @@ func (c *Call) putPrompt() {
 }
 
 // record notes in the index that r served the call's prompt: its blocks' keys (hashed already
-// when a prefix picker weighed the prompt) inserted for the replica.
+// when a prefix picker weighed the prompt) inserted for the replica, as the caller's key's.
 func (p *Pipeline) record(c *Call, r *route.Replica) {
 	if c.pr == nil {
 		return
 	}
-	p.engines[r].Prefix.RecordPrompt(c.pr)
+	p.engines[r].Prefix.RecordFor(c.pr, c.Record.Key)
 }
 
 // CacheLookup reports how much of req's prompt the best replica of its model holds in its
-// prefix cache, as the index estimates it, without running anything. The caller checks that
-// the key may use the model.
-func (p *Pipeline) CacheLookup(req *llm.Request) (prefix.Match, error) {
-	// The engine never sees the system prompt's directives: neither does the estimate.
-	set, system, err := directive.Parse(req)
-	if err != nil {
-		return prefix.Match{}, err
-	}
-	if !set.Empty() {
-		r := *req
-		r.System = system
-		req = &r
-	}
+// prefix cache, as the index estimates it, without running anything. It counts only what the
+// caller's key itself sent there, unless the model shares its cached state across keys
+// (Model.ShareAcrossKeys): another key's prompts are no answer to give. The request goes
+// through the directives stage as a message does — the engine never sees the directives, and an
+// offload target (directive, or the X-Offload-Target header in h) names the model looked up,
+// with the same errors — so the answer is for the model a message would go to. The caller
+// checks that the key may use the model asked for.
+func (p *Pipeline) CacheLookup(key *auth.Key, h http.Header, req *llm.Request) (prefix.Match, error) {
 	name, ok := p.routes.Resolve(req.Model)
 	if !ok {
 		return prefix.Match{}, notFound(req.Model)
+	}
+	c := &Call{Request: req, Header: h}
+	req, name, err := p.applyDirectives(c, key, name)
+	if err != nil {
+		return prefix.Match{}, err
 	}
 	if p.prefix == nil || len(p.prefix.Replicas(name)) == 0 {
 		// Nothing indexed for the model: none of the prompt is known to be cached.
 		n, err := p.count(name, req)
 		return prefix.Match{Replica: -1, PromptTokens: n}, err
 	}
-	return p.prefix.Lookup(name, req), nil
+	if m := p.byID[name]; m != nil && m.ShareAcrossKeys {
+		return p.prefix.Lookup(name, req), nil
+	}
+	return p.prefix.LookupOwn(name, key.Name, req), nil
 }

@@ -22,8 +22,10 @@
 // Memory: a cached block costs one map entry (8-byte key, 4-byte slot) and one 16-byte slot,
 // about 40 bytes with the map's overhead and growth slack, so 1 M cached tokens at 16 tokens a
 // block (62,500 blocks) take about 2.5 MB; BenchmarkMemory measures it and TestMemoryBound
-// holds it under 4 MB. A Cache never holds more than its capacity, so the index's memory is
-// bounded by the capacities configured.
+// holds it under 4 MB. A replica keeps two caches of its capacity — its blocks, and whose
+// requests put them there (Replica.RecordFor) — so an indexed replica of 1 M tokens takes about
+// 5 MB. A Cache never holds more than its capacity, so the index's memory is bounded by the
+// capacities configured.
 package prefix
 
 import "sync"

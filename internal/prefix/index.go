@@ -1,7 +1,11 @@
 package prefix
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"sync"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -18,14 +22,20 @@ type Renderer interface {
 const DefaultBlockTokens = 16
 
 // Replica is what the index knows of one engine replica: its name, how it renders and blocks
-// a prompt, and the keys it is estimated to hold. It is safe for concurrent use. A nil
-// *Replica is a replica without an index: it records nothing and matches nothing.
+// a prompt, the keys it is estimated to hold, and whose requests put them there. It is safe for
+// concurrent use. A nil *Replica is a replica without an index: it records nothing and matches
+// nothing.
 type Replica struct {
 	name   string
 	block  int
 	render Renderer
 	cache  *Cache
 	exact  *precise // the engine's own events, in precise mode; nil otherwise
+	// owned holds, for each tenant that sent a prompt here (RecordFor), its blocks' keys mixed
+	// with the tenant's: what MatchOwn counts. The mix is keyed by seed, random per replica,
+	// so that no prompt of one tenant can be made to stand for another tenant's block.
+	owned *Cache
+	seed  uint64
 }
 
 // NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
@@ -39,7 +49,10 @@ func NewReplica(name string, render Renderer, blockTokens, capacityTokens int) *
 	if c == nil || render == nil {
 		return nil
 	}
-	return &Replica{name: name, block: blockTokens, render: render, cache: c}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails (it crashes the program instead)
+	return &Replica{name: name, block: blockTokens, render: render, cache: c, owned: NewCache(c.Capacity()),
+		seed: binary.LittleEndian.Uint64(seed[:])}
 }
 
 // Name returns the replica's name.
@@ -93,6 +106,33 @@ func (r *Replica) RecordPrompt(p *Prompt) {
 	}
 }
 
+// RecordFor is RecordPrompt for a prompt the tenant (an API key's name) sent: its blocks are
+// also noted as the tenant's own, for MatchOwn.
+func (r *Replica) RecordFor(p *Prompt, tenant string) {
+	if r == nil {
+		return
+	}
+	r.RecordPrompt(p)
+	r.owned.Insert(p.ownedKeys(r.block, r.tenant(tenant)))
+}
+
+// tenant is the value the keys of tenant's blocks are mixed with.
+func (r *Replica) tenant(name string) uint64 { return xxh3.HashStringSeed(name, r.seed) }
+
+// MatchOwn is Match counting only the blocks tenant's own requests put there (RecordFor): what
+// the replica holds of p that the tenant could know of without anyone else's prompts. Another
+// tenant's identical prompt counts for nothing, so the answer says nothing of what others sent.
+func (r *Replica) MatchOwn(p *Prompt, tenant string) int {
+	if r == nil {
+		return 0
+	}
+	n := r.Match(p)
+	if n == 0 {
+		return 0
+	}
+	return min(n, r.owned.Match(p.ownedKeys(r.block, r.tenant(tenant)))*r.block)
+}
+
 // Match returns how many of p's tokens the replica holds: its cached leading blocks times the
 // block size. In precise mode, while it follows the engine's events, they answer; otherwise
 // the approximate index does.
@@ -114,6 +154,7 @@ type Prompt struct {
 	Tokens []uint32
 	block  int // the block size keys holds keys of; 0 when none
 	keys   []uint64
+	owned  []uint64 // keys mixed with a tenant (ownedKeys), rewritten on each call
 }
 
 var prompts = sync.Pool{New: func() any { return new(Prompt) }}
@@ -136,7 +177,7 @@ func PutPrompt(p *Prompt) {
 
 // Reset empties p, keeping its buffers.
 func (p *Prompt) Reset() {
-	p.Tokens, p.keys, p.block = p.Tokens[:0], p.keys[:0], 0
+	p.Tokens, p.keys, p.owned, p.block = p.Tokens[:0], p.keys[:0], p.owned[:0], 0
 }
 
 // Render sets p to req's prompt as render renders it.
@@ -159,6 +200,18 @@ func (p *Prompt) Keys(block int) []uint64 {
 		p.block = block
 	}
 	return p.keys
+}
+
+// ownedKeys returns the keys of p's full blocks of block tokens mixed with a tenant's value t:
+// a chain as the keys are (each depends on the blocks before it), in a buffer valid until the
+// next call.
+func (p *Prompt) ownedKeys(block int, t uint64) []uint64 {
+	keys := p.Keys(block)
+	p.owned = p.owned[:0]
+	for _, k := range keys {
+		p.owned = append(p.owned, Mix(k^t))
+	}
+	return p.owned
 }
 
 // Match is how much of a prompt the best of a set of replicas holds.
@@ -189,9 +242,14 @@ func (m Match) Ratio() float64 {
 // part of p; ties go to the first. cached, when not nil, receives each replica's cached tokens
 // (it must be as long as reps), for a router that weighs them against load.
 func Best(p *Prompt, reps []*Replica, cached []int) Match {
+	return best(p, reps, cached, (*Replica).Match)
+}
+
+// best is Best with the replicas' holdings counted by match.
+func best(p *Prompt, reps []*Replica, cached []int, match func(*Replica, *Prompt) int) Match {
 	m := Match{Replica: -1, PromptTokens: len(p.Tokens)}
 	for i, r := range reps {
-		n := r.Match(p)
+		n := match(r, p)
 		if cached != nil {
 			cached[i] = n
 		}
@@ -244,14 +302,24 @@ func (x *Index) Replicas(model string) []*Replica {
 func (x *Index) Render(p *Prompt, req *llm.Request) { p.Render(x.render, req) }
 
 // Lookup renders req's prompt and returns how much of it the best replica of the canonical
-// name model holds. It runs nothing and changes nothing.
+// name model holds, whoever sent it. It runs nothing and changes nothing.
 func (x *Index) Lookup(model string, req *llm.Request) Match {
+	return x.lookup(model, req, (*Replica).Match)
+}
+
+// LookupOwn is Lookup counting only what tenant's own requests left in the replicas
+// (Replica.MatchOwn).
+func (x *Index) LookupOwn(model, tenant string, req *llm.Request) Match {
+	return x.lookup(model, req, func(r *Replica, p *Prompt) int { return r.MatchOwn(p, tenant) })
+}
+
+func (x *Index) lookup(model string, req *llm.Request, match func(*Replica, *Prompt) int) Match {
 	if x == nil || x.render == nil {
 		return Match{Replica: -1}
 	}
 	p := GetPrompt()
 	p.Render(x.render, req)
-	m := Best(p, x.models[model], nil)
+	m := best(p, x.models[model], nil, match)
 	PutPrompt(p)
 	return m
 }

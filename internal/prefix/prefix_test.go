@@ -208,6 +208,46 @@ func TestIndexLookup(t *testing.T) {
 	}
 }
 
+// A tenant's lookup counts only what its own requests left in a replica: a prompt another tenant
+// sent is not cached for it, however much of it the replica holds, and the part of it the tenant
+// sent itself is.
+func TestIndexLookupOwn(t *testing.T) {
+	tok := tokenizer.Default()
+	sys := strings.Repeat("The vault's PIN is 4821. Never tell anyone. ", 20)
+	a := NewReplica("a", tok, 16, 1<<16)
+	x := NewIndex(tok, map[string][]*Replica{"m": {a}})
+	secret := request(sys, "Hello")
+	p := GetPrompt()
+	defer PutPrompt(p)
+	p.Render(tok, secret)
+	a.RecordFor(p, "alice")
+	n := tok.CountRequest(secret) / 16 * 16
+	if m := x.Lookup("m", secret); m.CachedTokens != n {
+		t.Fatalf("everyone's lookup: %d cached, want %d", m.CachedTokens, n)
+	}
+	if m := x.LookupOwn("m", "alice", secret); m.CachedTokens != n || m.Name != "a" {
+		t.Fatalf("alice's own lookup: %+v, want %d cached on a", m, n)
+	}
+	for _, guess := range []string{"4821", "1234"} {
+		probe := request(strings.ReplaceAll(sys, "4821", guess), "Hello")
+		if m := x.LookupOwn("m", "bob", probe); m.Hit() || m.Replica != -1 {
+			t.Errorf("bob guessing %s: %+v, want nothing cached", guess, m)
+		}
+	}
+	// What bob sent himself is his: the shared opening of alice's prompt counts for him only as
+	// far as his own prompt went.
+	mine := request(sys[:len(sys)/2], "Hello")
+	p.Render(tok, mine)
+	a.RecordFor(p, "bob")
+	own := x.LookupOwn("m", "bob", mine)
+	if want := tok.CountRequest(mine) / 16 * 16; own.CachedTokens != want {
+		t.Errorf("bob's own prompt: %d cached, want %d", own.CachedTokens, want)
+	}
+	if m := x.LookupOwn("m", "bob", secret); m.CachedTokens >= n || m.CachedTokens > own.CachedTokens {
+		t.Errorf("bob asking for alice's prompt: %d cached, more than his own %d", m.CachedTokens, own.CachedTokens)
+	}
+}
+
 // TestConcurrent records and looks up from many goroutines at once; run with -race.
 func TestConcurrent(t *testing.T) {
 	tok := tokenizer.Default()

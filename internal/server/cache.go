@@ -7,6 +7,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -18,7 +19,9 @@ import (
 // X-Cache-Hit and X-Cache-Ratio (GET adds the JSON body); POST takes a Messages-shaped body
 // (Anthropic format, max_tokens optional) and answers the headers and
 // {"hit","ratio","cached_tokens","prompt_tokens","replica"}. Like any request it is
-// authenticated (by serve) and takes a request and a concurrency slot of the key's limits.
+// authenticated (by serve) and takes a request and a concurrency slot of the key's limits. It
+// answers for what the key itself sent, unless the model shares across keys, and for the model
+// a message would go to (an offload target, by directive or header, included).
 func (x *exchange) cacheQuery() {
 	rec := &x.call.Record
 	rec.Format = llm.FormatAnthropic
@@ -75,7 +78,11 @@ func (x *exchange) cacheQuery() {
 	if !x.fitsInput(&lease, req) {
 		return
 	}
-	match, err := x.p.CacheLookup(req)
+	key := x.call.Key
+	if key == nil {
+		key = pipeline.Anonymous()
+	}
+	match, err := x.p.CacheLookup(key, x.r.Header, req)
 	if err != nil {
 		x.fail(err)
 		return

@@ -140,7 +140,7 @@ func anthropicError(b []byte, e *apierr.Error, requestID string) ([]byte, int) {
 // before any handler ran (a refused key) is in the client's own format.
 func frontFor(r *http.Request) *front {
 	switch p := r.URL.Path; {
-	case p == "/v1/chat/completions":
+	case p == "/v1/chat/completions", p == "/v1/embeddings":
 		return openAIFront
 	case p == "/v1/responses" || strings.HasPrefix(p, "/v1/responses/"):
 		return responsesFront
@@ -175,7 +175,7 @@ func (x *exchange) serveMessage() {
 	out := &x.stw
 	*out = streamWriter{x: x, contentType: f.contentType(x, stream), whole: !stream}
 	if f.passes && (f.mayPass == nil || f.mayPass(x)) {
-		x.fwd = pipeline.Forward{Body: body, Out: out}
+		x.fwd = pipeline.Forward{Body: body, Out: out, Query: x.r.URL.RawQuery}
 		x.call.Forward = &x.fwd
 	}
 	if f.format == llm.FormatBinary && !x.mode.Text {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/trace"
@@ -38,6 +39,8 @@ func routeOf(path string) string {
 		return metrics.RouteResponses
 	case path == "/v1/messages/count_tokens":
 		return metrics.RouteCountTokens
+	case path == "/v1/embeddings":
+		return metrics.RouteEmbeddings
 	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
 		return metrics.RouteModels
 	case path == "/v1/cache":
@@ -146,7 +149,7 @@ func (x *exchange) admin(adminListener bool) {
 	case adminListener && (path == pprofPrefix[:len(pprofPrefix)-1] || strings.HasPrefix(path, pprofPrefix)):
 		x.profile(strings.TrimPrefix(path, pprofPrefix))
 	case adminListener && isDebugPath(path):
-		x.onlyMethod(http.MethodGet, x.debugRequests)
+		x.onlyMethod(http.MethodGet, func() { x.debugRequests(nil) })
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
 	}
@@ -182,7 +185,8 @@ func isDebugPath(path string) bool {
 
 // debugOnMain serves the decision traces on the main listener, which has them only when no
 // admin address is set, and only to a key with debug (or to everyone when the gateway serves
-// without keys, which it does only on loopback).
+// without keys, which it does only on loopback): the traces of that key's own requests, or of
+// every key's to an admin key.
 func (x *exchange) debugOnMain() {
 	key, err := x.p.Admit(x.r.Header)
 	if err != nil {
@@ -195,12 +199,17 @@ func (x *exchange) debugOnMain() {
 			Message: "this API key may not read decision traces (keys[].debug)"})
 		return
 	}
-	x.onlyMethod(http.MethodGet, x.debugRequests)
+	if key.Admin {
+		key = nil
+	}
+	x.onlyMethod(http.MethodGet, func() { x.debugRequests(key) })
 }
 
 // debugRequests serves GET /debug/requests/{id}, one request's trace, and
-// GET /debug/requests?model=&status=&limit=, the requests kept, newest first.
-func (x *exchange) debugRequests() {
+// GET /debug/requests?model=&status=&limit=, the requests kept, newest first: every request's,
+// or only those of own when it is not nil. Another key's request is not found, as an unknown
+// one is.
+func (x *exchange) debugRequests(own *auth.Key) {
 	if x.s.traces == nil {
 		x.fail(apierr.New(apierr.NotFound, "decision traces are off: set debug.requests to keep them"))
 		return
@@ -208,6 +217,9 @@ func (x *exchange) debugRequests() {
 	var v any
 	if id, ok := strings.CutPrefix(x.r.URL.Path, debugPrefix); ok {
 		t, found := x.s.traces.Get(id)
+		if found && own != nil && t.Key != own.Name {
+			found = false
+		}
 		if !found {
 			x.fail(apierr.New(apierr.NotFound, "no trace of request %q: unknown, or older than the last %d requests",
 				sanitize(id), x.s.traces.Len()))
@@ -217,6 +229,9 @@ func (x *exchange) debugRequests() {
 	} else {
 		q := x.r.URL.Query()
 		f := trace.Filter{Model: q.Get("model"), Status: q.Get("status")}
+		if own != nil {
+			f.Own, f.Key = true, own.Name
+		}
 		if f.Status != "" && !trace.ValidStatus(f.Status) {
 			x.fail(apierr.Invalid("status", "want a status (529) or a class (5xx)"))
 			return

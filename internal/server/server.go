@@ -319,6 +319,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.vocabulary()
 	case path == "/v1/cache":
 		x.cacheQuery()
+	case path == "/v1/embeddings":
+		x.onlyMethod(http.MethodPost, x.embeddings)
 	case strings.HasPrefix(path, "/v1/responses/"):
 		if id, ok := responseID(path); ok {
 			x.storedResponse(id)

@@ -137,9 +137,12 @@ func (w *promptWriter) request(r *llm.Request) {
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		if m.Role == llm.RoleAssistant {
+		switch m.Role {
+		case llm.RoleAssistant:
 			w.open(idAssistant)
-		} else {
+		case llm.RoleSystem:
+			w.open(idSystem)
+		default:
 			w.open(idUser)
 		}
 		w.blocks(m.Content)

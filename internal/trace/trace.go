@@ -100,6 +100,10 @@ type Filter struct {
 	Status string
 	// Limit bounds how many are returned; 0 means DefaultLimit.
 	Limit int
+	// Own, when set, keeps only the requests of the API key named Key ("" the caller without
+	// a key): what a key that may read its own traces only is shown.
+	Own bool
+	Key string
 }
 
 // DefaultLimit is how many requests List returns when Filter.Limit is 0.
@@ -137,6 +141,9 @@ func (r *Ring) List(f Filter) []Summary {
 		e := &r.slots[r.index(i)]
 		rec := &e.rec
 		if f.Model != "" && rec.Model != f.Model && rec.Served != f.Model {
+			continue
+		}
+		if f.Own && rec.Key != f.Key {
 			continue
 		}
 		if f.Status != "" && !statusMatches(f.Status, rec.Status) {

@@ -44,14 +44,19 @@ func TestRingFilters(t *testing.T) {
 	r.Add(record(2, 529, "b"), "POST", "/v1/messages", 0)
 	r.Add(record(3, 503, "a"), "POST", "/v1/messages", 0)
 	r.Add(record(4, 200, "a"), "POST", "/v1/messages", 0)
+	bob := record(5, 200, "a")
+	bob.Key = "bob"
+	r.Add(bob, "POST", "/v1/messages", 0)
 	for _, tc := range []struct {
 		f    Filter
 		want string
 	}{
-		{Filter{Model: "a"}, "req_4,req_3,req_1"},
+		{Filter{Model: "a"}, "req_5,req_4,req_3,req_1"},
+		{Filter{Own: true, Key: "bob"}, "req_5"},
+		{Filter{Own: true, Key: "alice"}, ""},
 		{Filter{Status: "5xx"}, "req_3,req_2"},
 		{Filter{Status: "529"}, "req_2"},
-		{Filter{Model: "a", Status: "200", Limit: 1}, "req_4"},
+		{Filter{Model: "a", Status: "200", Limit: 1}, "req_5"},
 		{Filter{Model: "c"}, ""},
 	} {
 		var ids []string

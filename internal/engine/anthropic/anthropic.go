@@ -49,6 +49,7 @@ type Options struct {
 // Engine is a Messages API server. It is safe for concurrent use.
 type Engine struct {
 	upstream.Endpoint
+	betas *betaHeaders // the pass-through calls' headers by anthropic-beta value
 }
 
 // codec is the Messages format, for Generate: a request without max_tokens gets
@@ -78,7 +79,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	ep.Model = opts.Model
-	return &Engine{ep}, nil
+	return &Engine{Endpoint: ep, betas: new(betaHeaders)}, nil
 }
 
 // Format implements engine.Forwarder.
@@ -179,7 +180,8 @@ var (
 )
 
 // Forward implements engine.Forwarder: the body's top-level "model" is rewritten in place and
-// every other byte is sent as the client wrote it; the engine's events come back unchanged but
+// every other byte is sent as the client wrote it, with the client's anthropic-beta headers and
+// ?beta=true (passRequest); the engine's events come back unchanged but
 // for the value of the model (message_start's message.model, a body's top-level model), which
 // becomes the client's model name whatever the engine reported. The prelude (message_start,
 // content_block_start, ping) is held until the first other event, and an error event is not
@@ -208,7 +210,11 @@ func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (
 		b = append(b, p.Body[me:]...)
 		*buf, body = b, b
 	}
-	resp, err := e.C.Do(ctx, &upstream.Request{Path: e.Path, Header: e.Header, Body: body, Stream: stream, DecodeError: DecodeError})
+	path, hdr, err := e.passRequest(p)
+	if err != nil {
+		return res, err
+	}
+	resp, err := e.C.Do(ctx, &upstream.Request{Path: path, Header: hdr, Body: body, Stream: stream, DecodeError: DecodeError})
 	if err != nil {
 		return res, err
 	}

@@ -280,3 +280,39 @@ func TestForward(t *testing.T) {
 		}
 	}
 }
+
+// The client's anthropic-beta headers (several lines joined) and its ?beta=true reach the engine
+// on pass-through, and nothing else of its headers or query; without them the call is as before.
+func TestForwardBeta(t *testing.T) {
+	f := fake.NewAnthropic(fake.Script{Text: "a"})
+	defer f.Close()
+	e := newEngine(t, f, config.Timeouts{}, false)
+	body := []byte(`{"model":"sonnet","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	tests := []struct {
+		name, query, wantURL, wantBeta string
+		header                         http.Header
+	}{
+		{"none", "", "/v1/messages", "", nil},
+		{"beta query and headers", "beta=true&x=1", "/v1/messages?beta=true", "a-1,b-2,c-3",
+			http.Header{"Anthropic-Beta": {"a-1,b-2", "c-3"}, "X-App": {"cli"}}},
+		{"beta=false", "beta=false", "/v1/messages", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 2 { // the second call takes the prepared header
+				_, err := e.Forward(context.Background(), &engine.Pass{Body: body, Header: tt.header, Query: tt.query}, fake.Writer(httptest.NewRecorder()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := f.Requests()[len(f.Requests())-1]
+				if got.URL != tt.wantURL || got.Header.Get("Anthropic-Beta") != tt.wantBeta || got.Header.Get("X-App") != "" {
+					t.Errorf("engine got %s, anthropic-beta %q, x-app %q; want %s, %q, none",
+						got.URL, got.Header.Get("Anthropic-Beta"), got.Header.Get("X-App"), tt.wantURL, tt.wantBeta)
+				}
+				if got.Header.Get("Anthropic-Version") != Version || got.Header.Get("X-Api-Key") == "" {
+					t.Errorf("engine got anthropic-version %q and no key: the fixed headers were lost", got.Header.Get("Anthropic-Version"))
+				}
+			}
+		})
+	}
+}

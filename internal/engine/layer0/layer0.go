@@ -114,7 +114,9 @@ func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) error {
 	state := e.binary.Load()
-	if state == binaryRefused {
+	if state == binaryRefused || req.HasSystemMessages() {
+		// The binary protocol has no system message inside the conversation: such a request
+		// goes as JSON, which keeps it in place.
 		return e.json.Generate(ctx, req, sink)
 	}
 	err := e.generateBinary(ctx, req, sink)

@@ -181,3 +181,24 @@ func TestJSONProtocol(t *testing.T) {
 		t.Error("got no error for an unknown protocol")
 	}
 }
+
+// A request with a system message inside the conversation goes as JSON, which keeps it at its
+// place, even to a peer that speaks binary; binary stays on for the next requests.
+func TestSystemMessageGoesAsJSON(t *testing.T) {
+	f := fake.NewAnthropic(fake.Script{Text: "json answer"})
+	defer f.Close()
+	e := newEngine(t, f.URL, "")
+	e.binary.Store(binaryWorks)
+	req := request()
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Content: []llm.Block{{Type: llm.BlockText, Text: "env"}}})
+	if err := e.Generate(context.Background(), req, &llm.Collector{}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.Requests()
+	if len(reqs) != 1 || !bytes.Contains(reqs[0].Body, []byte(`{"role":"system","content":"env"}`)) {
+		t.Fatalf("got %d requests, want one JSON request with the system message last", len(reqs))
+	}
+	if !e.Binary() {
+		t.Error("a system message turned binary off")
+	}
+}

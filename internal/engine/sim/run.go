@@ -119,9 +119,14 @@ func (r *run) planTool(req *llm.Request, i int, auto bool, limit int) bool {
 		r.addBlock(b)
 	}
 	var full string // the input the model writes when it has room
+	given := givenInput(lastUser(req), t.Name)
 	for _, minimal := range []bool{false, true} {
 		g.minimal = minimal
-		r.json = g.object(r.json[:0], t.InputSchema)
+		if given != nil && !minimal {
+			r.json = append(r.json[:0], given...)
+		} else {
+			r.json = g.object(r.json[:0], t.InputSchema)
+		}
 		from := len(r.out)
 		input := string(r.json)
 		if !minimal {

@@ -20,6 +20,9 @@ import (
 //   - any: the first tool the last user message names, else one picked by the seed;
 //   - auto: the first tool the last user message names (contains, case-sensitively), unless
 //     that message carries a tool_result — after a result, the model answers in text.
+//
+// The call's input follows the tool's schema, or is the JSON object the last user message writes
+// right after the tool's name (givenInput).
 func chooseTool(req *llm.Request, seed uint64) (int, bool, error) {
 	if len(req.Tools) == 0 {
 		return -1, false, nil
@@ -76,6 +79,40 @@ func namedTool(tools []llm.Tool, m *llm.Message) int {
 		}
 	}
 	return -1
+}
+
+// givenInput returns the input the last user message m writes for the tool named name: the JSON
+// object that follows the first mention of the name in a text block (after spaces and a colon,
+// if any), compacted, as in `Read {"file_path": "notes.txt"}`; nil when none follows it. It is
+// how a test makes the simulated model call an agent's tool with an input that tool can run.
+func givenInput(m *llm.Message, name string) json.RawMessage {
+	if m == nil || name == "" {
+		return nil
+	}
+	for i := range m.Content {
+		b := &m.Content[i]
+		if b.Type != llm.BlockText {
+			continue
+		}
+		at := strings.Index(b.Text, name)
+		if at < 0 {
+			continue
+		}
+		rest := strings.TrimLeft(b.Text[at+len(name):], " \t\n:")
+		if !strings.HasPrefix(rest, "{") {
+			return nil
+		}
+		var v json.RawMessage
+		if err := json.NewDecoder(strings.NewReader(rest)).Decode(&v); err != nil {
+			return nil
+		}
+		var out bytes.Buffer
+		if json.Compact(&out, v) != nil {
+			return nil
+		}
+		return out.Bytes()
+	}
+	return nil
 }
 
 // userText returns the text of message m: its text blocks and the text inside its tool results,

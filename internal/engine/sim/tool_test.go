@@ -481,6 +481,38 @@ func TestToolChoice(t *testing.T) {
 	}
 }
 
+// The input the user writes after the tool's name is the call's input, and a system message
+// after the user's does not hide it.
+func TestToolGivenInput(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"object after the name", `Use get_weather {"city": "Lyon", "days": [1, 2]} now`, `{"city":"Lyon","days":[1,2]}`},
+		{"after a colon", "get_weather:\n{\"city\":\"Oslo\"}", `{"city":"Oslo"}`},
+		{"not an object: the schema's", `get_weather ["Lyon"]`, ""},
+		{"broken JSON: the schema's", `get_weather {"city": `, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := toolReq(tt.text, llm.ToolChoice{})
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Content: []llm.Block{{Type: llm.BlockText, Text: "search_docs"}}})
+			resp := mustGenerate(t, newEngine(t, config.Sim{}), req)
+			call := resp.Content[len(resp.Content)-1]
+			if call.Type != llm.BlockToolUse || call.Name != "get_weather" {
+				t.Fatalf("last block %v %q, want a get_weather call", call.Type, call.Name)
+			}
+			if tt.want != "" && string(call.Input) != tt.want {
+				t.Errorf("input %s, want %s", call.Input, tt.want)
+			}
+			if tt.want == "" {
+				if err := check(decodeInput(t, call.Input), decodeSchema(t, string(req.Tools[0].InputSchema)), "input"); err != nil {
+					t.Errorf("input %s: %v", call.Input, err)
+				}
+			}
+		})
+	}
+}
+
 func TestToolChoiceDeterministic(t *testing.T) {
 	req := toolReq("pick one", llm.ToolChoice{Type: llm.ToolAny})
 	a := mustGenerate(t, newEngine(t, config.Sim{}), req)

@@ -54,6 +54,9 @@ type Script struct {
 	// Pretty writes the JSON with spaces, as the hosted OpenAI API does: a body that is not
 	// streamed indented, each stream event's data with Python's separators (", " and ": ").
 	Pretty bool
+	// TextOnly answers in text even when the request offers tools (a coding agent would run
+	// the fake's made-up call).
+	TextOnly bool
 	// Stop, when set, is the reason a text answer ends with, as the engine's format spells it
 	// (content_filter for OpenAI, refusal for Anthropic), instead of the natural end.
 	Stop string
@@ -61,6 +64,8 @@ type Script struct {
 
 // Request is a recorded request.
 type Request struct {
+	// URL is the request target as sent: path and query.
+	URL    string
 	Header http.Header
 	Body   []byte
 	// ProtoMajor is 2 for HTTP/2.
@@ -169,7 +174,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	s := f.script
-	f.requests = append(f.requests, Request{Header: r.Header.Clone(), Body: body, ProtoMajor: r.ProtoMajor})
+	f.requests = append(f.requests, Request{URL: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, ProtoMajor: r.ProtoMajor})
 	f.mu.Unlock()
 	select {
 	case f.Received <- struct{}{}:
@@ -180,6 +185,10 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.Key != "" && !f.authorized(r, s.Key) {
 		f.fail(w, 401, "invalid credential "+r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"))
+		return
+	}
+	if !f.anth && strings.HasSuffix(r.URL.Path, "/embeddings") && s.Status == 0 {
+		embeddings(w, body)
 		return
 	}
 	var p parsed
@@ -213,7 +222,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Model != "" {
 		rp.model = s.Model
 	}
-	if p.wantsTool() {
+	if p.wantsTool() && !s.TextOnly {
 		rp.tool = p.toolName()
 		rp.args = []string{`{"city": `, `"Paris", `, `"unit": "c"}`}
 	}

@@ -1,7 +1,9 @@
 package fake
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -72,4 +74,40 @@ func openAIJSON(w http.ResponseWriter, rp *reply) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,"message":%s,"logprobs":null,"finish_reason":%q,"stop_reason":null}],"usage":%s,"prompt_logprobs":null}`,
 		openAIID, openAICreated, q(rp.model), msg, finish, openAIUsage(rp))
+}
+
+// embeddings answers an embeddings request as the OpenAI API does: input i of length n gets the
+// vector [n, i, 1]; the prompt counts a token per four bytes.
+func embeddings(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Model string   `json:"model"`
+		Input []string `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" || len(req.Input) == 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"bad embeddings request","type":"invalid_request_error","param":null,"code":null}}`)
+		return
+	}
+	type item struct {
+		Object    string    `json:"object"`
+		Index     int       `json:"index"`
+		Embedding []float64 `json:"embedding"`
+	}
+	out := struct {
+		Object string `json:"object"`
+		Data   []item `json:"data"`
+		Model  string `json:"model"`
+		Usage  struct {
+			PromptTokens int `json:"prompt_tokens"`
+			TotalTokens  int `json:"total_tokens"`
+		} `json:"usage"`
+	}{Object: "list", Model: req.Model}
+	for i, s := range req.Input {
+		out.Data = append(out.Data, item{"embedding", i, []float64{float64(len(s)), float64(i), 1}})
+		out.Usage.PromptTokens += len(s)/4 + 1
+	}
+	out.Usage.TotalTokens = out.Usage.PromptTokens
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
 }

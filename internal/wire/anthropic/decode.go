@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -15,7 +16,10 @@ import (
 // Strings in the returned Request share one copy of body (body itself is not retained, so the
 // caller may reuse it); Model and UserID are separate copies because they outlive the request as
 // metric labels and limiter keys. Tool inputs and schemas are compacted JSON. Thinking blocks are
-// dropped, and document blocks with a text source become text blocks.
+// dropped, and document blocks with a text source become text blocks. System messages inside
+// messages are kept at their place (llm.RoleSystem; see messages). The top-level fields layer0
+// does not act on (thinking, output_config, context_management, …) are validated as JSON and left
+// out: the pass-through path forwards the client's bytes, the translated path drops them.
 func DecodeRequest(body []byte) (*llm.Request, error) {
 	return decode(body, true)
 }
@@ -219,13 +223,20 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 	return nil
 }
 
+// messages decodes the conversation. System messages (role "system") stay at their place, except
+// those the model would not see: one without content (it carries only a per-message
+// output_config), and one with clear_at "next_user_message" once a later user message exists
+// (the hosted API keeps it in the array but no longer shows it to the model).
 func (d *decoder) messages(r *llm.Request) error {
 	if err := d.array(); err != nil {
 		return err
 	}
 	msgs := make([]llm.Message, 0, 4)
 	prevEmpty := false
-	for n := 0; ; {
+	cleared := -1 // index in msgs of the last system message cleared at the next user message
+	var hidden []int
+	n := 0 // messages read
+	for {
 		ok, err := d.elem(&n)
 		if err != nil {
 			return err
@@ -238,20 +249,55 @@ func (d *decoder) messages(r *llm.Request) error {
 			return d.emptyContent(n - 2)
 		}
 		var m llm.Message
-		if prevEmpty, err = d.message(&m); err != nil {
+		var mi messageInfo
+		if mi, err = d.message(&m); err != nil {
 			return err
 		}
-		msgs = append(msgs, m)
+		if mi.outputConfig && r.Ignored == "" {
+			r.Ignored = "messages." + strconv.Itoa(n-1) + ".output_config"
+		}
 		d.leave()
+		if m.Role == llm.RoleSystem {
+			if len(m.Content) == 0 {
+				continue
+			}
+			if mi.clearAtNextUser {
+				cleared = len(msgs)
+			}
+			msgs = append(msgs, m)
+			continue
+		}
+		prevEmpty = mi.empty
+		if m.Role == llm.RoleUser && cleared >= 0 {
+			hidden = append(hidden, cleared)
+			cleared = -1
+		}
+		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
 		return d.fail("at least one message is required")
 	}
 	if prevEmpty && msgs[len(msgs)-1].Role != llm.RoleAssistant {
-		return d.emptyContent(len(msgs) - 1)
+		return d.emptyContent(n - 1) // the last message read: nothing may follow an empty one
 	}
-	r.Messages = msgs
+	r.Messages = dropMessages(msgs, hidden)
 	return nil
+}
+
+// dropMessages removes the messages at the ascending indexes drop.
+func dropMessages(msgs []llm.Message, drop []int) []llm.Message {
+	if len(drop) == 0 {
+		return msgs
+	}
+	out := msgs[:0]
+	for i := range msgs {
+		if len(drop) > 0 && drop[0] == i {
+			drop = drop[1:]
+			continue
+		}
+		out = append(out, msgs[i])
+	}
+	return out
 }
 
 func (d *decoder) emptyContent(i int) error {
@@ -259,18 +305,29 @@ func (d *decoder) emptyContent(i int) error {
 	return d.failAt("content", "all messages must have non-empty content except for the optional final assistant message")
 }
 
-// message decodes one message; empty reports content that was "" or [] (or only thinking).
-func (d *decoder) message(m *llm.Message) (empty bool, err error) {
+// messageInfo describes a message beyond its role and content.
+type messageInfo struct {
+	empty           bool // content was "" or [] (or only thinking)
+	clearAtNextUser bool // a system message with clear_at "next_user_message"
+	outputConfig    bool // a system message with a per-message output_config (not null)
+}
+
+// message decodes one message. A system message may carry clear_at and a per-message
+// output_config (read and dropped: layer0 acts on neither beyond clear_at's visibility rule), and
+// holds text blocks only.
+func (d *decoder) message(m *llm.Message) (messageInfo, error) {
+	var mi messageInfo
 	if err := d.object(); err != nil {
-		return false, err
+		return mi, err
 	}
 	var hasRole, hasContent bool
 	var info contentInfo
+	extra := "" // the first member only a system message may have
 	var seen jsontext.KeySet
 	for n := 0; ; {
 		k, ok, err := d.key(&n, &seen)
 		if err != nil {
-			return false, err
+			return mi, err
 		}
 		if !ok {
 			break
@@ -279,7 +336,7 @@ func (d *decoder) message(m *llm.Message) (empty bool, err error) {
 		case "role":
 			s, err := d.readString()
 			if err != nil {
-				return false, err
+				return mi, err
 			}
 			switch s {
 			case "user":
@@ -287,32 +344,73 @@ func (d *decoder) message(m *llm.Message) (empty bool, err error) {
 			case "assistant":
 				m.Role = llm.RoleAssistant
 			case "system":
-				return false, d.fail(`must be "user" or "assistant", got "system"; put the system prompt in the top-level system field`)
+				m.Role = llm.RoleSystem
 			default:
-				return false, d.fail(`must be "user" or "assistant", got %q`, clipString(s))
+				return mi, d.fail(`must be "user", "assistant" or "system", got %q`, clipString(s))
 			}
 			hasRole = true
 		case "content":
 			if m.Content, info, err = d.content(ctxMessage, 0); err != nil {
-				return false, err
+				return mi, err
 			}
 			hasContent = true
+		case "clear_at":
+			var s string
+			if s, err = d.readOptString(); err != nil {
+				return mi, err
+			}
+			switch s {
+			case "", "never":
+			case "next_user_message":
+				mi.clearAtNextUser = true
+			default:
+				return mi, d.fail(`must be "next_user_message" or "never", got %q`, clipString(s))
+			}
+			if extra == "" {
+				extra = k
+			}
+		case "output_config":
+			if !d.null() {
+				if _, err := d.rawObject(); err != nil {
+					return mi, err
+				}
+				mi.outputConfig = true
+			}
+			if extra == "" {
+				extra = k
+			}
 		default:
-			return false, d.extra()
+			return mi, d.extra()
 		}
 		d.leave()
 	}
 	switch {
 	case !hasRole:
-		return false, d.required("role")
+		return mi, d.required("role")
 	case !hasContent:
-		return false, d.required("content")
+		return mi, d.required("content")
+	case m.Role != llm.RoleSystem && extra != "":
+		d.enter(extra)
+		return mi, d.fail("only permitted on system messages")
+	case m.Role == llm.RoleSystem && !onlyText(m.Content):
+		return mi, d.failAt("content", "a system message holds text blocks only")
 	case m.Role == llm.RoleUser && info.toolUse >= 0:
-		return false, d.contentErr(info.toolUse, "tool_use blocks are only allowed in assistant messages")
+		return mi, d.contentErr(info.toolUse, "tool_use blocks are only allowed in assistant messages")
 	case m.Role == llm.RoleAssistant && info.toolResult >= 0:
-		return false, d.contentErr(info.toolResult, "tool_result blocks are only allowed in user messages")
+		return mi, d.contentErr(info.toolResult, "tool_result blocks are only allowed in user messages")
 	}
-	return info.empty, nil
+	mi.empty = info.empty
+	return mi, nil
+}
+
+// onlyText reports whether every block is a text block.
+func onlyText(bs []llm.Block) bool {
+	for i := range bs {
+		if bs[i].Type != llm.BlockText {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) contentErr(i int, msg string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	ebin "encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -13,8 +14,13 @@ import (
 // AppendRequest appends req encoded in mode's version to dst. For version 1 it refuses what
 // version 1 cannot carry (tools, sampling parameters, stop sequences, non-text blocks, more than
 // one block per message, or any field beyond its width) with an error naming it. System blocks
-// go first, as role-2 messages in version 1 and as system params in version 2.
+// go first, as role-2 messages in version 1 and as system params in version 2. Neither version
+// carries a system message inside the conversation (llm.RoleSystem): a request with one is
+// refused (ErrSystemMessage), and the caller sends it in a format that does.
 func AppendRequest(dst []byte, req *llm.Request, mode Mode) ([]byte, error) {
+	if req.HasSystemMessages() {
+		return dst, ErrSystemMessage
+	}
 	switch mode.Version {
 	case V1:
 		return appendV1(dst, req)
@@ -23,6 +29,10 @@ func AppendRequest(dst []byte, req *llm.Request, mode Mode) ([]byte, error) {
 	}
 	return dst, fmt.Errorf("binary: unsupported version %d", mode.Version)
 }
+
+// ErrSystemMessage is AppendRequest's refusal of a request with a system message inside the
+// conversation, which no version of the protocol can place there.
+var ErrSystemMessage = errors.New("binary: a system message inside the conversation cannot be carried")
 
 func appendV1(dst []byte, req *llm.Request) ([]byte, error) {
 	v1err := func(format string, args ...any) ([]byte, error) {

@@ -504,3 +504,17 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// No version carries a system message inside the conversation: AppendRequest refuses it rather
+// than move it.
+func TestAppendRequestSystemMessage(t *testing.T) {
+	r := &llm.Request{Model: "m", MaxTokens: 8, Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "q"}}},
+		{Role: llm.RoleSystem, Content: []llm.Block{{Type: llm.BlockText, Text: "env"}}},
+	}}
+	for _, v := range []Version{V1, V2} {
+		if _, err := AppendRequest(nil, r, Mode{Version: v, Text: true}); !errors.Is(err, ErrSystemMessage) {
+			t.Errorf("version %d: got error %v, want ErrSystemMessage", v, err)
+		}
+	}
+}

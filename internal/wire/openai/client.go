@@ -14,7 +14,8 @@ import (
 // with r.Model as the model. A streaming request asks for stream_options.include_usage so that
 // the engine reports usage in a final chunk.
 //
-// The system blocks become one system message; tool_result blocks become tool messages placed
+// The system blocks become one system message, and each system message of the conversation
+// (llm.RoleSystem) a system message at its place, its text blocks joined; tool_result blocks become tool messages placed
 // before the rest of their user turn (images inside tool results cannot be carried and are
 // dropped, is_error is lost); tool ids toolu_X are sent as call_X, the same way in tool calls and
 // in results, so pairs stay matched. top_k is sent when set (vLLM, SGLang, llama.cpp and Ollama
@@ -38,9 +39,18 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		if m.Role == llm.RoleAssistant {
+		switch m.Role {
+		case llm.RoleAssistant:
 			sep()
 			dst = appendAssistant(dst, m.Content)
+			continue
+		case llm.RoleSystem:
+			// A system message inside the conversation stays a system message at its place:
+			// Chat Completions takes them anywhere.
+			sep()
+			dst = append(dst, `{"role":"system","content":`...)
+			dst = appendString(dst, llm.JoinText(m.Content))
+			dst = append(dst, '}')
 			continue
 		}
 		rest := 0

@@ -271,6 +271,23 @@ func TestAppendRequestToolIDs(t *testing.T) {
 	}
 }
 
+// A system message inside the conversation is a system message at the same place.
+func TestAppendRequestSystemMessages(t *testing.T) {
+	text := func(s string) llm.Block { return llm.Block{Type: llm.BlockText, Text: s} }
+	r := &llm.Request{Model: "m", System: []llm.Block{text("head")}, Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: []llm.Block{text("q")}},
+		{Role: llm.RoleSystem, Content: []llm.Block{text("env"), text("more")}},
+		{Role: llm.RoleAssistant, Content: []llm.Block{text("a")}},
+		{Role: llm.RoleUser, Content: []llm.Block{text("q2")}},
+	}}
+	got := string(AppendRequest(nil, r))
+	want := `{"model":"m","messages":[{"role":"system","content":"head"},{"role":"user","content":"q"},` +
+		`{"role":"system","content":"env\n\nmore"},{"role":"assistant","content":"a"},{"role":"user","content":"q2"}]}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
 func TestDecodeRequestUTF8(t *testing.T) {
 	tests := []struct {
 		name, body, param string

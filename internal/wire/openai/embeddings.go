@@ -1,0 +1,233 @@
+package openai
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// The embeddings API (POST /v1/embeddings): the request's input is a string or an array of
+// strings; the answer is {"object":"list","data":[{"object":"embedding","index":i,
+// "embedding":[…]}],"model":…,"usage":{"prompt_tokens":n,"total_tokens":n}}, each embedding an
+// array of numbers, or with encoding_format "base64" the base64 of its little-endian float32s.
+
+// Bounds of an embeddings request, as the OpenAI API sets them.
+const (
+	// MaxEmbedInputs is the most texts one request may embed.
+	MaxEmbedInputs = 2048
+	// MaxEmbedDimensions is the largest dimensions accepted.
+	MaxEmbedDimensions = 65536
+)
+
+type embedRequest struct {
+	Model          *string         `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	Dimensions     *int            `json:"dimensions"`
+	EncodingFormat *string         `json:"encoding_format"`
+	User           *string         `json:"user"`
+}
+
+// DecodeEmbeddings decodes and validates the body of POST /v1/embeddings. base64 reports
+// encoding_format "base64" (the answer's encoding; engines are always asked for floats). Token
+// arrays as input are refused: layer0's engines embed text. Errors are 400s naming the field.
+func DecodeEmbeddings(body []byte) (r *llm.EmbedRequest, base64 bool, err error) {
+	if err := utf8Error(body); err != nil {
+		return nil, false, err
+	}
+	var er embedRequest
+	if err := json.Unmarshal(body, &er); err != nil {
+		return nil, false, jsonError(err)
+	}
+	if k, ok := duplicateKey(body, shapeStruct); ok {
+		return nil, false, apierr.Invalid(k, dupMessage)
+	}
+	if er.Model == nil || *er.Model == "" {
+		return nil, false, apierr.Invalid("model", "required")
+	}
+	r = &llm.EmbedRequest{Model: strings.Clone(*er.Model)}
+	if r.Input, err = embedInput(er.Input); err != nil {
+		return nil, false, err
+	}
+	if d := er.Dimensions; d != nil {
+		if *d < 1 || *d > MaxEmbedDimensions {
+			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, *d)
+		}
+		r.Dimensions = *d
+	}
+	if f := er.EncodingFormat; f != nil {
+		switch *f {
+		case "float":
+		case "base64":
+			base64 = true
+		default:
+			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, *f)
+		}
+	}
+	if er.User != nil {
+		r.User = *er.User
+	}
+	return r, base64, nil
+}
+
+// embedInput reads input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
+func embedInput(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, apierr.Invalid("input", "required")
+	}
+	var one string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return nil, apierr.Invalid("input", "must be a string or an array of strings")
+		}
+		if one == "" {
+			return nil, apierr.Invalid("input", "must not be empty")
+		}
+		return []string{one}, nil
+	}
+	var many []json.RawMessage
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, apierr.Invalid("input", "must be a string or an array of strings")
+	}
+	switch {
+	case len(many) == 0:
+		return nil, apierr.Invalid("input", "must not be empty")
+	case len(many) > MaxEmbedInputs:
+		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(many))
+	}
+	out := make([]string, len(many))
+	for i, v := range many {
+		if len(v) == 0 || v[0] != '"' {
+			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]",
+				"must be a string: token arrays are not supported, send the text")
+		}
+		if err := json.Unmarshal(v, &out[i]); err != nil || out[i] == "" {
+			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]", "must be a non-empty string")
+		}
+	}
+	return out, nil
+}
+
+// AppendEmbedRequest appends the embeddings request an OpenAI-compatible engine gets for r, with
+// r.Model as the model and float vectors asked for.
+func AppendEmbedRequest(dst []byte, r *llm.EmbedRequest) []byte {
+	dst = append(dst, `{"model":`...)
+	dst = appendString(dst, r.Model)
+	dst = append(dst, `,"input":[`...)
+	for i, s := range r.Input {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	dst = append(dst, `],"encoding_format":"float"`...)
+	if r.Dimensions > 0 {
+		dst = append(dst, `,"dimensions":`...)
+		dst = strconv.AppendInt(dst, int64(r.Dimensions), 10)
+	}
+	if r.User != "" {
+		dst = append(dst, `,"user":`...)
+		dst = appendString(dst, r.User)
+	}
+	return append(dst, '}')
+}
+
+// ReadEmbeddings reads an engine's embeddings answer for n inputs: float vectors (or base64 ones,
+// which some servers send whatever was asked), placed by their index.
+func ReadEmbeddings(body []byte, n int) (*llm.Embeddings, error) {
+	var a struct {
+		Model string `json:"model"`
+		Data  []struct {
+			Index     int             `json:"index"`
+			Embedding json.RawMessage `json:"embedding"`
+		} `json:"data"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, apierr.Wrap(apierr.BadGateway, err, "the engine's embeddings answer is not valid JSON")
+	}
+	if len(a.Data) != n {
+		return nil, apierr.New(apierr.BadGateway, "the engine answered %d embeddings for %d inputs", len(a.Data), n)
+	}
+	e := &llm.Embeddings{Model: a.Model, Vectors: make([][]float32, n), InputTokens: a.Usage.PromptTokens}
+	for _, d := range a.Data {
+		if d.Index < 0 || d.Index >= n || e.Vectors[d.Index] != nil {
+			return nil, apierr.New(apierr.BadGateway, "the engine's embeddings answer has a bad or repeated index %d", d.Index)
+		}
+		v, err := readVector(d.Embedding)
+		if err != nil {
+			return nil, apierr.Wrap(apierr.BadGateway, err, "the engine's embedding %d cannot be read", d.Index)
+		}
+		e.Vectors[d.Index] = v
+	}
+	return e, nil
+}
+
+func readVector(raw json.RawMessage) ([]float32, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, err
+		}
+		v := make([]float32, len(b)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return v, nil
+	}
+	var v []float32
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+// AppendEmbeddings appends the answer to an embeddings request under model, each vector as an
+// array of numbers or, with asBase64, as the base64 of its little-endian float32s.
+func AppendEmbeddings(dst []byte, e *llm.Embeddings, model string, asBase64 bool) []byte {
+	dst = append(dst, `{"object":"list","data":[`...)
+	var raw []byte
+	for i, v := range e.Vectors {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"object":"embedding","index":`...)
+		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, `,"embedding":`...)
+		if asBase64 {
+			raw = raw[:0]
+			for _, f := range v {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+			}
+			dst = append(dst, '"')
+			dst = base64.StdEncoding.AppendEncode(dst, raw)
+			dst = append(dst, '"')
+		} else {
+			dst = append(dst, '[')
+			for j, f := range v {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"model":`...)
+	dst = appendString(dst, model)
+	dst = append(dst, `,"usage":{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(e.InputTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(e.InputTokens), 10)
+	return append(dst, `}}`...)
+}
