@@ -45,6 +45,7 @@ func BenchmarkServeHTTPNonStreaming(b *testing.B) {
 func benchServe(b *testing.B, g *layer0.Gateway, body []byte) {
 	b.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+	r.Header.Set("Content-Type", "application/json")
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -371,6 +371,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	}
 	g.snap.CORS = server.NewCORS(cfg.CORS)
 	g.snap.Playground = cfg.Playground
+	g.snap.Hosts = server.NewHosts(cfg.Server.AllowedHosts)
 	g.snap.Done = g.release
 	if g.tel != nil {
 		kinds := make(map[string]string, len(cfg.Engines))

@@ -28,6 +28,7 @@ func benchCacheHit(b *testing.B, body []byte) {
 	}
 	defer g.Close()
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+	r.Header.Set("Content-Type", "application/json")
 	w := &discardWriter{h: http.Header{}}
 	serve := func() {
 		r.Body = readCloser{bytes.NewReader(body)}

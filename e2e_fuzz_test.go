@@ -22,14 +22,14 @@ func FuzzHTTPFront(f *testing.F) {
 	msg := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	chat := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	for _, s := range []string{
-		"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + hardKey + "\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(msg)) + "\r\n\r\n" + msg,
-		"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + hardKey + "\r\nContent-Length: " + itoa(len(chat)) + "\r\n\r\n" + chat,
-		"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
-		"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + hardKey + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-		"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + hardKey + "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-		"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + hardKey + "\r\nContent-Type: application/x-anthropic-binary\r\nContent-Length: 4\r\n\r\nL0\x01\x00",
-		"GET /v1/binary/vocab/nope HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: " + hardKey + "\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(msg)) + "\r\n\r\n" + msg,
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + hardKey + "\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(chat)) + "\r\n\r\n" + chat,
+		"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello",
+		"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: " + hardKey + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: " + hardKey + "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: " + hardKey + "\r\nContent-Type: application/x-anthropic-binary\r\nContent-Length: 4\r\n\r\nL0\x01\x00",
+		"GET /v1/binary/vocab/nope HTTP/1.1\r\nHost: localhost\r\n\r\n",
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
 		"GET / HTTP/1.1\r\n" + strings.Repeat("X-A: b\r\n", 10000) + "\r\n",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func TestSlowHeadersClosed(t *testing.T) {
 		c := dial(t, addr)
 		// Headers one byte at a time, never finished.
 		go func() {
-			for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
+			for _, b := range []byte("POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Slow: ") {
 				if _, err := c.Write([]byte{b}); err != nil {
 					return
 				}
@@ -186,7 +187,7 @@ func TestRefusedBeforeBodyAnsweredAndClosed(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 30s"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
 		raw := closedWithin(t, c, 3*time.Second)
 		status, typ, _ := jsonError(t, raw)
 		if status != http.StatusUnauthorized || typ != "authentication_error" {
@@ -204,7 +205,7 @@ func TestDeclaredBodyNeverSent(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 700ms"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hardKey)
 		start := time.Now()
 		raw := closedWithin(t, c, 3*time.Second)
 		if took := time.Since(start); took < 600*time.Millisecond {
@@ -225,7 +226,7 @@ func TestBodySlowloris(t *testing.T) {
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 1s"))
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", hardKey, len(body))
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
@@ -258,7 +259,7 @@ func TestBodyUnderMinimumRate(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_body_timeout: 60s\n  min_body_rate: 1000"))
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", hardKey)
 		c.Write(bytes.Repeat([]byte(" "), 1000)) // one second's worth
 		start := time.Now()
 		raw := closedWithin(t, c, server.BodyRateGrace+4*time.Second)
@@ -280,7 +281,7 @@ func TestConnectionCap(t *testing.T) {
 		held := make([]net.Conn, 4)
 		for i := range held {
 			held[i] = dial(t, addr)
-			fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted and served: the slot is taken
+			fmt.Fprintf(held[i], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") // accepted and served: the slot is taken
 			br := bufio.NewReader(held[i])
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -335,7 +336,7 @@ func TestDeclaredBodiesDoNotPinMemory(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		for i := 0; i < n; i++ {
 			c := dial(t, addr)
-			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hardKey, 32<<20)
 		}
 		// Wait until every body is being read.
 		deadline := time.Now().Add(10 * time.Second)
@@ -362,7 +363,7 @@ func TestBodyBudget(t *testing.T) {
 		g, addr, _ := serveListener(t, hardConfig(t, "  max_body_bytes: 65536\n  max_body_bytes_in_flight: 65536"))
 		for i := 0; i < 4; i++ { // 4 × 16 KiB: the budget
 			c := dial(t, addr)
-			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", hardKey)
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for g.BodyBytesInFlight() < 4*16<<10 {
@@ -373,7 +374,7 @@ func TestBodyBudget(t *testing.T) {
 		}
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
@@ -392,9 +393,10 @@ func TestUnparsableRequestsGetJSON(t *testing.T) {
 		t.Parallel()
 		_, addr, _ := serveListener(t, hardConfig(t, "  read_header_timeout: 2s"))
 		for name, req := range map[string]string{
-			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
+			"headers over the limit": "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n",
 			"bad request line":       "GARBAGE\r\n\r\n",
-			"bad header":             "GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+			"bad header":             "GET / HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n",
+			"unknown version":        "GET /v1/models HTTP/9.9\r\nHost: localhost\r\n\r\n",
 		} {
 			c := dial(t, addr)
 			io.WriteString(c, req)
@@ -403,7 +405,10 @@ func TestUnparsableRequestsGetJSON(t *testing.T) {
 			if name == "headers over the limit" && (status != http.StatusRequestHeaderFieldsTooLarge || typ != "request_too_large") {
 				t.Fatalf("%s: got %d %s, want 431 request_too_large", name, status, typ)
 			}
-			if name != "headers over the limit" && status != http.StatusBadRequest {
+			if name == "unknown version" && status != http.StatusHTTPVersionNotSupported {
+				t.Fatalf("%s: got %d, want 505", name, status)
+			}
+			if name != "headers over the limit" && name != "unknown version" && status != http.StatusBadRequest {
 				t.Fatalf("%s: got %d, want 400", name, status)
 			}
 		}
@@ -417,7 +422,7 @@ func TestClientGoneMidBodyIsCanceled(t *testing.T) {
 		_, addr, _ := serveListener(t, hardConfig(t, ""))
 		before, _ := findMetric(t, "http://"+addr, "layer0_requests_total", `outcome="canceled"`)
 		c := dial(t, addr)
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", hardKey)
 		time.Sleep(100 * time.Millisecond)
 		c.Close()
 		deadline := time.Now().Add(3 * time.Second)
@@ -457,7 +462,7 @@ keys: [{name: tester, hash: %s}]
 		// buffers hold.
 		body := `{"model":"sim","max_tokens":1000000,"stream":true,"messages":[{"role":"user","content":"` +
 			strings.Repeat("word ", 150000) + `"}]}`
-		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		// Never read. The request must end (stream error or canceled) within seconds.
 		base := "http://" + addr
 		deadline := time.Now().Add(15 * time.Second)
@@ -486,7 +491,7 @@ func TestNegotiateIgnoresHost(t *testing.T) {
 	t.Parallel()
 	_, addr, _ := serveListener(t, hardConfig(t, ""))
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
-	req.Host = "evil.example"
+	req.Host = "203.0.113.9:8080" // an address: a name would be refused on loopback
 	req.Header.Set("X-Api-Key", hardKey)
 	c := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
@@ -494,7 +499,7 @@ func TestNegotiateIgnoresHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "evil") || loc != "/v1/messages" {
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || strings.Contains(loc, "203.0.113.9") || loc != "/v1/messages" {
 		t.Fatalf("got %d Location %q, want 302 to /v1/messages", resp.StatusCode, loc)
 	}
 	req, _ = http.NewRequest(http.MethodPut, "http://"+addr+"/v1/layer/negotiate?model=sim", nil)
@@ -517,7 +522,7 @@ func TestVocabErrorsInJSON(t *testing.T) {
 		want         int
 	}{{"GET", "/v1/binary/vocab/0000", 404}, {"POST", "/v1/binary/vocab", 405}} {
 		c := dial(t, addr)
-		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", tc.method, tc.path)
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", tc.method, tc.path)
 		raw := closedWithin(t, c, 3*time.Second)
 		if status, _, _ := jsonError(t, raw); status != tc.want {
 			t.Fatalf("%s %s: %d, want %d", tc.method, tc.path, status, tc.want)
@@ -630,7 +635,7 @@ keys: [{name: tester, hash: %s}]
 		_, addr, _ := serveListener(t, cfg)
 		c := dial(t, addr)
 		body := `{"model":"sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hardKey, len(body), body)
 		raw := closedWithin(t, c, 5*time.Second)
 		if !strings.HasPrefix(raw, "HTTP/1.1 529 Overloaded\r\n") {
 			t.Fatalf("status line: %q", strings.SplitN(raw, "\r\n", 2)[0])
@@ -681,6 +686,235 @@ keys: [{name: tester, hash: %s}]
 		for n := 0; n < 64; n++ {
 			if err := <-errs; err != nil {
 				t.Error(err)
+			}
+		}
+	})
+}
+
+// h2cHello is what an h2c client with prior knowledge sends before its first request: the
+// preface and an empty SETTINGS frame.
+const h2cHello = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// Strangers who open connections and send nothing, or only h2c's preface and SETTINGS, never
+// hold the listener: they take at most their share of max_connections (the oldest making room
+// for the next), are closed after new_connection_timeout, and clients that send requests (health
+// checks included) still get in. A connection that sent a request keeps its idle timeout.
+func TestNewConnectionsBounded(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, logs := serveListener(t, hardConfig(t, `  max_connections: 20
+  max_new_connections: 5
+  new_connection_timeout: 1500ms
+  max_new_connections_per_source: -1`))
+		// A client that sent a request before the strangers came.
+		active := dial(t, addr)
+		br := bufio.NewReader(active)
+		get := func() {
+			t.Helper()
+			fmt.Fprintf(active, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+			_ = active.SetReadDeadline(time.Now().Add(3 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the active connection: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		get()
+		// And one over h2c (prior knowledge), which the lean server hands to the HTTP/2 server.
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		h2c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Protocols: &protos}}
+		defer h2c.CloseIdleConnections()
+		h2cGet := func() bool {
+			t.Helper()
+			reused := false
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+			resp, err := h2c.Do(req)
+			if err != nil {
+				t.Fatalf("h2c: %v", err)
+			}
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+				t.Fatalf("h2c: HTTP/%d %d, want HTTP/2 200", resp.ProtoMajor, resp.StatusCode)
+			}
+			return reused
+		}
+		h2cGet()
+		// Twenty strangers, as many as max_connections: half idle, half h2c hello only.
+		strangers := make([]net.Conn, 20)
+		for i := range strangers {
+			strangers[i] = dial(t, addr)
+			if i%2 == 1 {
+				io.WriteString(strangers[i], h2cHello)
+			}
+		}
+		// Real clients still get in, on new connections.
+		for range 3 {
+			c := http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := c.Get("http://" + addr + "/healthz")
+			if err != nil {
+				t.Fatalf("healthz beside the strangers: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("healthz beside the strangers: %d", resp.StatusCode)
+			}
+		}
+		// Every stranger is gone by the timeout (with slack), evicted or timed out.
+		for _, c := range strangers {
+			closedWithin(t, c, 4*time.Second)
+		}
+		// The active connections outlived new_connection_timeout and still serve.
+		get()
+		if !h2cGet() {
+			t.Error("the h2c connection that sent a request was closed at new_connection_timeout")
+		}
+		if !strings.Contains(logs.String(), "made room at max_new_connections") {
+			t.Fatalf("no log line for the evictions: %s", logs.String())
+		}
+	})
+}
+
+// One address may hold only max_new_connections_per_source connections that sent no request;
+// the next gets a JSON 503 at once, and a slot frees when one of them sends a request.
+func TestNewConnectionsPerSource(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, `  max_new_connections_per_source: 3
+  new_connection_timeout: 30s`))
+		held := make([]net.Conn, 3)
+		for i := range held {
+			held[i] = dial(t, addr)
+		}
+		time.Sleep(100 * time.Millisecond) // the three are accepted before the fourth
+		raw := closedWithin(t, dial(t, addr), 3*time.Second)
+		status, typ, h := jsonError(t, raw)
+		if status != http.StatusServiceUnavailable || typ != "overloaded_error" || h.Get("X-Error-Code") != "TOO_MANY_CONNECTIONS" {
+			t.Fatalf("the fourth: %d %s %q, want 503 overloaded_error TOO_MANY_CONNECTIONS", status, typ, h.Get("X-Error-Code"))
+		}
+		// One of the three sends a request: it is no longer new, and another gets in.
+		fmt.Fprintf(held[0], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		healthy(t, addr)
+	})
+}
+
+// rawAnswer sends one raw request on a new connection and returns the answer's status, its
+// X-Error-Code and its body.
+func rawAnswer(t *testing.T, addr, req string) (int, string, string) {
+	t.Helper()
+	c := dial(t, addr)
+	io.WriteString(c, req)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Error-Code"), string(b)
+}
+
+// DNS rebinding: a page whose name an attacker points at 127.0.0.1 reaches a loopback listener
+// (and the admin listener) as a same-origin request with that name in Host. They answer only for
+// localhost, IP addresses and server.allowed_hosts; any other name gets 403 in the client's format.
+func TestHostCheckedOnLoopbackAndAdmin(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		cfg := hardConfig(t, "  allowed_hosts: [layer0.internal]")
+		g, addr, _ := serveListener(t, cfg)
+		_, port, _ := net.SplitHostPort(addr)
+		aln, err := g.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := server.HTTPServer(g.AdminHandler(), server.ListenOptions{ReadHeaderTimeout: time.Second, HTTP1: frontOf(t, cfg)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- server.Serve(ctx, admin, aln, time.Second, nil) }()
+		defer func() { cancel(); <-done }()
+		for _, tc := range []struct {
+			addr, path, host string
+			want             int
+		}{
+			{addr, "/healthz", "attacker.example", 403},
+			{addr, "/healthz", "attacker.example:" + port, 403},
+			{addr, "/v1/models", "localhost.attacker.example", 403},
+			{aln.Addr().String(), "/config", "attacker.example", 403},
+			{addr, "/healthz", "localhost:" + port, 200},
+			{addr, "/healthz", "127.0.0.1:" + port, 200},
+			{addr, "/healthz", "[::1]:" + port, 200},
+			{addr, "/healthz", "LAYER0.internal.", 200},
+			{aln.Addr().String(), "/config", "localhost", 200},
+			{aln.Addr().String(), "/healthz", "10.1.2.3:9090", 200}, // a probe addressing the pod by IP
+		} {
+			status, code, body := rawAnswer(t, tc.addr, "GET "+tc.path+" HTTP/1.1\r\nHost: "+tc.host+"\r\nX-Api-Key: "+hardKey+"\r\nConnection: close\r\n\r\n")
+			inFormat := strings.Contains(body, `"permission_error"`) || strings.Contains(body, `"code":"host_not_allowed"`)
+			if status != tc.want || tc.want == 403 && (code != "HOST_NOT_ALLOWED" || !inFormat) {
+				t.Errorf("GET %s Host %q: %d %s %s, want %d", tc.path, tc.host, status, code, body, tc.want)
+			}
+		}
+		// In the client's own format: OpenAI's for its endpoint.
+		body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+		status, code, b := rawAnswer(t, addr, "POST /v1/chat/completions HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\n"+
+			"Authorization: Bearer "+hardKey+"\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+		if status != 403 || code != "HOST_NOT_ALLOWED" || !strings.Contains(b, `"code":"host_not_allowed"`) {
+			t.Errorf("OpenAI endpoint with a foreign Host: %d %s %s, want 403 host_not_allowed in OpenAI's format", status, code, b)
+		}
+	})
+}
+
+// A page on another site can make a browser POST text/plain, form or typeless bodies without
+// asking first (a "simple request"); the API endpoints read only JSON and the binary protocol's
+// type, and refuse the rest with 415 in the client's format before reading the body.
+func TestAPIRequiresJSONContentType(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, ""))
+		body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+		for _, tc := range []struct {
+			path, ct string
+			want     int
+		}{
+			{"/v1/messages", "text/plain;charset=UTF-8", 415},
+			{"/v1/messages", "application/x-www-form-urlencoded", 415},
+			{"/v1/messages", "multipart/form-data; boundary=x", 415},
+			{"/v1/messages", "", 415},
+			{"/v1/messages/count_tokens", "text/plain", 415},
+			{"/v1/chat/completions", "text/plain", 415},
+			{"/v1/messages", "application/json", 200},
+			{"/v1/messages", "Application/JSON; charset=utf-8", 200},
+			{"/v1/chat/completions", "application/json", 200},
+		} {
+			ct := ""
+			if tc.ct != "" {
+				ct = "Content-Type: " + tc.ct + "\r\n"
+			}
+			status, code, b := rawAnswer(t, addr, "POST "+tc.path+" HTTP/1.1\r\nHost: localhost\r\n"+ct+"X-Api-Key: "+hardKey+
+				"\r\nAuthorization: Bearer "+hardKey+"\r\nConnection: close\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+			if status != tc.want {
+				t.Errorf("POST %s with Content-Type %q: %d %s, want %d", tc.path, tc.ct, status, b, tc.want)
+				continue
+			}
+			if tc.want != 415 {
+				continue
+			}
+			if code != "UNSUPPORTED_MEDIA_TYPE" {
+				t.Errorf("POST %s with Content-Type %q: X-Error-Code %q, want UNSUPPORTED_MEDIA_TYPE", tc.path, tc.ct, code)
+			}
+			want := `"type":"invalid_request_error"`
+			if tc.path == "/v1/chat/completions" {
+				want = `"code":"unsupported_media_type"`
+			}
+			if !strings.Contains(b, want) {
+				t.Errorf("POST %s with Content-Type %q: body %s, want %s in the client's format", tc.path, tc.ct, b, want)
 			}
 		}
 	})

@@ -50,6 +50,7 @@ func TestGatewayReloadUnderLoad(t *testing.T) {
 					`,"messages":[{"role":"user","content":"reload ` + strconv.Itoa(i) + `"}]}`
 				req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(body))
 				req.Header.Set("X-Api-Key", "l0-reload-key")
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := hc.Do(req)
 				if err != nil {
 					failed.Add(1)

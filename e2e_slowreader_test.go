@@ -45,7 +45,7 @@ func stallH1(t *testing.T, addr, path, body string) {
 	t.Helper()
 	c := dial(t, addr)
 	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nAuthorization: Bearer %s\r\n"+
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, hardKey, hardKey, len(body), body); err != nil {
 		t.Fatal(err)
 	}

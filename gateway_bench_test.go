@@ -45,6 +45,7 @@ func benchGateway(b *testing.B, extra string, body []byte) {
 	defer g.Close()
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
 	r.Header.Set("X-Api-Key", "l0-bench-key")
+	r.Header.Set("Content-Type", "application/json")
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

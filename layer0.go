@@ -400,14 +400,19 @@ func (g *Gateway) snapshot() *server.Snapshot { return &g.acquire().snap }
 // Listen opens a TCP listener on addr for the gateway, capped at the configuration's
 // server.max_connections (lowered to fit the process's file descriptor limit): a connection
 // over the cap is answered 503 and closed, counted in layer0_connections_refused_total and
-// logged at most once a second.
+// logged at most once a second. Connections that have not sent a request yet have their own
+// share of the cap, per-source cap and timeout (server.max_new_connections,
+// server.max_new_connections_per_source, server.new_connection_timeout).
 func (g *Gateway) Listen(addr string) (net.Listener, error) {
-	max := g.Config().Server.MaxConnections
-	if fit := fdBudget(); fit > 0 && max > fit {
-		g.logger.Warn("server.max_connections lowered to fit the file descriptor limit", "configured", max, "effective", fit)
-		max = fit
+	s := g.Config().Server
+	capped := s.MaxConnections
+	if fit := fdBudget(); fit > 0 && capped > fit {
+		g.logger.Warn("server.max_connections lowered to fit the file descriptor limit", "configured", capped, "effective", fit)
+		capped = fit
 	}
-	return server.Listen(addr, server.ConnLimit{Max: max, Refused: g.listener.Refused, Logger: g.logger})
+	return server.Listen(addr, server.ConnLimit{Max: capped, Refused: g.listener.Refused, Logger: g.logger,
+		MaxNew: min(s.MaxNewConnections, capped), MaxNewPerSource: max(s.MaxNewConnectionsPerSource, 0),
+		NewTimeout: s.NewConnectionTimeout, MaxQUICHandshakes: s.MaxQUICHandshakes})
 }
 
 // unready says why the live configuration cannot serve now (for /readyz): empty when every

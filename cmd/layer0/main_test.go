@@ -96,6 +96,7 @@ models:
 	req, _ := http.NewRequest(http.MethodPost, main.URL+"/v1/messages",
 		strings.NewReader(`{"model":"chat","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("X-Api-Key", "l0-dbg")
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Layer0-Debug", "1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

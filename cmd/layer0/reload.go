@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -27,10 +27,12 @@ func fingerprintOf(path string) (fingerprint, error) {
 	return sha256.Sum256(b), nil
 }
 
-// settleTime is how long the config file must have been left alone before it is read as
-// complete; settleTries bounds the re-reads while it keeps changing.
+// settleTime is how long the config file must have been left alone — its size, modification
+// time and content unchanged — before it is read as complete; settleTries bounds the re-reads
+// while it keeps changing. A second covers a writer that pauses mid-file (an editor's save, a
+// script writing in steps; 0.6s pauses were seen to get a first half loaded with 250ms).
 const (
-	settleTime  = 250 * time.Millisecond
+	settleTime  = time.Second
 	settleTries = 20
 )
 
@@ -56,28 +58,57 @@ func newReloader(path string, g *layer0.Gateway, logger *slog.Logger, level *slo
 	return r
 }
 
+// fileVersion identifies what one read of the config file saw.
+type fileVersion struct {
+	size int64
+	mod  time.Time
+	sum  fingerprint
+}
+
+// same reports whether v and w saw the same file: size, modification time and content.
+func (v fileVersion) same(w fileVersion) bool {
+	return v.size == w.size && v.mod.Equal(w.mod) && v.sum == w.sum
+}
+
+// read reads the file and the version it read.
+func (r *reloader) read() ([]byte, fileVersion, error) {
+	f, err := os.Open(r.path)
+	if err != nil {
+		return nil, fileVersion{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileVersion{}, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fileVersion{}, err
+	}
+	return b, fileVersion{size: fi.Size(), mod: fi.ModTime(), sum: sha256.Sum256(b)}, nil
+}
+
 // stable reads the file once it has settled: when it was last modified at least r.settle ago,
-// or else when two reads r.settle apart agree. A file written in place (not renamed into place)
-// is empty or partial while it is written; what stable returns is what its writer left.
+// or else when two reads r.settle apart saw the same size, modification time and content. A file
+// written in place (not renamed into place) is empty or partial while it is written; what stable
+// returns is what its writer left.
 func (r *reloader) stable() ([]byte, error) {
-	b, err := os.ReadFile(r.path)
+	b, v, err := r.read()
 	for range settleTries {
 		if err != nil {
 			return nil, err
 		}
-		fi, err := os.Stat(r.path)
-		if err != nil {
-			return nil, err
-		}
-		if time.Since(fi.ModTime()) >= r.settle {
+		if time.Since(v.mod) >= r.settle {
 			return b, nil
 		}
 		r.sleep(r.settle)
-		again, err := os.ReadFile(r.path)
-		if err == nil && bytes.Equal(again, b) {
+		var again []byte
+		var w fileVersion
+		again, w, err = r.read()
+		if err == nil && w.same(v) {
 			return b, nil
 		}
-		b = again
+		b, v = again, w
 	}
 	return nil, fmt.Errorf("config: %s: still changing after %d reads %v apart", r.path, settleTries, r.settle)
 }
@@ -126,9 +157,12 @@ func (r *reloader) reload(why string) bool {
 		if err == nil {
 			s, rs := cfg.Server, running.Server
 			if fileAddr != rs.Addr || s.TLS != rs.TLS || s.HTTP3 != rs.HTTP3 || s.ReadHeaderTimeout != rs.ReadHeaderTimeout || s.IdleTimeout != rs.IdleTimeout ||
+				s.MaxConnections != rs.MaxConnections || s.NewConnectionTimeout != rs.NewConnectionTimeout || s.MaxNewConnections != rs.MaxNewConnections ||
+				s.MaxNewConnectionsPerSource != rs.MaxNewConnectionsPerSource || s.MaxQUICHandshakes != rs.MaxQUICHandshakes ||
 				s.ShutdownTimeout != rs.ShutdownTimeout || *cfg.Log.Access != *running.Log.Access || cfg.Log.AccessLog != running.Log.AccessLog ||
 				cfg.Limits.MaxHeaderBytes != running.Limits.MaxHeaderBytes {
-				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, log.access, log.access_log, "+
+				r.logger.Warn("config reloaded, but the listener's settings (server.addr, server.tls, server.http3, timeouts, connection caps, "+
+					"log.access, log.access_log, "+
 					"limits.max_header_bytes at the listener) apply only after a restart", "path", r.path)
 			}
 		}

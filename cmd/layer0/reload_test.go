@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -266,6 +267,44 @@ func TestReloadWaitsForAFileWrittenInTwoHalves(t *testing.T) {
 	r.poll()
 	if got := models(g); got != "one" || sleeps != 0 {
 		t.Errorf("a settled file: models %q after %d waits, want one after none", got, sleeps)
+	}
+}
+
+// TestReloadWaitsOutAWriterThatPauses writes a file in place as a slow writer does: the first
+// half (a valid configuration on its own), a pause of 0.6s, the rest. With the real settle time
+// and real sleeps, polled right after the first half and again during the pause, only the whole
+// file is ever applied.
+func TestReloadWaitsOutAWriterThatPauses(t *testing.T) {
+	for _, pollAfter := range []time.Duration{0, 400 * time.Millisecond} {
+		r, g, log, _ := newTestReloader(t, cfgOne)
+		r.settle = settleTime
+		half := strings.Index(cfgBlock, "  two:")
+		first := cfgBlock[:half] + "  three: {engines: [s]}\n"
+		f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(first); err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan error, 1)
+		go func() {
+			time.Sleep(600 * time.Millisecond)
+			_, err := f.WriteString(cfgBlock[half:])
+			wrote <- errors.Join(err, f.Close())
+		}()
+		time.Sleep(pollAfter)
+		r.poll()
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+		r.poll() // the whole file, if the first poll did not wait for it
+		if got := models(g); got != "one, three, two" {
+			t.Errorf("polled %v after the first half: models %q, want the whole file's one, three, two", pollAfter, got)
+		}
+		if n := strings.Count(log.String(), `"msg":"config reloaded"`); n != 1 {
+			t.Errorf("polled %v after the first half: %d reloads, want 1 (the half file must not be applied):\n%s", pollAfter, n, log.String())
+		}
 	}
 }
 

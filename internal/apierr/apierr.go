@@ -17,19 +17,20 @@ type Kind uint8
 
 // Error kinds, one per Anthropic error type.
 const (
-	API              Kind = iota // 500 api_error; the zero value, for anything unclassified
-	InvalidRequest               // 400 invalid_request_error
-	Authentication               // 401 authentication_error
-	Permission                   // 403 permission_error
-	NotFound                     // 404 not_found_error
-	RequestTooLarge              // 413 request_too_large
-	RateLimit                    // 429 rate_limit_error
-	Timeout                      // 504 timeout_error
-	Overloaded                   // 529 overloaded_error
-	BadGateway                   // 502 api_error: the engine failed
-	Unavailable                  // 503 api_error: no engine can serve
-	MethodNotAllowed             // 405 invalid_request_error: wrong HTTP method for the path
-	RequestTimeout               // 408 timeout_error: the client was too slow sending its request
+	API                  Kind = iota // 500 api_error; the zero value, for anything unclassified
+	InvalidRequest                   // 400 invalid_request_error
+	Authentication                   // 401 authentication_error
+	Permission                       // 403 permission_error
+	NotFound                         // 404 not_found_error
+	RequestTooLarge                  // 413 request_too_large
+	RateLimit                        // 429 rate_limit_error
+	Timeout                          // 504 timeout_error
+	Overloaded                       // 529 overloaded_error
+	BadGateway                       // 502 api_error: the engine failed
+	Unavailable                      // 503 api_error: no engine can serve
+	MethodNotAllowed                 // 405 invalid_request_error: wrong HTTP method for the path
+	RequestTimeout                   // 408 timeout_error: the client was too slow sending its request
+	UnsupportedMediaType             // 415 invalid_request_error: the body's Content-Type is not one the endpoint reads
 )
 
 // Status is the HTTP status code of the kind.
@@ -59,6 +60,8 @@ func (k Kind) Status() int {
 		return http.StatusMethodNotAllowed
 	case RequestTimeout:
 		return http.StatusRequestTimeout
+	case UnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusInternalServerError
 }
@@ -66,7 +69,7 @@ func (k Kind) Status() int {
 // AnthropicType is the error type the Anthropic API sends for the kind.
 func (k Kind) AnthropicType() string {
 	switch k {
-	case InvalidRequest, MethodNotAllowed:
+	case InvalidRequest, MethodNotAllowed, UnsupportedMediaType:
 		return "invalid_request_error"
 	case Authentication:
 		return "authentication_error"

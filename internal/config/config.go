@@ -101,6 +101,29 @@ type Server struct {
 	// cleartext, closed on TLS), counted in layer0_connections_refused_total and logged.
 	// Default 10000, lowered to fit the process's file descriptor limit.
 	MaxConnections int `yaml:"max_connections"`
+	// NewConnectionTimeout closes a connection that has not sent its first request this long
+	// after it was accepted (an HTTP/1.1 connection without a request head, an h2c one that sent
+	// only its preface and SETTINGS, a TLS one that did not finish its handshake and request).
+	// Default 5s.
+	NewConnectionTimeout time.Duration `yaml:"new_connection_timeout"`
+	// MaxNewConnections caps the connections that have not sent their first request yet, a
+	// share of MaxConnections they cannot exceed, so that idle strangers never take the slots of
+	// clients that send requests (health checks included); one more is refused as at
+	// MaxConnections. Default half of MaxConnections.
+	MaxNewConnections int `yaml:"max_new_connections"`
+	// MaxNewConnectionsPerSource caps those connections per client IP address; -1 turns the cap
+	// off (for a trusted proxy in front, whose address every connection has). Default 256.
+	MaxNewConnectionsPerSource int `yaml:"max_new_connections_per_source"`
+	// MaxQUICHandshakes caps the HTTP/3 (QUIC) handshakes in progress at once, a bound of
+	// their own that never takes TCP's MaxConnections; beyond half of it, new QUIC clients must
+	// prove their address first (a Retry). Default 256.
+	MaxQUICHandshakes int `yaml:"max_quic_handshakes"`
+	// AllowedHosts are host names (without port) the Host header may carry beside the
+	// listener's own, on a loopback listener and on the admin listener, which answer any other
+	// Host with 403 (DNS rebinding: a web page whose name resolves to 127.0.0.1). Their own are
+	// localhost and any IP address (an address cannot be rebound). A reload applies it. Default
+	// none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 	// MaxBodyBytesInFlight is the budget of memory held by request bodies being read or served
 	// at once, in bytes; a body that would exceed it gets 503 with retry-after. Default
 	// 536870912 (512 MiB).
@@ -346,6 +369,12 @@ const (
 	DefaultWriteTimeout         = 30 * time.Second
 	DefaultMaxConnections       = 10000
 	DefaultMaxBodyBytesInFlight = 512 << 20
+	// DefaultNewConnectionTimeout is server.new_connection_timeout's default.
+	DefaultNewConnectionTimeout = 5 * time.Second
+	// DefaultMaxNewConnectionsPerSource is server.max_new_connections_per_source's default.
+	DefaultMaxNewConnectionsPerSource = 256
+	// DefaultMaxQUICHandshakes is server.max_quic_handshakes's default.
+	DefaultMaxQUICHandshakes = 256
 )
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
@@ -560,6 +589,18 @@ func (c *Config) SetDefaults() {
 	if s.MaxBodyBytesInFlight == 0 {
 		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
 	}
+	if s.NewConnectionTimeout == 0 {
+		s.NewConnectionTimeout = DefaultNewConnectionTimeout
+	}
+	if s.MaxNewConnections == 0 {
+		s.MaxNewConnections = max(s.MaxConnections/2, 1)
+	}
+	if s.MaxNewConnectionsPerSource == 0 {
+		s.MaxNewConnectionsPerSource = DefaultMaxNewConnectionsPerSource
+	}
+	if s.MaxQUICHandshakes == 0 {
+		s.MaxQUICHandshakes = DefaultMaxQUICHandshakes
+	}
 	if strings.HasPrefix(s.AdminAddr, ":") {
 		// The admin listener has no auth: without a host it listens on loopback only.
 		s.AdminAddr = "127.0.0.1" + s.AdminAddr
@@ -717,6 +758,23 @@ func (c *Config) Validate(kinds ...string) error {
 	}
 	if c.Server.MaxConnections < 0 {
 		errs.add("server.max_connections", "must be positive")
+	}
+	if c.Server.NewConnectionTimeout < 0 {
+		errs.add("server.new_connection_timeout", "must not be negative")
+	}
+	if n := c.Server.MaxNewConnections; n < 0 || n > c.Server.MaxConnections {
+		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", c.Server.MaxConnections, n)
+	}
+	if c.Server.MaxNewConnectionsPerSource < -1 {
+		errs.add("server.max_new_connections_per_source", "must be positive, or -1 to turn the cap off")
+	}
+	if c.Server.MaxQUICHandshakes < 0 {
+		errs.add("server.max_quic_handshakes", "must be positive")
+	}
+	for i, h := range c.Server.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, " /:@\t") && !strings.HasPrefix(h, "[") {
+			errs.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name or IP address without a port, got %q", h)
+		}
 	}
 	if h := c.Server.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
 		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
@@ -885,6 +943,8 @@ func sortedKeys[V any](m map[string]V) []string {
 func checkURL(s string) string {
 	u, err := url.Parse(s)
 	switch {
+	case unescapedAt(s):
+		return unescapedAtMsg
 	case err != nil:
 		return "not a URL"
 	case u.Scheme != "http" && u.Scheme != "https":
@@ -925,6 +985,15 @@ func RedactUserinfo(s string) string {
 			end = len(rest)
 		}
 		at := strings.LastIndexByte(rest[start:end], '@')
+		if at >= 0 {
+			// A password may hold a space or a quote too: with userinfo present, it runs to the
+			// last '@' before the next URL.
+			next := len(rest)
+			if j := strings.Index(rest[end:], "://"); j >= 0 {
+				next = end + j
+			}
+			at = strings.LastIndexByte(rest[start:next], '@')
+		}
 		if at < 0 {
 			b.WriteString(rest[:end])
 			rest = rest[end:]

@@ -223,6 +223,7 @@ func TestRedactUserinfo(t *testing.T) {
 		{"http://user:pass@host:8000/v1", "http://xxxxx@host:8000/v1"},
 		{`got "https://tok@h" and "http://a:b@c/d"`, `got "https://xxxxx@h" and "http://xxxxx@c/d"`},
 		{"http://u:pa/ss@host", "http://xxxxx@host"},
+		{`got "http://u:pa@ss/w rd@host" and "redis://:x@h"`, `got "http://xxxxx@host" and "redis://xxxxx@h"`},
 		{"http://host/path no credentials", "http://host/path no credentials"},
 		{"no url at all", "no url at all"},
 	} {
@@ -242,6 +243,13 @@ func TestErrorsNeverShowEngineCredentials(t *testing.T) {
 		"engines: {e: {kind: openai, url: 'http://admin:s3cret@host', timeouts: 'http://admin:s3cret@host'}}\nmodels: {m: {engines: [e]}}\n",
 		"engines: {e: {kind: openai, url: {x: 'http://admin:s3cret@host'}}}\n",
 		"engines: {e: {kind: openai, url: [http://admin:s3cret@host}\n",
+		// A password with an unescaped '@' and '/': parsers read its tail as host and path.
+		"engines: {e: {kind: openai, url: 'http://admin:s3cr@t/s3cret@host'}}\nmodels: {m: {engines: [e]}}\n",
+		"engines: {e: {kind: openai, url: 'http://admin:s3cr@t?s3cret@host'}}\nmodels: {m: {engines: [e]}}\n",
+		"store: {kind: redis, url: 'redis://admin:s3cr@t/s3cret@10.0.0.1:6379'}\n",
+		"store: {kind: redis, url: 'redis://h:6379,redis://admin:s3cr@t/s3cret@10.0.0.1:6379'}\n",
+		"telemetry: {otlp: {endpoint: 'http://admin:s3cr@t/s3cret@host', protocol: grpc}}\n",
+		"engines: {e: {kind: openai, url: 'ftp://admin:s3cr@t/s3 cret@host'}}\nmodels: {m: {engines: [e]}}\n",
 	} {
 		_, err := LoadBytes("layer0.yaml", []byte(text))
 		if err == nil {

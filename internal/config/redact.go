@@ -65,3 +65,20 @@ func redactNode(n *yaml.Node) {
 		}
 	}
 }
+
+// unescapedAt reports whether the URL s holds an '@' past its authority while its authority has
+// userinfo: a password with an unescaped '@' followed by '/', '?' or '#'. A URL parser reads the
+// password's tail as host and path, so a message about those (a Redis database number, a path)
+// would quote it; such a URL is refused with the whole userinfo redacted.
+func unescapedAt(s string) bool {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return false
+	}
+	rest := s[i+len("://"):]
+	end := strings.IndexAny(rest, "/?#")
+	return end >= 0 && strings.Contains(rest[:end], "@") && strings.Contains(rest[end:], "@")
+}
+
+// unescapedAtMsg says what is wrong with a URL for which unescapedAt holds.
+const unescapedAtMsg = "the password must be percent-encoded ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23)"

@@ -118,6 +118,10 @@ func (s *Store) validate(errs *Errors) {
 			errs.add("store.url", "required for kind redis")
 		}
 		for _, u := range splitURLs(s.URL) {
+			if unescapedAt(u) {
+				errs.add("store.url", "%s, got %q", unescapedAtMsg, RedactUserinfo(u))
+				continue
+			}
 			p, err := url.Parse(u)
 			if err != nil || (p.Scheme != "redis" && p.Scheme != "rediss") || p.Host == "" {
 				errs.add("store.url", "must be redis://host:port or rediss://host:port, got %q", RedactUserinfo(u))

@@ -100,6 +100,10 @@ func (t *Telemetry) validate(errs *Errors) {
 		}
 		return
 	}
+	if unescapedAt(o.Endpoint) {
+		errs.add("telemetry.otlp.endpoint", "must not carry credentials: put them in telemetry.otlp.headers")
+		return
+	}
 	u, err := url.Parse(o.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		errs.add("telemetry.otlp.endpoint", "must be http://host:port or https://host:port, got %q", RedactUserinfo(o.Endpoint))

@@ -499,6 +499,9 @@ type replayConn struct {
 
 func (rc *replayConn) Read(p []byte) (int, error) { return rc.r.Read(p) }
 
+// NetConn returns the connection itself, as tls.Conn's does.
+func (rc *replayConn) NetConn() net.Conn { return rc.Conn }
+
 func (c *conn) close() {
 	if c.timer != nil {
 		c.timer.Stop()

@@ -51,6 +51,9 @@ type Server struct {
 	HTTP2 func(net.Conn)
 	// ErrorLog receives a handler's panic; nil drops it.
 	ErrorLog *log.Logger
+	// ConnContext, when set, returns the context of a connection's requests from the base
+	// context and the connection, as net/http's Server.ConnContext does.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -118,7 +121,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		go func() {
 			defer s.served.Done()
-			c.serve(base)
+			c.serve(s.connContext(base, nc))
 		}()
 	}
 }
@@ -145,7 +148,17 @@ func (s *Server) ServeConn(nc net.Conn) {
 		return
 	}
 	defer s.served.Done()
-	c.serve(base)
+	c.serve(s.connContext(base, nc))
+}
+
+// connContext is the context of nc's requests: it carries the connection's local address
+// (http.LocalAddrContextKey), as net/http's do, and what ConnContext adds.
+func (s *Server) connContext(base context.Context, nc net.Conn) context.Context {
+	ctx := context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	if s.ConnContext == nil {
+		return ctx
+	}
+	return s.ConnContext(ctx, nc)
 }
 
 func (s *Server) track(ln net.Listener) bool {

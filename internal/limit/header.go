@@ -32,27 +32,31 @@ const (
 // dimension, the most restrictive of the key's and the global limit (the one with fewer units
 // remaining). OpenAI's "tokens" headers describe input tokens when those are limited, output
 // tokens otherwise. Dimensions without a limit get no headers; an unknown name gets none. The
-// 429 errors from Acquire carry the same headers already.
+// 429 errors from Acquire carry the same headers already, except that OpenAI's tokens headers of
+// a refusal by the output-token limit describe output tokens, the limit its retry-after is for.
 func (l *Limiter) Header(name string, h http.Header) {
 	if l == nil {
 		return
 	}
 	if key, ok := l.keys[name]; ok {
-		l.header(context.Background(), key, l.now(), h)
+		l.header(context.Background(), key, l.now(), h, false)
 	}
 }
 
-func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.Header) {
+// header sets the headers of key's state on h; outTokens makes OpenAI's tokens headers describe
+// output tokens even where input tokens are limited (a refusal by the output-token limit).
+func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.Header, outTokens bool) {
 	slots := [6]*rateSlot{&key.req, &l.global.req, &key.in, &l.global.in, &key.out, &l.global.out}
 	var sts [6]Status
 	var found [6]bool
 	l.peek(ctx, now, slots[:], sts[:], found[:])
-	writeHeader(now, sts, found, h)
+	writeHeader(now, sts, found, h, outTokens)
 }
 
 // writeHeader sets the headers from the statuses of a key's and the global rate cells, in the
-// order requests, input, output (the key's then the global), where found.
-func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header) {
+// order requests, input, output (the key's then the global), where found. OpenAI's tokens headers
+// describe input tokens when those are limited and outTokens is unset, output tokens otherwise.
+func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header, outTokens bool) {
 	req, okReq := tightest(sts[0:2], found[0:2])
 	in, okIn := tightest(sts[2:4], found[2:4])
 	out, okOut := tightest(sts[4:6], found[4:6])
@@ -62,13 +66,16 @@ func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header) {
 		w.anthropic(now, req, hAnthropicRequestsLimit, hAnthropicRequestsRemaining, hAnthropicRequestsReset)
 		w.openAI(now, req, hOpenAILimitRequests, hOpenAIRemainingRequests, hOpenAIResetRequests)
 	}
+	outTokens = outTokens && okOut
 	if okIn {
 		w.anthropic(now, in, hAnthropicInputTokensLimit, hAnthropicInputTokensRemaining, hAnthropicInputTokensReset)
-		w.openAI(now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+		if !outTokens {
+			w.openAI(now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+		}
 	}
 	if okOut {
 		w.anthropic(now, out, hAnthropicOutputTokensLimit, hAnthropicOutputTokensRemaining, hAnthropicOutputTokensReset)
-		if !okIn {
+		if !okIn || outTokens {
 			w.openAI(now, out, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
 		}
 	}

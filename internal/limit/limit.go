@@ -20,6 +20,7 @@ package limit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -442,10 +443,11 @@ func (l *Limiter) reserve(ctx context.Context, now time.Time, ls *Lease, input i
 	return nil
 }
 
-// refused sets the rate-limit headers on a 429.
+// refused sets the rate-limit headers on a 429, OpenAI's tokens headers describing the token
+// limit that refused it.
 func (l *Limiter) refused(ctx context.Context, key *scope, now time.Time, err error) {
 	if e, ok := err.(*apierr.Error); ok && e.Kind == apierr.RateLimit {
-		l.header(ctx, key, now, e.Header)
+		l.header(ctx, key, now, e.Header, errors.Is(e.Cause, errOutputSpent))
 	}
 }
 
@@ -489,7 +491,7 @@ func (s *scope) admit(ctx context.Context, now time.Time) (step, error) {
 			return done, storeError(err)
 		}
 		if st.Remaining < 1 {
-			return done, s.refuse(fmt.Sprintf("%d output tokens per minute", s.out.rate.Limit), "", st.RetryAfter)
+			return done, s.outRefused(st.RetryAfter)
 		}
 	}
 	return done, nil
@@ -521,7 +523,22 @@ func (s *scope) concRefused(n int64) *apierr.Error {
 // one unit left.
 func (s *scope) rateRefused(r *rateSlot, what string, now time.Time, tat int64) *apierr.Error {
 	_, _, wait := gcraTake(tat, now.UnixNano(), r.rate, 1)
+	if r == &s.out {
+		return s.outRefused(wait)
+	}
 	return s.refuse(fmt.Sprintf("%d %s per minute", r.rate.Limit, what), "", wait)
+}
+
+// errOutputSpent is the cause of a refusal by the output-token limit: the 429's OpenAI tokens
+// headers then describe output tokens, the limit that refused, not input tokens.
+var errOutputSpent = errors.New("limit: output tokens spent")
+
+// outRefused refuses a request because the scope's output tokens are spent, to be retried after
+// retry.
+func (s *scope) outRefused(retry time.Duration) *apierr.Error {
+	e := s.refuse(fmt.Sprintf("%d output tokens per minute", s.out.rate.Limit), "", retry)
+	e.Cause = errOutputSpent
+	return e
 }
 
 // inRefused refuses a request's input tokens, to be retried after retry (never, when negative).
@@ -773,12 +790,12 @@ func (ls *Lease) Header(h http.Header) {
 			sts[i], found[i] = status(tat, n, s.rate), true
 		}
 		if complete {
-			writeHeader(now, sts, found, h)
+			writeHeader(now, sts, found, h, false)
 			return
 		}
 	}
 	if ls.owedIn != 0 || ls.owedOut != 0 {
 		_ = ls.flush() // the headers describe the state with this request's tokens
 	}
-	ls.l.header(context.Background(), ls.key, now, h)
+	ls.l.header(context.Background(), ls.key, now, h, false)
 }

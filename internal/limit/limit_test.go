@@ -690,6 +690,45 @@ func BenchmarkAcquireParallel(b *testing.B) {
 	})
 }
 
+// A 429 from the output-token limit describes that limit in OpenAI's tokens headers too (which
+// describe input tokens otherwise): no "tokens remaining" and "reset 0s" beside a retry-after.
+func TestOutputRefusalHeadersDescribeOutput(t *testing.T) {
+	clk := newClock()
+	l := newLimiter(t, Config{Keys: map[string]Limits{"a": {InputTokensPerMinute: 2000, OutputTokensPerMinute: 100}}}, clk)
+	ctx := context.Background()
+	ls, err := l.Acquire(ctx, "a", 0)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	_ = ls.Charge(150) // in debt: 50 tokens over
+	_ = ls.Release()
+	_, err = l.Admit(ctx, "a")
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Kind != apierr.RateLimit {
+		t.Fatalf("Admit with output tokens spent = %v, want a 429", err)
+	}
+	reset, perr := time.ParseDuration(e.Header.Get("X-Ratelimit-Reset-Tokens"))
+	if got := e.Header.Get("X-Ratelimit-Remaining-Tokens"); got != "0" || perr != nil || reset < e.RetryAfter {
+		t.Errorf("x-ratelimit-remaining-tokens %q, x-ratelimit-reset-tokens %q, retry after %v; want 0 and a reset no earlier than the retry",
+			got, e.Header.Get("X-Ratelimit-Reset-Tokens"), e.RetryAfter)
+	}
+	if got := e.Header.Get("X-Ratelimit-Limit-Tokens"); got != "100" {
+		t.Errorf("x-ratelimit-limit-tokens %q, want the output limit 100", got)
+	}
+	// An answer that is not refused keeps describing input tokens.
+	clk.Advance(time.Minute)
+	ls, err = l.Acquire(ctx, "a", 10)
+	if err != nil {
+		t.Fatalf("Acquire after the refill: %v", err)
+	}
+	h := http.Header{}
+	ls.Header(h)
+	_ = ls.Release()
+	if got := h.Get("X-Ratelimit-Limit-Tokens"); got != "2000" {
+		t.Errorf("x-ratelimit-limit-tokens on an answer %q, want the input limit 2000", got)
+	}
+}
+
 // TestFitsRefusesOnALowerBound: a lower bound on the input past the limit, or past what is left
 // of it, is refused as Reserve would refuse it, giving back what Admit took; one that fits takes
 // nothing.

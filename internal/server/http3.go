@@ -7,10 +7,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/layer0ai/layer0/internal/config"
 )
 
 // HTTP3 is an HTTP/3 listener (QUIC over UDP) on the same port as a TLS server's TCP listener,
@@ -19,6 +23,7 @@ import (
 type HTTP3 struct {
 	s      *http3.Server
 	pc     net.PacketConn
+	tr     *quic.Transport
 	ln     *capListener
 	altSvc string
 	base   context.Context // the requests' base: ended with ErrShutdown when the drain runs out
@@ -38,8 +43,11 @@ const (
 
 // ListenHTTP3 opens UDP on the port of ln (a TCP listener from Listen or Gateway.Listen) for srv,
 // whose TLS must be enabled (EnableTLS), and makes srv's answers over TCP advertise it with
-// Alt-Svc. QUIC connections count against ln's connection cap, and one over the cap is closed
-// at once. 0-RTT is refused: data sent in 0-RTT can be replayed by anyone on the path, and every
+// Alt-Svc. QUIC connections count against ln's connection cap once their handshake is complete,
+// and one over the cap is closed at once. Handshakes in progress have a bound of their own
+// (ConnLimit.MaxQUICHandshakes; a client over it is refused with CONNECTION_REFUSED) and never
+// take TCP's capacity; past half of it, a new client must first prove it receives packets at its
+// address (a Retry), so spoofed sources cannot hold handshakes. 0-RTT is refused: data sent in 0-RTT can be replayed by anyone on the path, and every
 // layer0 request is a POST that starts a generation and spends rate limits, so a replay would
 // run it (and bill it) twice; clients pay one round trip per new connection instead.
 func ListenHTTP3(srv *Front, ln net.Listener) (*HTTP3, error) {
@@ -65,17 +73,22 @@ func ListenHTTP3(srv *Front, ln net.Listener) (*HTTP3, error) {
 		MaxIncomingStreams:             h3MaxStreams,
 		MaxIncomingUniStreams:          16,
 	}
-	qln, err := quic.ListenEarly(pc, http3.ConfigureTLSConfig(srv.TLSConfig), qconf)
+	lim, _ := ln.(*limitListener)
+	hs := &handshakes{max: int64(config.DefaultMaxQUICHandshakes), lim: lim}
+	if lim != nil && lim.lim.MaxQUICHandshakes > 0 {
+		hs.max = int64(lim.lim.MaxQUICHandshakes)
+	}
+	tr := &quic.Transport{Conn: pc, ConnContext: hs.enter, VerifySourceAddress: hs.busy}
+	// A listener that hands out connections once their handshake is complete: one still in its
+	// handshake is counted by hs alone, never against the TCP listener's cap.
+	qln, err := tr.Listen(http3.ConfigureTLSConfig(srv.TLSConfig), qconf)
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("server: http3: %w", err)
 	}
-	h := &HTTP3{pc: pc, altSvc: `h3=":` + strconv.Itoa(ta.Port) + `"; ma=` + strconv.Itoa(altSvcMaxAge)}
+	h := &HTTP3{pc: pc, tr: tr, altSvc: `h3=":` + strconv.Itoa(ta.Port) + `"; ma=` + strconv.Itoa(altSvcMaxAge)}
 	h.base, h.stop = context.WithCancelCause(context.Background())
-	h.ln = &capListener{EarlyListener: qln}
-	if l, ok := ln.(*limitListener); ok {
-		h.ln.lim = l
-	}
+	h.ln = &capListener{Listener: qln, lim: lim}
 	handler := srv.Handler
 	h.s = &http3.Server{
 		Handler:        handler,
@@ -112,6 +125,7 @@ func (h *HTTP3) AltSvc() string { return h.altSvc }
 // Serve with the same ctx and drain.
 func (h *HTTP3) Serve(ctx context.Context, drain time.Duration) error {
 	defer h.pc.Close()
+	defer h.tr.Close() //nolint:errcheck // the listener's connections are closed by now
 	defer h.stop(nil)
 	errc := make(chan error, 1)
 	go func() { errc <- h.s.ServeListener(h.ln) }()
@@ -138,9 +152,51 @@ func (h *HTTP3) Serve(ctx context.Context, drain time.Duration) error {
 	return nil
 }
 
-// capListener counts QUIC connections against the TCP listener's connection cap.
+// handshakes bounds the QUIC handshakes in progress.
+type handshakes struct {
+	max int64
+	n   atomic.Int64
+	lim *limitListener // counts and logs refusals; nil when the TCP listener is not capped
+}
+
+// handshakeKey is the connection context key of a handshake's release function.
+type handshakeKey struct{}
+
+// enter is the transport's ConnContext: it counts a new connection's handshake in, or refuses
+// it over the bound. The count is released when the handshake completes (the listener hands the
+// connection out) or the connection ends, whichever comes first.
+func (h *handshakes) enter(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	if h.n.Add(1) > h.max {
+		h.n.Add(-1)
+		if h.lim != nil {
+			h.lim.count("QUIC connection refused: server.max_quic_handshakes handshakes are in progress")
+		}
+		return nil, errTooManyHandshakes
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { h.n.Add(-1) }) }
+	ctx = context.WithValue(ctx, handshakeKey{}, release)
+	context.AfterFunc(ctx, release)
+	return ctx, nil
+}
+
+// busy is the transport's VerifySourceAddress: past half the bound, a client must answer a
+// Retry from its address before it gets a handshake.
+func (h *handshakes) busy(net.Addr) bool { return h.n.Load() >= h.max/2 }
+
+// handshakeDone releases the handshake count of c, whose handshake is complete.
+func handshakeDone(c *quic.Conn) {
+	if release, ok := c.Context().Value(handshakeKey{}).(func()); ok {
+		release()
+	}
+}
+
+var errTooManyHandshakes = errors.New("server: http3: too many QUIC handshakes in progress")
+
+// capListener counts QUIC connections whose handshake is complete against the TCP listener's
+// connection cap.
 type capListener struct {
-	*quic.EarlyListener
+	*quic.Listener
 	lim *limitListener
 }
 
@@ -149,12 +205,16 @@ const h3ExcessiveLoad = 0x0107
 
 func (l *capListener) Accept(ctx context.Context) (*quic.Conn, error) {
 	for {
-		c, err := l.EarlyListener.Accept(ctx)
-		if err != nil || l.lim == nil {
+		c, err := l.Listener.Accept(ctx)
+		if err != nil {
 			return c, err
 		}
+		handshakeDone(c)
+		if l.lim == nil {
+			return c, nil
+		}
 		if max := l.lim.lim.Max; max > 0 && l.lim.open.Load() >= int64(max) {
-			l.lim.count()
+			l.lim.count("connection refused: the listener is at max_connections")
 			_ = c.CloseWithError(h3ExcessiveLoad, "too many open connections; retry shortly")
 			continue
 		}

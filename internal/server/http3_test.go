@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,12 @@ import (
 // connection cap max, and returns the address and the client TLS config.
 func startH3(t *testing.T, max int) (string, *tls.Config) {
 	t.Helper()
+	return startH3Limit(t, ConnLimit{Max: max})
+}
+
+// startH3Limit is startH3 with the listener limits lim.
+func startH3Limit(t *testing.T, lim ConnLimit) (string, *tls.Config) {
+	t.Helper()
 	certFile, keyFile, roots := testcert.Write(t, t.TempDir())
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.Proto) //nolint:errcheck
@@ -28,7 +35,7 @@ func startH3(t *testing.T, max int) (string, *tls.Config) {
 	if err := EnableTLS(srv, certFile, keyFile, nil); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen("127.0.0.1:0", ConnLimit{Max: max})
+	ln, err := Listen("127.0.0.1:0", lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +156,86 @@ func TestListenHTTP3NeedsTLS(t *testing.T) {
 	defer ln.Close()
 	if _, err := ListenHTTP3(HTTPServer(http.NotFoundHandler(), ListenOptions{}), ln); err == nil {
 		t.Error("ListenHTTP3 without TLS: got nil error")
+	}
+}
+
+// blackholeConn is the UDP socket of a QUIC client whose handshake never finishes (a spoofed
+// source address, or a peer gone): it sends its first flight, then nothing, and never receives.
+type blackholeConn struct {
+	net.PacketConn
+	start  time.Time
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *blackholeConn) WriteTo(p []byte, a net.Addr) (int, error) {
+	if time.Since(b.start) < 50*time.Millisecond {
+		return b.PacketConn.WriteTo(p, a)
+	}
+	return len(p), nil
+}
+
+func (b *blackholeConn) ReadFrom([]byte) (int, net.Addr, error) {
+	<-b.closed
+	return 0, nil, net.ErrClosed
+}
+
+func (b *blackholeConn) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.PacketConn.Close()
+}
+
+// Half-open QUIC handshakes never lock TCP clients out, nor HTTP/3 ones: they have their own
+// bound, past half of which new clients must answer a Retry from their address (which a
+// half-open or spoofed peer never does), and they never count against max_connections.
+func TestHalfOpenQUICHandshakesBounded(t *testing.T) {
+	addr, tc := startH3Limit(t, ConnLimit{Max: 10, MaxQUICHandshakes: 8})
+	udp, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for range 30 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh := &blackholeConn{PacketConn: pc, start: time.Now(), closed: make(chan struct{})}
+		tr := &quic.Transport{Conn: bh}
+		c := tc.Clone()
+		c.NextProtos = []string{http3.NextProtoH3}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer tr.Close()
+			defer bh.Close() // first: the transport's read loop ends with it
+			conn, err := tr.Dial(ctx, udp, c, &quic.Config{HandshakeIdleTimeout: 20 * time.Second})
+			if err == nil {
+				conn.CloseWithError(0, "") //nolint:errcheck
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the server has seen every first flight
+	h2 := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
+	defer h2.CloseIdleConnections()
+	h3 := &http3.Transport{TLSClientConfig: tc}
+	defer h3.Close()
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+	}{{"TLS over TCP", h2}, {"HTTP/3", &http.Client{Timeout: 3 * time.Second, Transport: h3}}} {
+		resp, err := c.client.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatalf("%s beside 30 half-open QUIC handshakes: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s beside 30 half-open QUIC handshakes: %d", c.name, resp.StatusCode)
+		}
 	}
 }

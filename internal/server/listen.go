@@ -63,8 +63,17 @@ func HTTPServer(h http.Handler, o ListenOptions) *Front {
 	if o.MaxHeaderBytes == 0 {
 		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
 	}
-	f := &Front{Server: netHTTPServer(h, o), lean: o.HTTP1 == HTTP1Lean, maxHeaderBytes: o.MaxHeaderBytes}
+	f := &Front{Server: netHTTPServer(activating(h), o), lean: o.HTTP1 == HTTP1Lean, maxHeaderBytes: o.MaxHeaderBytes}
 	return f
+}
+
+// activating marks each request's connection as one that sent a request (Activate) before h
+// serves it.
+func activating(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Activate(r.Context())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // netHTTPServer is net/http's server of a listener.
@@ -88,6 +97,7 @@ func netHTTPServer(h http.Handler, o ListenOptions) *http.Server {
 				_ = c.SetWriteDeadline(time.Time{})
 			}
 		},
+		ConnContext:       ConnContext,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    serverMaxHeaderBytes(o.MaxHeaderBytes),
@@ -120,6 +130,7 @@ func (f *Front) Serve(ln net.Listener) error {
 		ErrorAnswer:       errorAnswer,
 		HTTP2:             h2.give,
 		ErrorLog:          srv.ErrorLog,
+		ConnContext:       ConnContext,
 	}
 	if srv.BaseContext != nil {
 		h1.BaseContext = func() context.Context { return srv.BaseContext(ln) }

@@ -116,6 +116,9 @@ type Snapshot struct {
 	// Tracer, when set, traces the generation requests (/v1/messages, /v1/chat/completions)
 	// with OpenTelemetry: a span per request, its context sent to the engines.
 	Tracer *telemetry.Tracer
+	// Hosts are the host names a loopback or admin listener serves beside localhost and IP
+	// addresses (see Hosts); nil allows those only.
+	Hosts Hosts
 	// Responses, when set, keeps the Responses API's stored responses (store,
 	// previous_response_id, GET and DELETE /v1/responses/{id}); nil keeps none, and an id is
 	// never found.
@@ -278,6 +281,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		lv.CORS.actual(h, r) // before any answer, errors included: the page may read them
 	}
 
+	// DNS rebinding: a loopback or admin listener answers only for its own names.
+	if !lv.Hosts.allowed(r, admin) {
+		x.fail(hostRefused(r.Host))
+		x.finish()
+		return
+	}
 	// L4 auth and the header size limit, once for every API endpoint, before any body is read.
 	if admin {
 		x.admin(true)
@@ -361,6 +370,11 @@ func (x *exchange) onlyMethod(method string, f func()) {
 // take the bodies in flight over their budget with 503, and one that arrives too slowly (whole
 // body, or under the minimum rate) with 408.
 func (x *exchange) readBody() ([]byte, bool) {
+	// Before a byte is read: a cross-site page's form or text/plain body never runs as JSON.
+	if ct := x.r.Header.Get("Content-Type"); !bodyTypeOK(ct) {
+		x.fail(bodyTypeRefused(ct))
+		return nil, false
+	}
 	lim := x.lim
 	sizes := x.p.Sizes()
 	if err := sizes.CheckBody(x.r.ContentLength); err != nil {

@@ -79,7 +79,7 @@ func Status(e *apierr.Error) int {
 // what the limit counts, with code rate_limit_exceeded; a server error is type server_error. The
 // code is the OpenAI API's where it has one for the case (invalid_api_key, model_not_found,
 // rate_limit_exceeded, context_length_exceeded, server_is_overloaded), else e.Code in lower
-// case, else the kind's own (method_not_allowed, request_too_large, timeout, bad_gateway,
+// case, else the kind's own (method_not_allowed, unsupported_media_type, request_too_large, timeout, bad_gateway,
 // service_unavailable), else none (null). docs/errors.md lists them all.
 func errorTypeCode(e *apierr.Error) (typ, code string) {
 	code = strings.ToLower(e.Code)
@@ -94,6 +94,8 @@ func errorTypeCode(e *apierr.Error) (typ, code string) {
 		return "invalid_request_error", code
 	case apierr.MethodNotAllowed:
 		return "invalid_request_error", orKind("method_not_allowed")
+	case apierr.UnsupportedMediaType:
+		return "invalid_request_error", orKind("unsupported_media_type")
 	case apierr.Authentication:
 		// A missing key and a wrong key alike: the API's code for a key it cannot use.
 		return "invalid_request_error", "invalid_api_key"
