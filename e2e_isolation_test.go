@@ -213,7 +213,7 @@ models: {echo: {engines: [echo], cache: {enabled: true}}}
 	}
 	_ = leader.(*net.TCPConn).SetReadBuffer(4096)
 	defer leader.Close()
-	fmt.Fprintf(leader, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: l0-alice-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(leader, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: l0-alice-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// Only the status line is read, to know the leader's answer has begun; then nothing.
 	_ = leader.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := bufio.NewReaderSize(leader, 16).ReadString('\n')

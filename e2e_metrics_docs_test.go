@@ -70,6 +70,7 @@ models:
 	}
 	emb, _ := http.NewRequest(http.MethodPost, base+"/v1/embeddings", strings.NewReader(`{"model":"backup","input":"embed me"}`))
 	emb.Header.Set("X-Api-Key", keyA)
+	emb.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(emb); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("embeddings: %v %v", resp, err)
 	} else {

@@ -48,6 +48,9 @@ models:
 		if tt.key != "" {
 			req.Header.Set("X-Api-Key", tt.key)
 		}
+		if tt.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
