@@ -1,9 +1,7 @@
 package layer0_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -31,21 +29,7 @@ var scaleClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 6
 // postMessage sends a one-token message with key and returns the status, the retry-after header
 // and the body.
 func postMessage(t testing.TB, base, key string) (int, string, string) {
-	body := []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`)
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := scaleClient.Do(req)
-	if err != nil {
-		return 0, "", err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	return postModel(t, base, key, "m")
 }
 
 // TestGatewayReplicasExactOnRedis: three gateways on one Redis, a key limited to 100 requests
