@@ -192,23 +192,8 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 			return res, err
 		}
 		// One scan of the top level finds the model, the usage, the choices and an error.
-		ms, me, us, ue, cs, ce := -1, -1, -1, -1, -1, -1
-		isErr := false
-		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
-			switch {
-			case jsontext.KeyIs(k, esc, "model"):
-				ms, me = vs, ve
-			case jsontext.KeyIs(k, esc, "usage"):
-				us, ue = vs, ve
-			case jsontext.KeyIs(k, esc, "choices"):
-				cs, ce = vs, ve
-			case jsontext.KeyIs(k, esc, "error"):
-				isErr = isErr || !empty(body[vs:ve])
-			case jsontext.KeyIs(k, esc, "object"):
-				isErr = isErr || string(body[vs:ve]) == `"error"`
-			}
-		})
-		if isErr {
+		f := scanAnswer(body)
+		if f.isErr {
 			if ae := wire.StreamError(body); ae != nil {
 				// An error object with a 200: nothing was written, the caller may fall back.
 				return res, ae
@@ -219,16 +204,16 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 		}
 		// A 200 that is no completion ({}, an object without choices) or one that never says
 		// why it ended (cut short) is the engine's failure, not an answer.
-		if cs < 0 || body[cs] != '[' || empty(body[cs:ce]) {
+		if f.cs < 0 || body[f.cs] != '[' || empty(body[f.cs:f.ce]) {
 			return res, upstream.Malformed("an answer without choices", "")
 		}
-		if !hasFinish(body[cs:ce]) {
+		if !hasFinish(body[f.cs:f.ce]) {
 			return res, upstream.Malformed("an answer without a finish_reason", "")
 		}
-		if us >= 0 {
-			res.Usage, _ = wire.ParseUsage(body[us:ue])
+		if f.us >= 0 {
+			res.Usage, _ = wire.ParseUsage(body[f.us:f.ue])
 		}
-		if err := pr.rn.WriteJSON(out, body, ms, me); err != nil {
+		if err := pr.rn.WriteJSON(out, body, f.ms, f.me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
@@ -301,6 +286,36 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 			return res, err
 		}
 	}
+}
+
+// answerFields are the places of a non-streamed answer's top-level fields, -1 where absent,
+// and whether it is an error object.
+type answerFields struct {
+	ms, me int // model
+	us, ue int // usage
+	cs, ce int // choices
+	isErr  bool
+}
+
+// scanAnswer finds, in one scan of a non-streamed answer's top level, its model, usage and
+// choices, and whether it holds an error.
+func scanAnswer(body []byte) answerFields {
+	f := answerFields{-1, -1, -1, -1, -1, -1, false}
+	_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case jsontext.KeyIs(k, esc, "model"):
+			f.ms, f.me = vs, ve
+		case jsontext.KeyIs(k, esc, "usage"):
+			f.us, f.ue = vs, ve
+		case jsontext.KeyIs(k, esc, "choices"):
+			f.cs, f.ce = vs, ve
+		case jsontext.KeyIs(k, esc, "error"):
+			f.isErr = f.isErr || !empty(body[vs:ve])
+		case jsontext.KeyIs(k, esc, "object"):
+			f.isErr = f.isErr || string(body[vs:ve]) == `"error"`
+		}
+	})
+	return f
 }
 
 // readJSON reads a non-streamed answer into pr.read and checks that it is one whole JSON

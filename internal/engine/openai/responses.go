@@ -46,19 +46,11 @@ func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.Pa
 		if pr.stream {
 			return res, upstream.StreamAnsweredJSON()
 		}
-		ms, me, us, ue := -1, -1, -1, -1
-		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
-			switch {
-			case jsontext.KeyIs(k, esc, "model"):
-				ms, me = vs, ve
-			case jsontext.KeyIs(k, esc, "usage"):
-				us, ue = vs, ve
-			}
-		})
-		if us >= 0 {
-			res.Usage, _ = responses.ParseUsage(body[us:ue])
+		f := scanAnswer(body)
+		if f.us >= 0 {
+			res.Usage, _ = responses.ParseUsage(body[f.us:f.ue])
 		}
-		if err := pr.rn.WriteJSON(out, body, ms, me); err != nil {
+		if err := pr.rn.WriteJSON(out, body, f.ms, f.me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
