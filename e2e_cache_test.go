@@ -375,6 +375,20 @@ models:
 	}
 }
 
+// cachedPair starts a gateway that serves the OpenAI-format engine vllm as "vllm" and the
+// Anthropic engine claude as "claude", both with the response cache on.
+func cachedPair(t *testing.T, vllm, claude *fake.Server) string {
+	t.Helper()
+	return startGateway(t, fmt.Sprintf(`
+engines:
+  vllm: {kind: openai, url: %q}
+  claude: {kind: anthropic, url: %q}
+models:
+  vllm: {engines: [vllm], cache: {enabled: true, ttl: 1m}}
+  claude: {engines: [claude], cache: {enabled: true, ttl: 1m}}
+`, vllm.URL, claude.URL))
+}
+
 // TestCacheRefusalNotStored checks that an answer an engine stopped for its content keeps that
 // reason in each client's format — content_filter for OpenAI clients, refusal for Anthropic's —
 // and is never stored: asked again, by any client, it goes to the engine again.
@@ -383,14 +397,7 @@ func TestCacheRefusalNotStored(t *testing.T) {
 	claude := fake.NewAnthropic(fake.Script{Text: "I cannot help", Stop: "refusal"})
 	t.Cleanup(vllm.Close)
 	t.Cleanup(claude.Close)
-	base := startGateway(t, fmt.Sprintf(`
-engines:
-  vllm: {kind: openai, url: %q}
-  claude: {kind: anthropic, url: %q}
-models:
-  vllm: {engines: [vllm], cache: {enabled: true, ttl: 1m}}
-  claude: {engines: [claude], cache: {enabled: true, ttl: 1m}}
-`, vllm.URL, claude.URL))
+	base := cachedPair(t, vllm, claude)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		model  string
@@ -437,14 +444,7 @@ func TestCacheFieldsOutsideTheKey(t *testing.T) {
 	claude := fake.NewAnthropic(fake.Script{Text: "Thought answer"})
 	t.Cleanup(vllm.Close)
 	t.Cleanup(claude.Close)
-	base := startGateway(t, fmt.Sprintf(`
-engines:
-  vllm: {kind: openai, url: %q}
-  claude: {kind: anthropic, url: %q}
-models:
-  vllm: {engines: [vllm], cache: {enabled: true, ttl: 1m}}
-  claude: {engines: [claude], cache: {enabled: true, ttl: 1m}}
-`, vllm.URL, claude.URL))
+	base := cachedPair(t, vllm, claude)
 	ctx := context.Background()
 	for i := range 2 {
 		var resp *http.Response

@@ -50,12 +50,7 @@ func codexGateway(t *testing.T) string {
 	claude := fake.NewAnthropic(fake.Script{Text: "Hello from the fake engine."})
 	t.Cleanup(vllm.Close)
 	t.Cleanup(claude.Close)
-	peer := startGateway(t, fmt.Sprintf(`
-engines:
-  vllm: {kind: openai, url: %q}
-models:
-  vllm: {engines: [vllm], upstream_model: meta-llama/Llama-3.1-8B-Instruct}
-`, vllm.URL))
+	peer := vllmPeer(t, vllm.URL)
 	return startGateway(t, fmt.Sprintf(`
 keys:
   - {name: codex, hash: %s}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/limit/redistest"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 	"github.com/redis/go-redis/v9"
@@ -59,16 +58,7 @@ func burnCPU(t *testing.T, limit time.Duration) {
 // counted), so the floor is 100 less those.
 func TestGatewayReplicasExactOnBusyMachine(t *testing.T) {
 	srv := redistest.Start(t)
-	t0 := time.Now()
-	frozen := layer0.WithClock(func() time.Time { return t0 })
-	bases := replicas(t, 3, srv, "on_error: allow", `
-keys:
-  - {name: a, hash: `+authHash("l0-busy")+`, limits: {requests_per_minute: 100}}
-engines:
-  sim: {kind: sim}
-models:
-  m: {engines: [sim]}
-`, frozen)
+	bases := exactReplicas(t, srv, "on_error: allow", "l0-busy")
 	burnCPU(t, time.Minute)
 	var ok, limited, unavailable atomic.Int64
 	var wg sync.WaitGroup

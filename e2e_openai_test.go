@@ -25,12 +25,7 @@ func crossGateway(t *testing.T) string {
 	claude := fake.NewAnthropic(fake.Script{Text: "Hello from the fake engine.", CachedTokens: 3})
 	t.Cleanup(vllm.Close)
 	t.Cleanup(claude.Close)
-	b := startGateway(t, fmt.Sprintf(`
-engines:
-  vllm: {kind: openai, url: %q}
-models:
-  vllm: {engines: [vllm], upstream_model: meta-llama/Llama-3.1-8B-Instruct}
-`, vllm.URL))
+	b := vllmPeer(t, vllm.URL)
 	return startGateway(t, fmt.Sprintf(`
 engines:
   sim: {kind: sim}
@@ -43,6 +38,18 @@ models:
   claude: {engines: [claude], upstream_model: claude-sonnet-4-5}
   chain: {engines: [peer], upstream_model: vllm}
 `, vllm.URL, claude.URL, b))
+}
+
+// vllmPeer starts a gateway that serves the OpenAI-format engine at url as "vllm", the far end
+// of a layer0 → layer0 chain.
+func vllmPeer(t *testing.T, url string) string {
+	t.Helper()
+	return startGateway(t, fmt.Sprintf(`
+engines:
+  vllm: {kind: openai, url: %q}
+models:
+  vllm: {engines: [vllm], upstream_model: meta-llama/Llama-3.1-8B-Instruct}
+`, url))
 }
 
 // turn is what one call returned, in either client's terms.

@@ -1,9 +1,7 @@
 package layer0_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,26 +24,29 @@ func replicas(t *testing.T, n int, srv *redistest.Server, store, rest string, op
 	return bases
 }
 
+// exactReplicas serves three gateways on srv with the store options store, their clocks frozen
+// (so a bucket does not refill), a key with secret limited to 100 requests a minute and the
+// sim as the model "m", and returns their base URLs.
+func exactReplicas(t *testing.T, srv *redistest.Server, store, secret string) []string {
+	t.Helper()
+	t0 := time.Now()
+	frozen := layer0.WithClock(func() time.Time { return t0 })
+	return replicas(t, 3, srv, store, `
+keys:
+  - {name: a, hash: `+authHash(secret)+`, limits: {requests_per_minute: 100}}
+engines:
+  sim: {kind: sim}
+models:
+  m: {engines: [sim]}
+`, frozen)
+}
+
 var scaleClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 
 // postMessage sends a one-token message with key and returns the status, the retry-after header
 // and the body.
 func postMessage(t testing.TB, base, key string) (int, string, string) {
-	body := []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`)
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := scaleClient.Do(req)
-	if err != nil {
-		return 0, "", err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	return postModel(t, base, key, "m")
 }
 
 // TestGatewayReplicasExactOnRedis: three gateways on one Redis, a key limited to 100 requests
@@ -54,16 +55,7 @@ func postMessage(t testing.TB, base, key string) (int, string, string) {
 // does not blur the count however slow the machine is.
 func TestGatewayReplicasExactOnRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	t0 := time.Now()
-	frozen := layer0.WithClock(func() time.Time { return t0 })
-	bases := replicas(t, 3, srv, "timeout: 5s", `
-keys:
-  - {name: a, hash: `+authHash("l0-scale")+`, limits: {requests_per_minute: 100}}
-engines:
-  sim: {kind: sim}
-models:
-  m: {engines: [sim]}
-`, frozen)
+	bases := exactReplicas(t, srv, "timeout: 5s", "l0-scale")
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
 	next := atomic.Int64{}

@@ -36,20 +36,12 @@ type EmbedCall struct {
 func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 	rec := &c.Record
 	req := c.Request
-	key := c.Key
-	if key == nil {
-		var err error
-		if key, err = p.Admit(c.Header); err != nil {
-			return err
-		}
+	key, err := p.caller(c.Key, c.Header, rec)
+	if err != nil {
+		return err
 	}
-	rec.Key = key.Name
-	name, ok := p.routes.Resolve(req.Model)
-	if !ok {
-		return notFound(req.Model)
-	}
-	rec.Model = name
-	if err := key.Allow(name); err != nil {
+	name, err := p.permit(key, req.Model, rec)
+	if err != nil {
 		return err
 	}
 	lease, err := p.limits.Admit(ctx, key.Name)

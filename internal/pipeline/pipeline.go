@@ -373,6 +373,33 @@ func (p *Pipeline) count(name string, req *llm.Request) (int, error) {
 	return p.tokens.CountRequest(req), nil
 }
 
+// caller returns the key a request is served for, recorded in rec: key when the server
+// authenticated the request already, else the one its header h presents (Admit).
+func (p *Pipeline) caller(key *auth.Key, h http.Header, rec *Record) (*auth.Key, error) {
+	if key == nil {
+		var err error
+		if key, err = p.Admit(h); err != nil {
+			return nil, err
+		}
+	}
+	rec.Key = key.Name
+	return key, nil
+}
+
+// permit resolves the model name a request asks for, recorded in rec, and checks that key may
+// use it: permissions are on the names clients send.
+func (p *Pipeline) permit(key *auth.Key, model string, rec *Record) (string, error) {
+	name, ok := p.routes.Resolve(model)
+	if !ok {
+		return "", notFound(model)
+	}
+	rec.Model = name
+	if err := key.Allow(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
 // Serve runs the call through the stages in order. It returns an *apierr.Error where the stage
 // could classify its failure; the server writes it in the client's format (as an HTTP error if
 // nothing was written yet, else inside the stream).
@@ -381,14 +408,10 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	req := c.Request
 
 	// L4 auth: who is calling (the server may have admitted the request already).
-	key := c.Key
-	if key == nil {
-		var err error
-		if key, err = p.Admit(c.Header); err != nil {
-			return err
-		}
+	key, err := p.caller(c.Key, c.Header, rec)
+	if err != nil {
+		return err
 	}
-	rec.Key = key.Name
 
 	// L2 size limits on the decoded request (body and headers are checked as they arrive).
 	if err := p.sizes.Check(req); err != nil {
@@ -397,19 +420,14 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 
 	// L5 the name asked for, and whether this key may use it. Permissions are on the names
 	// clients send, before any rate is spent.
-	name, ok := p.routes.Resolve(req.Model)
-	if !ok {
-		return notFound(req.Model)
-	}
-	rec.Model = name
-	if err := key.Allow(name); err != nil {
+	name, err := p.permit(key, req.Model, rec)
+	if err != nil {
 		return err
 	}
 
 	// L2 rate limits: the request and its concurrency slot before any token is counted (the
 	// tokenizer is the costly part of admission), then the input estimated in the model's
 	// tokenizer (settled below with the engine's own count).
-	var err error
 	if c.lease, err = p.limits.Admit(ctx, key.Name); err != nil {
 		rec.RateLimited = rateLimited(err)
 		return err

@@ -95,17 +95,25 @@ var (
 // falls back).
 func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
 	if p.Format == llm.FormatResponses {
-		return e.forwardResponses(ctx, p, w)
+		return e.forward(ctx, p, w, e.responses, false, (*prepared).copyResponses)
 	}
+	return e.forward(ctx, p, w, e.Path, true, (*prepared).copy)
+}
+
+// forward is the pass-through shared by both formats: it builds the engine's body from the
+// client's (prepareBody, with usage), posts it to path and copies the answer to w with cp,
+// the pooled buffers lent to it for the call.
+func (e *Engine) forward(ctx context.Context, p *engine.Pass, w engine.Writer, path string, usage bool,
+	cp func(*prepared, io.Reader, *upstream.Out) (engine.PassResult, error)) (engine.PassResult, error) {
 	var res engine.PassResult
 	buf := e.C.Buffer()
 	defer e.C.PutBuffer(buf)
-	pr, err := prepare(*buf, p)
+	pr, err := prepareBody(*buf, p, usage)
 	if err != nil {
 		return res, err
 	}
 	*buf = pr.body
-	resp, err := e.C.Do(ctx, &upstream.Request{Path: e.Path, Header: e.Header, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
+	resp, err := e.C.Do(ctx, &upstream.Request{Path: path, Header: e.Header, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
 	if err != nil {
 		return res, err
 	}
@@ -115,7 +123,7 @@ func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (
 	defer e.C.PutBuffer(rb)
 	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
 	pr.read = *rb
-	res, err = pr.copy(resp.Reader(), out)
+	res, err = cp(&pr, resp.Reader(), out)
 	*rb = pr.read
 	return res, resp.Err(err)
 }
@@ -179,34 +187,13 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 		return res, err
 	}
 	if !upstream.IsSSE(out.ContentType) {
-		body, err := upstream.ReadAll(pr.read[:0], r, maxJSONBody)
-		pr.read = body
+		body, err := pr.readJSON(r)
 		if err != nil {
 			return res, err
 		}
-		// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
-		// and the caller may fall back.
-		if !jsontext.ValidObject(body) {
-			return res, upstream.Malformed("incomplete or invalid JSON", "")
-		}
 		// One scan of the top level finds the model, the usage, the choices and an error.
-		ms, me, us, ue, cs, ce := -1, -1, -1, -1, -1, -1
-		isErr := false
-		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
-			switch {
-			case jsontext.KeyIs(k, esc, "model"):
-				ms, me = vs, ve
-			case jsontext.KeyIs(k, esc, "usage"):
-				us, ue = vs, ve
-			case jsontext.KeyIs(k, esc, "choices"):
-				cs, ce = vs, ve
-			case jsontext.KeyIs(k, esc, "error"):
-				isErr = isErr || !empty(body[vs:ve])
-			case jsontext.KeyIs(k, esc, "object"):
-				isErr = isErr || string(body[vs:ve]) == `"error"`
-			}
-		})
-		if isErr {
+		f := scanAnswer(body)
+		if f.isErr {
 			if ae := wire.StreamError(body); ae != nil {
 				// An error object with a 200: nothing was written, the caller may fall back.
 				return res, ae
@@ -217,16 +204,16 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 		}
 		// A 200 that is no completion ({}, an object without choices) or one that never says
 		// why it ended (cut short) is the engine's failure, not an answer.
-		if cs < 0 || body[cs] != '[' || empty(body[cs:ce]) {
+		if f.cs < 0 || body[f.cs] != '[' || empty(body[f.cs:f.ce]) {
 			return res, upstream.Malformed("an answer without choices", "")
 		}
-		if !hasFinish(body[cs:ce]) {
+		if !hasFinish(body[f.cs:f.ce]) {
 			return res, upstream.Malformed("an answer without a finish_reason", "")
 		}
-		if us >= 0 {
-			res.Usage, _ = wire.ParseUsage(body[us:ue])
+		if f.us >= 0 {
+			res.Usage, _ = wire.ParseUsage(body[f.us:f.ue])
 		}
-		if err := pr.rn.WriteJSON(out, body, ms, me); err != nil {
+		if err := pr.rn.WriteJSON(out, body, f.ms, f.me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
@@ -236,19 +223,13 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 	finished := false
 	for {
 		raw, name, data, rerr := er.Next()
-		switch {
-		case rerr == nil:
-		case errors.Is(rerr, sse.ErrNotSSE):
-			return res, upstream.Malformed("a stream that is not SSE", rerr.Error())
-		case errors.Is(rerr, sse.ErrEventTooLarge):
-			return res, upstream.Malformed("a stream event beyond the size limit", rerr.Error())
-		case !errors.Is(rerr, io.EOF):
-			return res, rerr
-		default: // io.EOF
+		if err := streamErr(rerr); err == io.EOF {
 			if len(bytes.TrimSpace(raw)) > 0 || !finished {
 				return res, errTruncated()
 			}
 			return res, out.Release() // the caller ends the response (engine.Forwarder)
+		} else if err != nil {
+			return res, err
 		}
 		if len(data) == 0 && len(name) == 0 {
 			// A comment (a keep-alive): passed on, without committing the attempt.
@@ -256,10 +237,8 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 				if _, err := out.Write(raw); err != nil {
 					return res, err
 				}
-				if !er.Buffered() {
-					if err := out.Flush(); err != nil {
-						return res, err
-					}
+				if err := flushIdle(er, out); err != nil {
+					return res, err
 				}
 			}
 			continue
@@ -303,12 +282,81 @@ func (pr *prepared) copy(r io.Reader, out *upstream.Out) (res engine.PassResult,
 				}
 			}
 		}
-		if !er.Buffered() {
-			if err := out.Flush(); err != nil {
-				return res, err
-			}
+		if err := flushIdle(er, out); err != nil {
+			return res, err
 		}
 	}
+}
+
+// answerFields are the places of a non-streamed answer's top-level fields, -1 where absent,
+// and whether it is an error object.
+type answerFields struct {
+	ms, me int // model
+	us, ue int // usage
+	cs, ce int // choices
+	isErr  bool
+}
+
+// scanAnswer finds, in one scan of a non-streamed answer's top level, its model, usage and
+// choices, and whether it holds an error.
+func scanAnswer(body []byte) answerFields {
+	f := answerFields{-1, -1, -1, -1, -1, -1, false}
+	_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
+		switch {
+		case jsontext.KeyIs(k, esc, "model"):
+			f.ms, f.me = vs, ve
+		case jsontext.KeyIs(k, esc, "usage"):
+			f.us, f.ue = vs, ve
+		case jsontext.KeyIs(k, esc, "choices"):
+			f.cs, f.ce = vs, ve
+		case jsontext.KeyIs(k, esc, "error"):
+			f.isErr = f.isErr || !empty(body[vs:ve])
+		case jsontext.KeyIs(k, esc, "object"):
+			f.isErr = f.isErr || string(body[vs:ve]) == `"error"`
+		}
+	})
+	return f
+}
+
+// readJSON reads a non-streamed answer into pr.read and checks that it is one whole JSON
+// object. Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
+// and the caller may fall back.
+func (pr *prepared) readJSON(r io.Reader) ([]byte, error) {
+	body, err := upstream.ReadAll(pr.read[:0], r, maxJSONBody)
+	pr.read = body
+	if err != nil {
+		return nil, err
+	}
+	if !jsontext.ValidObject(body) {
+		return nil, upstream.Malformed("incomplete or invalid JSON", "")
+	}
+	return body, nil
+}
+
+// streamErr is the attempt's error for err, a read of the engine's event stream: nil for
+// none, io.EOF for the stream's end, a malformed-answer error for a stream that is not SSE or
+// an event beyond the size limit, else err itself.
+func streamErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sse.ErrNotSSE):
+		return upstream.Malformed("a stream that is not SSE", err.Error())
+	case errors.Is(err, sse.ErrEventTooLarge):
+		return upstream.Malformed("a stream event beyond the size limit", err.Error())
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	}
+	return err
+}
+
+// flushIdle flushes out unless more of the engine's events are already buffered in er, so
+// that a burst reaches the client in one write and a lone event at once.
+func flushIdle(er *sse.Reader, out *upstream.Out) error {
+	if er.Buffered() {
+		return nil
+	}
+	return out.Flush()
 }
 
 // hasFinish reports whether a chunk holds a finish_reason that is a string (not null), whatever

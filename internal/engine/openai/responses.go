@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"context"
-	"errors"
 	"io"
 	"strings"
 
@@ -11,7 +9,6 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
-	wire "github.com/layer0ai/layer0/internal/wire/openai"
 	"github.com/layer0ai/layer0/internal/wire/responses"
 	"github.com/layer0ai/layer0/internal/wire/sse"
 )
@@ -35,31 +32,6 @@ func (e *Engine) Speaks(f llm.Format) bool {
 	return f == llm.FormatOpenAI || f == llm.FormatResponses && e.responses != ""
 }
 
-// forwardResponses is Forward for a Responses request.
-func (e *Engine) forwardResponses(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
-	var res engine.PassResult
-	buf := e.C.Buffer()
-	defer e.C.PutBuffer(buf)
-	pr, err := prepareBody(*buf, p, false)
-	if err != nil {
-		return res, err
-	}
-	*buf = pr.body
-	resp, err := e.C.Do(ctx, &upstream.Request{Path: e.responses, Header: e.Header, Body: pr.body, Stream: pr.stream, DecodeError: wire.DecodeError})
-	if err != nil {
-		return res, err
-	}
-	defer resp.Close()
-	held, rb := e.C.Buffer(), e.C.Buffer()
-	defer e.C.PutBuffer(held)
-	defer e.C.PutBuffer(rb)
-	out := &upstream.Out{W: w, ContentType: resp.ContentType, Held: *held}
-	pr.read = *rb
-	res, err = pr.copyResponses(resp.Reader(), out)
-	*rb = pr.read
-	return res, resp.Err(err)
-}
-
 // copyResponses copies a Responses answer to out: a response object, or its event stream.
 func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.PassResult, err error) {
 	defer func() { res.Bytes = out.N }()
@@ -67,30 +39,18 @@ func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.Pa
 		return res, err
 	}
 	if !upstream.IsSSE(out.ContentType) {
-		body, err := upstream.ReadAll(pr.read[:0], r, maxJSONBody)
-		pr.read = body
+		body, err := pr.readJSON(r)
 		if err != nil {
 			return res, err
-		}
-		if !jsontext.ValidObject(body) {
-			return res, upstream.Malformed("incomplete or invalid JSON", "")
 		}
 		if pr.stream {
 			return res, upstream.StreamAnsweredJSON()
 		}
-		ms, me, us, ue := -1, -1, -1, -1
-		_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
-			switch {
-			case jsontext.KeyIs(k, esc, "model"):
-				ms, me = vs, ve
-			case jsontext.KeyIs(k, esc, "usage"):
-				us, ue = vs, ve
-			}
-		})
-		if us >= 0 {
-			res.Usage, _ = responses.ParseUsage(body[us:ue])
+		f := scanAnswer(body)
+		if f.us >= 0 {
+			res.Usage, _ = responses.ParseUsage(body[f.us:f.ue])
 		}
-		if err := pr.rn.WriteJSON(out, body, ms, me); err != nil {
+		if err := pr.rn.WriteJSON(out, body, f.ms, f.me); err != nil {
 			return res, err
 		}
 		return res, out.Flush()
@@ -100,19 +60,13 @@ func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.Pa
 	finished := false
 	for {
 		raw, name, data, rerr := er.Next()
-		switch {
-		case rerr == nil:
-		case errors.Is(rerr, sse.ErrNotSSE):
-			return res, upstream.Malformed("a stream that is not SSE", rerr.Error())
-		case errors.Is(rerr, sse.ErrEventTooLarge):
-			return res, upstream.Malformed("a stream event beyond the size limit", rerr.Error())
-		case !errors.Is(rerr, io.EOF):
-			return res, rerr
-		default: // io.EOF
+		if err := streamErr(rerr); err == io.EOF {
 			if !finished {
 				return res, errTruncated()
 			}
 			return res, out.Release()
+		} else if err != nil {
+			return res, err
 		}
 		if len(data) == 0 && len(name) == 0 { // a comment
 			if out.Started() || !out.Hold(raw) {
@@ -149,10 +103,8 @@ func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.Pa
 				return res, err
 			}
 		}
-		if !er.Buffered() {
-			if err := out.Flush(); err != nil {
-				return res, err
-			}
+		if err := flushIdle(er, out); err != nil {
+			return res, err
 		}
 	}
 }

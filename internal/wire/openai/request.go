@@ -160,18 +160,10 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		}
 		r.MaxTokens = *cr.MaxTokens
 	}
-	if t := cr.Temperature; t != nil {
-		if !(*t >= 0 && *t <= llm.MaxTemperatureOpenAI) {
-			return nil, x, apierr.Invalid("temperature", "must be between 0 and %g, got %g", llm.MaxTemperatureOpenAI, *t)
-		}
-		r.Temperature = t
+	if err := sampling(cr.Temperature, cr.TopP); err != nil {
+		return nil, x, err
 	}
-	if p := cr.TopP; p != nil {
-		if *p < 0 || *p > 1 {
-			return nil, x, apierr.Invalid("top_p", "must be between 0 and 1, got %g", *p)
-		}
-		r.TopP = p
-	}
+	r.Temperature, r.TopP = cr.Temperature, cr.TopP
 	if k := cr.TopK; k != nil && *k != -1 { // vLLM spells "disabled" as -1
 		if err := tokenCount("top_k", *k, 0); err != nil {
 			return nil, x, err
@@ -363,11 +355,11 @@ func decodeTools(r *llm.Request, tools []chatTool) error {
 		if t.Type != "function" {
 			return apierr.Invalid(p+".type", "must be \"function\", got %q", t.Type)
 		}
-		if t.Function == nil || t.Function.Name == "" {
+		if t.Function == nil {
 			return apierr.Invalid(p+".function.name", "required")
 		}
-		if !llm.ValidToolName(t.Function.Name) {
-			return apierr.Invalid(p+".function.name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, t.Function.Name)
+		if err := functionName(p+".function.name", t.Function.Name); err != nil {
+			return err
 		}
 		for j := range r.Tools {
 			if r.Tools[j].Name == t.Function.Name {
@@ -395,16 +387,11 @@ func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error
 	if raw[0] == '"' {
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		switch s {
-		case "auto":
-			r.ToolChoice.Type = llm.ToolAuto
-		case "required":
-			r.ToolChoice.Type = llm.ToolAny
-		case "none":
-			r.ToolChoice.Type = llm.ToolNone
-		default:
+		t, ok := toolChoiceMode(s)
+		if !ok {
 			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
 		}
+		r.ToolChoice.Type = t
 		return nil
 	}
 	var obj struct {
@@ -431,6 +418,42 @@ func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error
 	}
 	r.ToolChoice.Type = llm.ToolNamed
 	r.ToolChoice.Name = obj.Function.Name
+	return nil
+}
+
+// toolChoiceMode returns the tool choice a tool_choice string names, false for any other.
+func toolChoiceMode(s string) (llm.ToolChoiceType, bool) {
+	switch s {
+	case "auto":
+		return llm.ToolAuto, true
+	case "required":
+		return llm.ToolAny, true
+	case "none":
+		return llm.ToolNone, true
+	}
+	return 0, false
+}
+
+// functionName checks a function tool's name, the field at p: given, and a valid tool name.
+func functionName(p, name string) error {
+	if name == "" {
+		return apierr.Invalid(p, "required")
+	}
+	if !llm.ValidToolName(name) {
+		return apierr.Invalid(p, "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, name)
+	}
+	return nil
+}
+
+// sampling checks temperature (0 to llm.MaxTemperatureOpenAI) and top_p (0 to 1), each nil
+// when not given.
+func sampling(t, p *float64) error {
+	if t != nil && !(*t >= 0 && *t <= llm.MaxTemperatureOpenAI) {
+		return apierr.Invalid("temperature", "must be between 0 and %g, got %g", llm.MaxTemperatureOpenAI, *t)
+	}
+	if p != nil && !(*p >= 0 && *p <= 1) {
+		return apierr.Invalid("top_p", "must be between 0 and 1, got %g", *p)
+	}
 	return nil
 }
 

@@ -36,3 +36,15 @@ func ImageURL(p, u string) (llm.Block, error) { return decodeImageURL(p, u) }
 
 // TokenCount checks an integer parameter against [lo, llm.MaxMaxTokens], naming field.
 func TokenCount(field string, v, lo int) error { return tokenCount(field, v, lo) }
+
+// Sampling checks temperature (0 to llm.MaxTemperatureOpenAI) and top_p (0 to 1), each nil when
+// not given.
+func Sampling(temperature, topP *float64) error { return sampling(temperature, topP) }
+
+// ToolChoiceMode returns the tool choice a tool_choice string names ("auto", "required" or
+// "none"), false for any other string.
+func ToolChoiceMode(s string) (llm.ToolChoiceType, bool) { return toolChoiceMode(s) }
+
+// FunctionName checks a function tool's name, the field at p: given, and of the characters and
+// length a tool name may have.
+func FunctionName(p, name string) error { return functionName(p, name) }

@@ -218,18 +218,11 @@ func decodeScalars(r *llm.Request, x *Extras, rr *request) error {
 		}
 		r.MaxTokens, x.MaxOutputTokens = *rr.MaxOutputTokens, *rr.MaxOutputTokens
 	}
-	if t := rr.Temperature; t != nil {
-		if !(*t >= 0 && *t <= llm.MaxTemperatureOpenAI) {
-			return apierr.Invalid("temperature", "must be between 0 and %g, got %g", llm.MaxTemperatureOpenAI, *t)
-		}
-		r.Temperature, x.Temperature = t, t
+	if err := openai.Sampling(rr.Temperature, rr.TopP); err != nil {
+		return err
 	}
-	if p := rr.TopP; p != nil {
-		if !(*p >= 0 && *p <= 1) {
-			return apierr.Invalid("top_p", "must be between 0 and 1, got %g", *p)
-		}
-		r.TopP, x.TopP = p, p
-	}
+	r.Temperature, x.Temperature = rr.Temperature, rr.Temperature
+	r.TopP, x.TopP = rr.TopP, rr.TopP
 	if rr.Stream != nil {
 		r.Stream = *rr.Stream
 	}
@@ -317,11 +310,8 @@ func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
 }
 
 func addFunction(r *llm.Request, p string, t *tool) error {
-	if t.Name == "" {
-		return apierr.Invalid(p+".name", "required")
-	}
-	if !llm.ValidToolName(t.Name) {
-		return apierr.Invalid(p+".name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, t.Name)
+	if err := openai.FunctionName(p+".name", t.Name); err != nil {
+		return err
 	}
 	for j := range r.Tools {
 		if r.Tools[j].Name == t.Name {
@@ -348,16 +338,11 @@ func decodeToolChoice(r *llm.Request, x *Extras, raw json.RawMessage) error {
 	if raw[0] == '"' {
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		switch s {
-		case "auto":
-			r.ToolChoice.Type = llm.ToolAuto
-		case "required":
-			r.ToolChoice.Type = llm.ToolAny
-		case "none":
-			r.ToolChoice.Type = llm.ToolNone
-		default:
+		t, ok := openai.ToolChoiceMode(s)
+		if !ok {
 			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or an object, got %q", s)
 		}
+		r.ToolChoice.Type = t
 		return nil
 	}
 	var obj struct {
