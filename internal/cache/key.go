@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"math"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // Key identifies an answer: the 128-bit XXH3 hash of the canonical encoding of everything in a
@@ -232,7 +232,7 @@ func appendJSON(b []byte, raw json.RawMessage) []byte {
 // decoded as U+FFFD, while the engine gets the raw JSON — has no canonical form: it equals only
 // itself.
 func canonicalJSON(raw []byte) ([]byte, bool) {
-	if !utf8.Valid(raw) || loneSurrogate(raw) {
+	if !utf8.Valid(raw) || jsontext.HasLoneSurrogate(raw) {
 		return nil, false
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -243,55 +243,4 @@ func canonicalJSON(raw []byte) ([]byte, bool) {
 	}
 	c, err := json.Marshal(v)
 	return c, err == nil
-}
-
-// loneSurrogate reports whether the JSON text raw has a \u escape of a UTF-16 surrogate that is
-// not a high surrogate followed by a low one.
-func loneSurrogate(raw []byte) bool {
-	for i := 0; i < len(raw); {
-		j := bytes.IndexByte(raw[i:], '\\')
-		if j < 0 || i+j+1 >= len(raw) {
-			return false
-		}
-		i += j
-		if raw[i+1] != 'u' {
-			i += 2 // \", \\, \n…: the escaped character starts no escape
-			continue
-		}
-		r, ok := hex4(raw[i+2:])
-		i += 6
-		if !ok || !utf16.IsSurrogate(r) {
-			continue
-		}
-		if r >= 0xDC00 || i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-			return true // a low surrogate first, or a high one not followed by an escape
-		}
-		if lo, ok := hex4(raw[i+2:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
-			return true
-		}
-		i += 6
-	}
-	return false
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

@@ -1,6 +1,7 @@
 package jsontext
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -461,12 +462,13 @@ func unescape(buf []byte, s string) []byte {
 }
 
 // hex4 decodes the four hex digits at s[i:], or returns -1.
-func hex4(s string, i int) rune {
-	if i+4 > len(s) {
+func hex4[T ~string | ~[]byte](s T, i int) rune {
+	if i < 0 || i+4 > len(s) {
 		return -1
 	}
 	var r rune
-	for _, c := range []byte(s[i : i+4]) {
+	for k := i; k < i+4; k++ {
+		c := s[k]
 		switch {
 		case c >= '0' && c <= '9':
 			c -= '0'
@@ -480,6 +482,36 @@ func hex4(s string, i int) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
+}
+
+// HasLoneSurrogate reports whether the JSON text raw has a \u escape of a UTF-16 surrogate that
+// is not a high surrogate followed by a low one: a value a decoder replaces with U+FFFD, so that
+// two different texts would read the same.
+func HasLoneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 || i+j+1 >= len(raw) {
+			return false
+		}
+		i += j
+		if raw[i+1] != 'u' {
+			i += 2 // \", \\, \n…: the escaped character starts no escape
+			continue
+		}
+		r := hex4(raw, i+2)
+		i += 6
+		if r < 0 || !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r >= 0xDC00 || i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return true // a low surrogate first, or a high one not followed by an escape
+		}
+		if lo := hex4(raw, i+2); lo < 0xDC00 || lo > 0xDFFF {
+			return true
+		}
+		i += 6
+	}
+	return false
 }
 
 // numberEnd checks the number at s[i] and returns the index after it, or the fault and its
