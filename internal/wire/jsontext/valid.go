@@ -1,7 +1,6 @@
 package jsontext
 
 import (
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -22,13 +21,18 @@ func ValidObject(b []byte) bool {
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	return Valid(b) && utf8.Valid(b)
+	return valid(unsafe.String(unsafe.SliceData(b), len(b)), true) // read only during the call
 }
 
 // Valid reports whether b is one complete JSON value with only whitespace around it. Nesting
 // deeper than 1024 levels is refused. It allocates nothing.
 func Valid(b []byte) bool {
-	s := unsafe.String(unsafe.SliceData(b), len(b)) // read only during the call
+	return valid(unsafe.String(unsafe.SliceData(b), len(b)), false) // read only during the call
+}
+
+// valid is Valid over s; with checkUTF8, the strings' bytes must be UTF-8 too (outside strings
+// only ASCII is JSON, so that covers the whole text in the same pass).
+func valid(s string, checkUTF8 bool) bool {
 	// stack holds one bit per open container: 1 for an object, 0 for an array.
 	var stack [maxDepth / 64]uint64
 	depth := 0
@@ -56,13 +60,13 @@ func Valid(b []byte) bool {
 				break
 			}
 			if c == '{' {
-				if i = validKey(s, i); i < 0 {
+				if i = validKey(s, i, checkUTF8); i < 0 {
 					return false
 				}
 			}
 			continue
 		case '"':
-			if i = validString(s, i); i < 0 {
+			if i = validString(s, i, checkUTF8); i < 0 {
 				return false
 			}
 		case 't':
@@ -96,7 +100,7 @@ func Valid(b []byte) bool {
 			case s[i] == ',':
 				i = skipWS(s, i+1)
 				if obj {
-					if i = validKey(s, i); i < 0 {
+					if i = validKey(s, i, checkUTF8); i < 0 {
 						return false
 					}
 				}
@@ -113,11 +117,11 @@ func Valid(b []byte) bool {
 }
 
 // validKey checks an object's key and its colon at s[i], returning where the value starts.
-func validKey(s string, i int) int {
+func validKey(s string, i int, checkUTF8 bool) int {
 	if i >= len(s) || s[i] != '"' {
 		return -1
 	}
-	if i = validString(s, i); i < 0 {
+	if i = validString(s, i, checkUTF8); i < 0 {
 		return -1
 	}
 	i = skipWS(s, i)
@@ -128,9 +132,9 @@ func validKey(s string, i int) int {
 }
 
 // validString checks the string at s[i] == '"' and returns the index after it, or -1. Bytes
-// that are not UTF-8 are let through, as encoding/json's Valid does.
-func validString(s string, i int) int {
-	end, _, f := stringEnd(s, i+1, false)
+// that are not UTF-8 are let through, as encoding/json's Valid does, unless checkUTF8.
+func validString(s string, i int, checkUTF8 bool) int {
+	end, _, f := stringEnd(s, i+1, checkUTF8)
 	if f != fNone {
 		return -1
 	}

@@ -1,9 +1,11 @@
 package jsontext
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var validCases = []string{
@@ -58,7 +60,27 @@ func FuzzValid(f *testing.F) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, json.Valid = %v", b, got, want)
 		}
+		// ValidObject checks UTF-8 in the same pass: as a second pass over the whole text would.
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		want := json.Valid(b) && utf8.Valid(b) && len(trimmed) > 0 && trimmed[0] == '{'
+		if got := ValidObject(b); got != want {
+			t.Fatalf("ValidObject(%q) = %v, want %v", b, got, want)
+		}
 	})
+}
+
+// BenchmarkValidObject is BenchmarkValid's answer checked as the pass-through checks it: whole
+// and UTF-8.
+func BenchmarkValidObject(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("The lighthouse keeper watched the sea. ", 40) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":300,"total_tokens":312}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !ValidObject(body) {
+			b.Fatal("invalid")
+		}
+	}
 }
 
 // BenchmarkValid checks a 1.6 KB non-streamed Chat Completions answer.
