@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -65,93 +64,6 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Responses configures the Responses API's stored responses (docs/responses.md).
 	Responses Responses `yaml:"responses"`
-}
-
-// The servers of cleartext HTTP/1.1 (Server.HTTP1).
-const (
-	HTTP1Lean    = "lean"
-	HTTP1NetHTTP = "net/http"
-)
-
-// Server configures the listener.
-type Server struct {
-	// Addr is the HOST:PORT to listen on. Default "127.0.0.1:8080"; the --addr flag overrides it.
-	Addr string `yaml:"addr"`
-	// MaxBodyBytes is the largest request body accepted, in bytes; larger gets 413.
-	// Default 33554432 (32 MiB).
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
-	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	// IdleTimeout closes keep-alive connections idle this long. Default 120s.
-	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// ShutdownTimeout is how long in-flight requests may run after a stop signal. Default 30s.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// ReadBodyTimeout bounds reading a whole request body, from the first body read; a body
-	// still arriving then gets 408 and the connection is closed. Default 30s.
-	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
-	// MinBodyRate is the slowest a request body may arrive, in bytes per second, after a grace
-	// of 5 seconds: a body that falls behind it gets 408 before ReadBodyTimeout. -1 disables the
-	// floor (ReadBodyTimeout still applies). Default 1024.
-	MinBodyRate int64 `yaml:"min_body_rate"`
-	// WriteTimeout bounds each write to a client: a whole answer that is not streamed, or each
-	// flush of a stream (a client that stops reading is disconnected after it; the time between
-	// two events of a stream is not bounded by it). Default 30s.
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// MaxConnections caps the open connections of the listener; one more is refused (a 503 on
-	// cleartext, closed on TLS), counted in layer0_connections_refused_total and logged.
-	// Default 10000, lowered to fit the process's file descriptor limit.
-	MaxConnections int `yaml:"max_connections"`
-	// NewConnectionTimeout closes a connection that has not sent its first request this long
-	// after it was accepted (an HTTP/1.1 connection without a request head, an h2c one that sent
-	// only its preface and SETTINGS, a TLS one that did not finish its handshake and request).
-	// Default 5s.
-	NewConnectionTimeout time.Duration `yaml:"new_connection_timeout"`
-	// MaxNewConnections caps the connections that have not sent their first request yet, a
-	// share of MaxConnections they cannot exceed, so that idle strangers never take the slots of
-	// clients that send requests (health checks included); one more is refused as at
-	// MaxConnections. Default half of MaxConnections.
-	MaxNewConnections int `yaml:"max_new_connections"`
-	// MaxNewConnectionsPerSource caps those connections per client IP address; -1 turns the cap
-	// off (for a trusted proxy in front, whose address every connection has). Default 256.
-	MaxNewConnectionsPerSource int `yaml:"max_new_connections_per_source"`
-	// MaxQUICHandshakes caps the HTTP/3 (QUIC) handshakes in progress at once, a bound of
-	// their own that never takes TCP's MaxConnections; beyond half of it, new QUIC clients must
-	// prove their address first (a Retry). Default 256.
-	MaxQUICHandshakes int `yaml:"max_quic_handshakes"`
-	// AllowedHosts are host names (without port) the Host header may carry beside the
-	// listener's own, on a loopback listener and on the admin listener, which answer any other
-	// Host with 403 (DNS rebinding: a web page whose name resolves to 127.0.0.1). Their own are
-	// localhost and any IP address (an address cannot be rebound). A reload applies it. Default
-	// none.
-	AllowedHosts []string `yaml:"allowed_hosts"`
-	// MaxBodyBytesInFlight is the budget of memory held by request bodies being read or served
-	// at once, in bytes; a body that would exceed it gets 503 with retry-after. Default
-	// 536870912 (512 MiB).
-	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
-	// AdminAddr, when set, is a second HOST:PORT serving the operator's endpoints (/metrics,
-	// /metrics/engines/NAME, /healthz, /readyz, /config, /debug/pprof/, /debug/requests); /metrics
-	// is then not served on Addr, so key names in its labels are not public. It has no auth: a
-	// ":PORT" without a host listens on 127.0.0.1. Default "" (no admin listener; metrics on Addr).
-	AdminAddr string `yaml:"admin_addr"`
-	// TLS, when its files are set, serves HTTPS (ALPN anthropic-v3, h2, http/1.1) instead of
-	// cleartext HTTP/1.1 + h2c. Default: off.
-	TLS TLS `yaml:"tls"`
-	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: "net/http" (Go's) or "lean"
-	// (layer0's own: less work per request, stricter parsing). TLS, HTTP/2 and h2c are served
-	// by Go's either way. Default "net/http".
-	HTTP1 string `yaml:"http1"`
-	// HTTP3 also serves HTTP/3 (QUIC) over UDP on the same port, advertised to TLS clients with
-	// Alt-Svc. Only with TLS. Default false.
-	HTTP3 bool `yaml:"http3"`
-}
-
-// TLS names the certificate and key files (PEM). Both or neither. They are re-read when they
-// change, without a restart.
-type TLS struct {
-	// CertFile is the certificate chain, PEM.
-	CertFile string `yaml:"cert_file"`
-	// KeyFile is the private key, PEM.
-	KeyFile string `yaml:"key_file"`
 }
 
 // Engine kinds.
@@ -204,56 +116,6 @@ type Timeouts struct {
 	Idle time.Duration `yaml:"idle"`
 	// Total bounds the whole call. Default 10m.
 	Total time.Duration `yaml:"total"`
-}
-
-// Sim configures the embedded simulated engine. Its zero delays make it as fast as possible
-// (the default, for tests and benchmarks); Preset "realistic" sets demo timings.
-type Sim struct {
-	// Preset fills unset timings: "fast" (all zero, the default) or "realistic"
-	// (ttft 150ms, prefill_per_token 50µs, inter_token_latency 20ms).
-	Preset string `yaml:"preset"`
-	// TTFT is the fixed delay before the first token. Default 0.
-	TTFT time.Duration `yaml:"ttft"`
-	// PrefillPerToken is added to TTFT for each prompt token not found in the KV cache. Default 0.
-	PrefillPerToken time.Duration `yaml:"prefill_per_token"`
-	// InterTokenLatency is the delay between output tokens. Default 0.
-	InterTokenLatency time.Duration `yaml:"inter_token_latency"`
-	// MaxConcurrency is how many sequences generate at once. Default 256.
-	MaxConcurrency int `yaml:"max_concurrency"`
-	// MaxQueue is how many requests may wait for a slot; beyond it, 529 overloaded_error.
-	// Default 1024.
-	MaxQueue int `yaml:"max_queue"`
-	// KVCacheTokens is the prefix KV cache's capacity in tokens. Default 262144.
-	KVCacheTokens int `yaml:"kv_cache_tokens"`
-	// BlockTokens is the KV cache block size in tokens. Default 16.
-	BlockTokens int `yaml:"block_tokens"`
-	// Mode is "lorem" (deterministic readable pseudo-text seeded by the prompt, the default) or
-	// "echo" (repeats the last user message).
-	Mode string `yaml:"mode"`
-	// ContextWindow is the model's context size in tokens. Default 200000.
-	ContextWindow int `yaml:"context_window"`
-	// KVEvents, when set, is the ZeroMQ endpoint ("tcp://127.0.0.1:5557"; port 0 picks a free
-	// one) on which the simulator publishes its KV-cache events as vLLM does (BlockStored,
-	// BlockRemoved, AllBlocksCleared), for the prefix index's precise mode. Default "" (none).
-	KVEvents string `yaml:"kv_events"`
-	// Fail injects failures, for tests.
-	Fail SimFail `yaml:"fail"`
-}
-
-// SimFail injects failures into the simulator. The zero value injects none.
-type SimFail struct {
-	// Status, when non-zero, answers every request with this HTTP status (429, 500, 529, …)
-	// before any token.
-	Status int `yaml:"status"`
-	// Message is the error message for Status or AfterTokens. Default "simulated failure".
-	Message string `yaml:"message"`
-	// AfterTokens, when positive, fails inside the stream after this many output tokens.
-	AfterTokens int `yaml:"after_tokens"`
-	// Hang, when true, never produces a token (until the client gives up).
-	Hang bool `yaml:"hang"`
-	// FirstRequests, when positive, limits Status, AfterTokens and Hang to the first this many
-	// requests the engine receives; later ones succeed. Default 0: every request fails.
-	FirstRequests int `yaml:"first_requests"`
 }
 
 // Model is a model id clients may ask for.
@@ -318,64 +180,6 @@ type Auth struct {
 	// refused, as a file emptied or cut short while being written would otherwise do it.
 	AllowNone bool `yaml:"allow_none"`
 }
-
-// Log configures logging.
-type Log struct {
-	// Level is debug, info, warn or error. Default info.
-	Level string `yaml:"level"`
-	// Access enables the access log, one record per request. Default true.
-	Access *bool `yaml:"access"`
-	// AccessLog says where the access log goes and how it is written.
-	AccessLog AccessLog `yaml:"access_log"`
-}
-
-// Access log formats.
-const (
-	AccessJSON = "json"
-	AccessText = "text"
-)
-
-// AccessLog says where the access log goes and how it is written.
-type AccessLog struct {
-	// Path is the file the records are appended to, reopened on SIGUSR1 (for logrotate).
-	// Default "" (stderr).
-	Path string `yaml:"path"`
-	// Format is json (one JSON object a line) or text (key=value pairs). Default json.
-	Format string `yaml:"format"`
-	// Scrapes logs the operator's requests too: /healthz, /readyz and /metrics. Default false.
-	Scrapes bool `yaml:"scrapes"`
-}
-
-// Debug configures the decision traces: what each stage decided for the last requests.
-type Debug struct {
-	// Requests is how many of the last requests keep their trace, looked up on the admin
-	// listener at /debug/requests. 0 keeps none. Read at start; a reload does not resize it.
-	// Default 0 in a file, DefaultDebugRequests in the embedded default; at most MaxDebugRequests.
-	Requests int `yaml:"requests"`
-}
-
-// DefaultDebugRequests is debug.requests of the embedded default (no file): on loopback without
-// keys, traces simply work, for `layer0 debug` and the playground. A file keeps none unless it
-// says so.
-const DefaultDebugRequests = 100
-
-// MaxDebugRequests bounds debug.requests (a trace is about 1 KiB).
-const MaxDebugRequests = 1 << 20
-
-// Defaults of the listener's protections (docs/operations.md lists them all).
-const (
-	DefaultReadBodyTimeout      = 30 * time.Second
-	DefaultMinBodyRate          = 1024
-	DefaultWriteTimeout         = 30 * time.Second
-	DefaultMaxConnections       = 10000
-	DefaultMaxBodyBytesInFlight = 512 << 20
-	// DefaultNewConnectionTimeout is server.new_connection_timeout's default.
-	DefaultNewConnectionTimeout = 5 * time.Second
-	// DefaultMaxNewConnectionsPerSource is server.max_new_connections_per_source's default.
-	DefaultMaxNewConnectionsPerSource = 256
-	// DefaultMaxQUICHandshakes is server.max_quic_handshakes's default.
-	DefaultMaxQUICHandshakes = 256
-)
 
 // Default returns the embedded default configuration: the sim engine as model "sim".
 func Default() *Config {
@@ -675,43 +479,6 @@ func (e *Engine) setDefaults() {
 	}
 }
 
-// SetDefaults fills the simulator's unset fields with their defaults (each field's comment
-// names it); the "realistic" preset fills the delays left at zero.
-func (s *Sim) SetDefaults() {
-	if s.Preset == "realistic" {
-		if s.TTFT == 0 {
-			s.TTFT = 150 * time.Millisecond
-		}
-		if s.PrefillPerToken == 0 {
-			s.PrefillPerToken = 50 * time.Microsecond
-		}
-		if s.InterTokenLatency == 0 {
-			s.InterTokenLatency = 20 * time.Millisecond
-		}
-	}
-	if s.MaxConcurrency == 0 {
-		s.MaxConcurrency = 256
-	}
-	if s.MaxQueue == 0 {
-		s.MaxQueue = 1024
-	}
-	if s.KVCacheTokens == 0 {
-		s.KVCacheTokens = 262144
-	}
-	if s.BlockTokens == 0 {
-		s.BlockTokens = 16
-	}
-	if s.Mode == "" {
-		s.Mode = "lorem"
-	}
-	if s.ContextWindow == 0 {
-		s.ContextWindow = 200000
-	}
-	if s.Fail.Message == "" {
-		s.Fail.Message = "simulated failure"
-	}
-}
-
 // Errors lists every problem found in a configuration, each prefixed with its path.
 type Errors struct {
 	List []string
@@ -868,68 +635,6 @@ func (c *Config) Validate(kinds ...string) error {
 	return errs
 }
 
-// Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for
-// an engine built outside a Config, and returns an *Errors naming each field under "sim", or
-// nil.
-func (s *Sim) Validate() error {
-	errs := &Errors{}
-	s.validate("sim", errs)
-	if len(errs.List) == 0 {
-		return nil
-	}
-	return errs
-}
-
-func (s *Sim) validate(p string, errs *Errors) {
-	switch s.Preset {
-	case "", "fast", "realistic":
-	default:
-		errs.add(p+".preset", "unknown preset %q (want fast or realistic)", s.Preset)
-	}
-	switch s.Mode {
-	case "lorem", "echo":
-	default:
-		errs.add(p+".mode", "unknown mode %q (want lorem or echo)", s.Mode)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"ttft", s.TTFT}, {"prefill_per_token", s.PrefillPerToken}, {"inter_token_latency", s.InterTokenLatency}} {
-		if d.v < 0 {
-			errs.add(p+"."+d.name, "must not be negative")
-		}
-	}
-	if s.MaxConcurrency < 0 {
-		errs.add(p+".max_concurrency", "must be positive")
-	}
-	if s.MaxQueue < 0 {
-		errs.add(p+".max_queue", "must not be negative")
-	}
-	if s.KVCacheTokens < 0 {
-		errs.add(p+".kv_cache_tokens", "must not be negative")
-	}
-	if s.BlockTokens < 1 {
-		errs.add(p+".block_tokens", "must be positive")
-	}
-	if s.ContextWindow < 0 {
-		errs.add(p+".context_window", "must not be negative")
-	}
-	if s.KVEvents != "" {
-		if err := CheckZMQEndpoint(s.KVEvents); err != nil {
-			errs.add(p+".kv_events", "%v", err)
-		}
-	}
-	if s.Fail.AfterTokens < 0 {
-		errs.add(p+".fail.after_tokens", "must not be negative")
-	}
-	if s.Fail.FirstRequests < 0 {
-		errs.add(p+".fail.first_requests", "must not be negative")
-	}
-	if f := s.Fail.Status; f != 0 && (f < 400 || f > 599) {
-		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
-	}
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -960,52 +665,4 @@ func checkURL(s string) string {
 		}
 	}
 	return ""
-}
-
-// RedactUserinfo returns s with the userinfo of every URL in it (the "user:password@" after a
-// scheme's "://") replaced by "xxxxx@", so that a message quoting an engine's URL never shows its
-// credentials. It works on text, not on parsed URLs, so it also covers URLs too malformed to
-// parse and URLs inside longer messages.
-func RedactUserinfo(s string) string {
-	var b strings.Builder
-	rest := s
-	for {
-		i := strings.Index(rest, "://")
-		if i < 0 {
-			break
-		}
-		start := i + len("://")
-		// userinfo is what comes before the last '@' up to the end of the URL (a quote, a space
-		// or the end of s). The '@' is looked for past the authority too: a password with a '/',
-		// '?' or '#' in it breaks a URL's syntax but is still a password.
-		end := start + strings.IndexFunc(rest[start:], func(r rune) bool {
-			return r == '"' || r == '\'' || r == '`' || r == '\\' || r == '<' || r == '>' || unicode.IsSpace(r)
-		})
-		if end < start {
-			end = len(rest)
-		}
-		at := strings.LastIndexByte(rest[start:end], '@')
-		if at >= 0 {
-			// A password may hold a space or a quote too: with userinfo present, it runs to the
-			// last '@' before the next URL.
-			next := len(rest)
-			if j := strings.Index(rest[end:], "://"); j >= 0 {
-				next = end + j
-			}
-			at = strings.LastIndexByte(rest[start:next], '@')
-		}
-		if at < 0 {
-			b.WriteString(rest[:end])
-			rest = rest[end:]
-			continue
-		}
-		b.WriteString(rest[:start])
-		b.WriteString("xxxxx")
-		rest = rest[start+at:]
-	}
-	if b.Len() == 0 {
-		return s
-	}
-	b.WriteString(rest)
-	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -82,3 +83,51 @@ func unescapedAt(s string) bool {
 
 // unescapedAtMsg says what is wrong with a URL for which unescapedAt holds.
 const unescapedAtMsg = "the password must be percent-encoded ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23)"
+
+// RedactUserinfo returns s with the userinfo of every URL in it (the "user:password@" after a
+// scheme's "://") replaced by "xxxxx@", so that a message quoting an engine's URL never shows its
+// credentials. It works on text, not on parsed URLs, so it also covers URLs too malformed to
+// parse and URLs inside longer messages.
+func RedactUserinfo(s string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		start := i + len("://")
+		// userinfo is what comes before the last '@' up to the end of the URL (a quote, a space
+		// or the end of s). The '@' is looked for past the authority too: a password with a '/',
+		// '?' or '#' in it breaks a URL's syntax but is still a password.
+		end := start + strings.IndexFunc(rest[start:], func(r rune) bool {
+			return r == '"' || r == '\'' || r == '`' || r == '\\' || r == '<' || r == '>' || unicode.IsSpace(r)
+		})
+		if end < start {
+			end = len(rest)
+		}
+		at := strings.LastIndexByte(rest[start:end], '@')
+		if at >= 0 {
+			// A password may hold a space or a quote too: with userinfo present, it runs to the
+			// last '@' before the next URL.
+			next := len(rest)
+			if j := strings.Index(rest[end:], "://"); j >= 0 {
+				next = end + j
+			}
+			at = strings.LastIndexByte(rest[start:next], '@')
+		}
+		if at < 0 {
+			b.WriteString(rest[:end])
+			rest = rest[end:]
+			continue
+		}
+		b.WriteString(rest[:start])
+		b.WriteString("xxxxx")
+		rest = rest[start+at:]
+	}
+	if b.Len() == 0 {
+		return s
+	}
+	b.WriteString(rest)
+	return b.String()
+}

@@ -43,6 +43,47 @@ func (l *Limiter) Header(name string, h http.Header) {
 	}
 }
 
+// Header sets the rate-limit headers for the lease's key on h (see Limiter.Header).
+func (ls *Lease) Header(h http.Header) {
+	if ls.l == nil {
+		return
+	}
+	now := ls.l.now()
+	if ls.l.redis != nil {
+		// From the state this request's own operations saw, with the tokens it owes: no round
+		// trip. A cell none of them touched (no input counted) is read.
+		all := ls.slots()
+		var sts [6]Status
+		var found [6]bool
+		complete := true
+		for i, s := range all {
+			if s.cell == nil {
+				continue
+			}
+			if ls.known&(1<<i) == 0 {
+				complete = false
+				break
+			}
+			tat, n := ls.seen[i], now.UnixNano()
+			switch {
+			case i == 2 || i == 3:
+				tat = gcraAdd(tat, n, s.rate, ls.owedIn)
+			case i >= 4:
+				tat = gcraAdd(tat, n, s.rate, ls.owedOut)
+			}
+			sts[i], found[i] = status(tat, n, s.rate), true
+		}
+		if complete {
+			writeHeader(now, sts, found, h, false)
+			return
+		}
+	}
+	if ls.owedIn != 0 || ls.owedOut != 0 {
+		_ = ls.flush() // the headers describe the state with this request's tokens
+	}
+	ls.l.header(context.Background(), ls.key, now, h, false)
+}
+
 // header sets the headers of key's state on h; outTokens makes OpenAI's tokens headers describe
 // output tokens even where input tokens are limited (a refusal by the output-token limit).
 func (l *Limiter) header(ctx context.Context, key *scope, now time.Time, h http.Header, outTokens bool) {

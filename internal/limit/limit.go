@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -513,43 +512,6 @@ func (s *scope) reserve(ctx context.Context, now time.Time, input int64) (step, 
 	return stepIn, nil
 }
 
-// concRefused refuses a request because n requests of the scope are in flight.
-func (s *scope) concRefused(n int64) *apierr.Error {
-	return s.refuse(fmt.Sprintf("%d concurrent requests", s.conc.max), fmt.Sprintf("%d requests are in flight", n),
-		time.Second)
-}
-
-// rateRefused refuses a request because the cell r, of dimension what, whose TAT is tat, has not
-// one unit left.
-func (s *scope) rateRefused(r *rateSlot, what string, now time.Time, tat int64) *apierr.Error {
-	_, _, wait := gcraTake(tat, now.UnixNano(), r.rate, 1)
-	if r == &s.out {
-		return s.outRefused(wait)
-	}
-	return s.refuse(fmt.Sprintf("%d %s per minute", r.rate.Limit, what), "", wait)
-}
-
-// errOutputSpent is the cause of a refusal by the output-token limit: the 429's OpenAI tokens
-// headers then describe output tokens, the limit that refused, not input tokens.
-var errOutputSpent = errors.New("limit: output tokens spent")
-
-// outRefused refuses a request because the scope's output tokens are spent, to be retried after
-// retry.
-func (s *scope) outRefused(retry time.Duration) *apierr.Error {
-	e := s.refuse(fmt.Sprintf("%d output tokens per minute", s.out.rate.Limit), "", retry)
-	e.Cause = errOutputSpent
-	return e
-}
-
-// inRefused refuses a request's input tokens, to be retried after retry (never, when negative).
-func (s *scope) inRefused(input int64, retry time.Duration) *apierr.Error {
-	what := fmt.Sprintf("%d input tokens per minute", s.in.rate.Limit)
-	if retry < 0 {
-		return s.tooBig(input, what)
-	}
-	return s.refuse(what, fmt.Sprintf("this request needs about %d", input), retry)
-}
-
 // undo reverses what a refused request took: in each scope, the admission steps up to done[i]
 // (the request, the concurrency slot) and the input tokens where in[i]. Errors are ignored: the
 // request is being refused anyway, and a store that cannot refund leaves the limit stricter,
@@ -604,59 +566,6 @@ func (l *Limiter) release(ctx context.Context, gauges []Gauge) error {
 		}
 	}
 	return first
-}
-
-// whose names the scope in a client message.
-func (s *scope) whose() string {
-	if s.global {
-		return "the server's limit (shared by all keys)"
-	}
-	return "this API key's limit"
-}
-
-func (s *scope) refuse(limit, detail string, retry time.Duration) *apierr.Error {
-	retry = max(retry, time.Millisecond)
-	msg := "rate limit exceeded: " + s.whose() + " of " + limit + " is reached"
-	if detail != "" {
-		msg += " (" + detail + ")"
-	}
-	msg += "; retry after " + roundUp(retry).String()
-	counts := apierr.LimitRequests // the limit's own words say what it counts
-	const tpm = "tokens per minute"
-	if len(limit) >= len(tpm) && limit[len(limit)-len(tpm):] == tpm {
-		counts = apierr.LimitTokens
-	}
-	return &apierr.Error{Kind: apierr.RateLimit, Message: msg, Code: "RATE_LIMITED", RetryAfter: retry,
-		Limit: counts, Header: http.Header{}}
-}
-
-// tooBig refuses a request that can never fit: retrying will not help, and x-should-retry says so
-// to the official SDKs.
-func (s *scope) tooBig(input int64, limit string) *apierr.Error {
-	msg := fmt.Sprintf("rate limit exceeded: this request has about %d input tokens, more than %s of %s",
-		input, s.whose(), limit)
-	return &apierr.Error{Kind: apierr.RateLimit, Message: msg, Code: "RATE_LIMITED", Limit: apierr.LimitTokens,
-		Header: http.Header{"X-Should-Retry": {"false"}}}
-}
-
-// storeError answers a request the store could not count: 503, to be retried after a second
-// (a shared store that is down is probed every 100ms and used again as soon as it answers).
-func storeError(err error) *apierr.Error {
-	return &apierr.Error{Kind: apierr.Unavailable, Message: "rate limiter unavailable", RetryAfter: time.Second,
-		Cause: fmt.Errorf("limit: store: %w", err)}
-}
-
-// roundUp rounds a wait up to a whole second when it is longer than one, up to a millisecond
-// otherwise: a client told to wait must not come back early.
-func roundUp(d time.Duration) time.Duration {
-	unit := time.Millisecond
-	if d > time.Second {
-		unit = time.Second
-	}
-	if r := d % unit; r != 0 {
-		d += unit - r
-	}
-	return d
 }
 
 // CountsInput reports whether Reserve takes input tokens: an input-token limit applies to the
@@ -757,45 +666,4 @@ func (ls *Lease) Release() error {
 		}
 	}
 	return cmp.Or(ls.l.add(ctx, now, ops), ls.l.release(ctx, gauges[:n]))
-}
-
-// Header sets the rate-limit headers for the lease's key on h (see Limiter.Header).
-func (ls *Lease) Header(h http.Header) {
-	if ls.l == nil {
-		return
-	}
-	now := ls.l.now()
-	if ls.l.redis != nil {
-		// From the state this request's own operations saw, with the tokens it owes: no round
-		// trip. A cell none of them touched (no input counted) is read.
-		all := ls.slots()
-		var sts [6]Status
-		var found [6]bool
-		complete := true
-		for i, s := range all {
-			if s.cell == nil {
-				continue
-			}
-			if ls.known&(1<<i) == 0 {
-				complete = false
-				break
-			}
-			tat, n := ls.seen[i], now.UnixNano()
-			switch {
-			case i == 2 || i == 3:
-				tat = gcraAdd(tat, n, s.rate, ls.owedIn)
-			case i >= 4:
-				tat = gcraAdd(tat, n, s.rate, ls.owedOut)
-			}
-			sts[i], found[i] = status(tat, n, s.rate), true
-		}
-		if complete {
-			writeHeader(now, sts, found, h, false)
-			return
-		}
-	}
-	if ls.owedIn != 0 || ls.owedOut != 0 {
-		_ = ls.flush() // the headers describe the state with this request's tokens
-	}
-	ls.l.header(context.Background(), ls.key, now, h, false)
 }

@@ -1,0 +1,152 @@
+package config
+
+import "time"
+
+// Sim configures the embedded simulated engine. Its zero delays make it as fast as possible
+// (the default, for tests and benchmarks); Preset "realistic" sets demo timings.
+type Sim struct {
+	// Preset fills unset timings: "fast" (all zero, the default) or "realistic"
+	// (ttft 150ms, prefill_per_token 50µs, inter_token_latency 20ms).
+	Preset string `yaml:"preset"`
+	// TTFT is the fixed delay before the first token. Default 0.
+	TTFT time.Duration `yaml:"ttft"`
+	// PrefillPerToken is added to TTFT for each prompt token not found in the KV cache. Default 0.
+	PrefillPerToken time.Duration `yaml:"prefill_per_token"`
+	// InterTokenLatency is the delay between output tokens. Default 0.
+	InterTokenLatency time.Duration `yaml:"inter_token_latency"`
+	// MaxConcurrency is how many sequences generate at once. Default 256.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxQueue is how many requests may wait for a slot; beyond it, 529 overloaded_error.
+	// Default 1024.
+	MaxQueue int `yaml:"max_queue"`
+	// KVCacheTokens is the prefix KV cache's capacity in tokens. Default 262144.
+	KVCacheTokens int `yaml:"kv_cache_tokens"`
+	// BlockTokens is the KV cache block size in tokens. Default 16.
+	BlockTokens int `yaml:"block_tokens"`
+	// Mode is "lorem" (deterministic readable pseudo-text seeded by the prompt, the default) or
+	// "echo" (repeats the last user message).
+	Mode string `yaml:"mode"`
+	// ContextWindow is the model's context size in tokens. Default 200000.
+	ContextWindow int `yaml:"context_window"`
+	// KVEvents, when set, is the ZeroMQ endpoint ("tcp://127.0.0.1:5557"; port 0 picks a free
+	// one) on which the simulator publishes its KV-cache events as vLLM does (BlockStored,
+	// BlockRemoved, AllBlocksCleared), for the prefix index's precise mode. Default "" (none).
+	KVEvents string `yaml:"kv_events"`
+	// Fail injects failures, for tests.
+	Fail SimFail `yaml:"fail"`
+}
+
+// SimFail injects failures into the simulator. The zero value injects none.
+type SimFail struct {
+	// Status, when non-zero, answers every request with this HTTP status (429, 500, 529, …)
+	// before any token.
+	Status int `yaml:"status"`
+	// Message is the error message for Status or AfterTokens. Default "simulated failure".
+	Message string `yaml:"message"`
+	// AfterTokens, when positive, fails inside the stream after this many output tokens.
+	AfterTokens int `yaml:"after_tokens"`
+	// Hang, when true, never produces a token (until the client gives up).
+	Hang bool `yaml:"hang"`
+	// FirstRequests, when positive, limits Status, AfterTokens and Hang to the first this many
+	// requests the engine receives; later ones succeed. Default 0: every request fails.
+	FirstRequests int `yaml:"first_requests"`
+}
+
+// SetDefaults fills the simulator's unset fields with their defaults (each field's comment
+// names it); the "realistic" preset fills the delays left at zero.
+func (s *Sim) SetDefaults() {
+	if s.Preset == "realistic" {
+		if s.TTFT == 0 {
+			s.TTFT = 150 * time.Millisecond
+		}
+		if s.PrefillPerToken == 0 {
+			s.PrefillPerToken = 50 * time.Microsecond
+		}
+		if s.InterTokenLatency == 0 {
+			s.InterTokenLatency = 20 * time.Millisecond
+		}
+	}
+	if s.MaxConcurrency == 0 {
+		s.MaxConcurrency = 256
+	}
+	if s.MaxQueue == 0 {
+		s.MaxQueue = 1024
+	}
+	if s.KVCacheTokens == 0 {
+		s.KVCacheTokens = 262144
+	}
+	if s.BlockTokens == 0 {
+		s.BlockTokens = 16
+	}
+	if s.Mode == "" {
+		s.Mode = "lorem"
+	}
+	if s.ContextWindow == 0 {
+		s.ContextWindow = 200000
+	}
+	if s.Fail.Message == "" {
+		s.Fail.Message = "simulated failure"
+	}
+}
+
+// Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for
+// an engine built outside a Config, and returns an *Errors naming each field under "sim", or
+// nil.
+func (s *Sim) Validate() error {
+	errs := &Errors{}
+	s.validate("sim", errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (s *Sim) validate(p string, errs *Errors) {
+	switch s.Preset {
+	case "", "fast", "realistic":
+	default:
+		errs.add(p+".preset", "unknown preset %q (want fast or realistic)", s.Preset)
+	}
+	switch s.Mode {
+	case "lorem", "echo":
+	default:
+		errs.add(p+".mode", "unknown mode %q (want lorem or echo)", s.Mode)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttft", s.TTFT}, {"prefill_per_token", s.PrefillPerToken}, {"inter_token_latency", s.InterTokenLatency}} {
+		if d.v < 0 {
+			errs.add(p+"."+d.name, "must not be negative")
+		}
+	}
+	if s.MaxConcurrency < 0 {
+		errs.add(p+".max_concurrency", "must be positive")
+	}
+	if s.MaxQueue < 0 {
+		errs.add(p+".max_queue", "must not be negative")
+	}
+	if s.KVCacheTokens < 0 {
+		errs.add(p+".kv_cache_tokens", "must not be negative")
+	}
+	if s.BlockTokens < 1 {
+		errs.add(p+".block_tokens", "must be positive")
+	}
+	if s.ContextWindow < 0 {
+		errs.add(p+".context_window", "must not be negative")
+	}
+	if s.KVEvents != "" {
+		if err := CheckZMQEndpoint(s.KVEvents); err != nil {
+			errs.add(p+".kv_events", "%v", err)
+		}
+	}
+	if s.Fail.AfterTokens < 0 {
+		errs.add(p+".fail.after_tokens", "must not be negative")
+	}
+	if s.Fail.FirstRequests < 0 {
+		errs.add(p+".fail.first_requests", "must not be negative")
+	}
+	if f := s.Fail.Status; f != 0 && (f < 400 || f > 599) {
+		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
+	}
+}
