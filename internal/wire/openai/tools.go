@@ -1,0 +1,207 @@
+package openai
+
+// The tools of a Chat Completions request: their declarations and tool_choice, the pairing of
+// tool calls with tool messages, and the arguments of a call.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+func decodeTools(r *llm.Request, tools []chatTool) error {
+	for i, t := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		if t.Type != "function" {
+			return apierr.Invalid(p+".type", "must be \"function\", got %q", t.Type)
+		}
+		if t.Function == nil {
+			return apierr.Invalid(p+".function.name", "required")
+		}
+		if err := functionName(p+".function.name", t.Function.Name); err != nil {
+			return err
+		}
+		for j := range r.Tools {
+			if r.Tools[j].Name == t.Function.Name {
+				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", t.Function.Name, j)
+			}
+		}
+		schema := t.Function.Parameters
+		if isNull(schema) {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if schema[0] != '{' {
+			return apierr.Invalid(p+".function.parameters", "must be a JSON Schema object")
+		}
+		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+	}
+	return nil
+}
+
+func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error {
+	if parallel != nil && !*parallel {
+		r.ToolChoice.DisableParallelToolUse = true
+	}
+	if isNull(raw) {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		t, ok := toolChoiceMode(s)
+		if !ok {
+			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
+		}
+		r.ToolChoice.Type = t
+		return nil
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return apierr.Invalid("tool_choice", "must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
+	}
+	if obj.Type != "function" {
+		return apierr.Invalid("tool_choice.type", "must be \"function\", got %q", obj.Type)
+	}
+	if obj.Function.Name == "" {
+		return apierr.Invalid("tool_choice.function.name", "required")
+	}
+	found := false
+	for _, t := range r.Tools {
+		found = found || t.Name == obj.Function.Name
+	}
+	if !found {
+		return apierr.Invalid("tool_choice.function.name", "no tool named %q in tools", obj.Function.Name)
+	}
+	r.ToolChoice.Type = llm.ToolNamed
+	r.ToolChoice.Name = obj.Function.Name
+	return nil
+}
+
+// toolChoiceMode returns the tool choice a tool_choice string names, false for any other.
+func toolChoiceMode(s string) (llm.ToolChoiceType, bool) {
+	switch s {
+	case "auto":
+		return llm.ToolAuto, true
+	case "required":
+		return llm.ToolAny, true
+	case "none":
+		return llm.ToolNone, true
+	}
+	return 0, false
+}
+
+// functionName checks a function tool's name, the field at p: given, and a valid tool name.
+func functionName(p, name string) error {
+	if name == "" {
+		return apierr.Invalid(p, "required")
+	}
+	if !llm.ValidToolName(name) {
+		return apierr.Invalid(p, "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, name)
+	}
+	return nil
+}
+
+// checkToolPairs checks that tool calls and tool messages pair up as the OpenAI API requires:
+// an assistant message with tool_calls is followed by one tool message per call id (system and
+// developer messages may sit between them: they join the system prompt), and every tool message
+// answers a call of the assistant message before that run, once. Errors name the field as
+// OpenAI spells it (messages[3].tool_call_id). The messages have been decoded already, so every
+// tool message has a tool_call_id and every call an id.
+func checkToolPairs(msgs []chatMessage) error {
+	pending := -1               // index of the assistant message whose calls are being answered
+	var answered map[string]int // call id -> index of the tool message answering it
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case "system", "developer":
+			continue
+		case "tool":
+			id := *m.ToolCallID
+			if pending < 0 || !hasCall(msgs[pending].ToolCalls, id) {
+				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
+					"messages with role 'tool' must be a response to a preceding message with 'tool_calls'; "+
+						"no tool call of that message has id %.64q", id)
+			}
+			if j, dup := answered[id]; dup {
+				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
+					"duplicate tool message for tool_call_id %.64q: messages[%d] already responds to it", id, j)
+			}
+			answered[id] = i
+			continue
+		}
+		if pending >= 0 {
+			if err := checkAnswered(msgs, pending, answered); err != nil {
+				return err
+			}
+			pending = -1
+		}
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			pending = i
+			answered = make(map[string]int, len(m.ToolCalls))
+		}
+	}
+	if pending >= 0 {
+		return checkAnswered(msgs, pending, answered)
+	}
+	return nil
+}
+
+// maxListed is the most call ids an error message lists.
+const maxListed = 16
+
+func hasCall(calls []chatToolCall, id string) bool {
+	for j := range calls {
+		if calls[j].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAnswered checks that every tool call of assistant message i has a tool message in
+// answered; the error names the first call without one and lists them all.
+func checkAnswered(msgs []chatMessage, i int, answered map[string]int) error {
+	first := -1
+	var missing []string
+	for j, tc := range msgs[i].ToolCalls {
+		if _, ok := answered[tc.ID]; !ok {
+			if first < 0 {
+				first = j
+			}
+			missing = append(missing, fmt.Sprintf("%.64s", tc.ID))
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	if more := len(missing) - maxListed; more > 0 {
+		missing = append(missing[:maxListed], fmt.Sprintf("and %d more", more))
+	}
+	return apierr.Invalid(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, first),
+		"an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+			"The following tool_call_ids did not have response messages: %s", strings.Join(missing, ", "))
+}
+
+// toolInput validates function arguments, the field at p: a JSON object in which no object
+// repeats a name, or empty for no arguments.
+func toolInput(p, args string) (json.RawMessage, error) {
+	a := bytes.TrimSpace([]byte(args))
+	if len(a) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if a[0] != '{' || !json.Valid(a) {
+		return nil, apierr.Invalid(p, "must be a JSON object encoded as a string")
+	}
+	if path, ok := duplicateKey(a, shapeRaw); ok {
+		return nil, apierr.Invalid(p+"."+path, "%s", dupMessage)
+	}
+	return json.RawMessage(a), nil
+}
