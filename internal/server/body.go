@@ -19,11 +19,6 @@ import (
 // take the bodies in flight over their budget with 503, and one that arrives too slowly (whole
 // body, or under the minimum rate) with 408.
 func (x *exchange) readBody() ([]byte, bool) {
-	// Before a byte is read: a cross-site page's form or text/plain body never runs as JSON.
-	if ct := x.r.Header.Get("Content-Type"); !bodyTypeOK(ct) {
-		x.fail(bodyTypeRefused(ct))
-		return nil, false
-	}
 	lim := x.lim
 	sizes := x.p.Sizes()
 	if err := sizes.CheckBody(x.r.ContentLength); err != nil {
@@ -77,6 +72,13 @@ func (x *exchange) readBody() ([]byte, bool) {
 	}
 	*x.buf = b
 	x.bodyRead = true
+	// A cross-site page's form or text/plain body never runs as JSON. The check follows the
+	// read (bounded as any body's) so that a body the protocol itself refuses — an HTTP/2
+	// stream whose DATA does not add up to its content-length — is refused as such first.
+	if ct := x.r.Header.Get("Content-Type"); !bodyTypeOK(ct) {
+		x.fail(bodyTypeRefused(ct))
+		return nil, false
+	}
 	return b, true
 }
 
