@@ -53,3 +53,55 @@ func ExampleClient_Message() {
 	// Hello from the client package.
 	// stop: end_turn true
 }
+
+// A stream is read event by event with the client's own names for the event kinds; the gateway
+// here is served with layer0's public Serve on a loopback listener, as an application would.
+func ExampleStream_Events() {
+	g, err := layer0.New(&layer0.Config{
+		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	ln, err := g.Listen("127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln, nil, nil) }()
+	defer func() { stop(); <-served }()
+
+	c, err := client.New(client.Options{BaseURL: "http://" + ln.Addr().String(), Protocol: client.SSE})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := c.Stream(context.Background(), &client.Request{
+		Model:     "sim",
+		MaxTokens: 64,
+		System:    []client.Block{{Type: client.BlockText, Text: "Repeat the user."}},
+		Messages:  []client.Message{client.TextMessage(client.RoleUser, "Streamed, event by event.")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	var text string
+	for ev, err := range s.Events() {
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch ev.Kind {
+		case client.EventTextDelta:
+			text += ev.Text
+		case client.EventStop:
+			fmt.Println(text)
+			fmt.Println("stop:", ev.Stop == client.StopEndTurn)
+		}
+	}
+	// Output:
+	// Streamed, event by event.
+	// stop: true
+}
