@@ -101,7 +101,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	// A signal is said as it arrives, and the stop once done: an operator pressing ^C sees the
 	// gateway drain, not a silent exit.
+	said := make(chan struct{})
 	unsaid := context.AfterFunc(ctx, func() {
+		defer close(said)
 		fmt.Fprintf(stdout, "layer0 stopping (%v): requests in flight have up to %s to finish\n",
 			context.Cause(ctx), cfg.Server.ShutdownTimeout)
 		logger.Info("stopping", "cause", context.Cause(ctx).Error(), "shutdown_timeout", cfg.Server.ShutdownTimeout.String())
@@ -123,6 +125,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 	})
 	if !unsaid() {
+		<-said // its own goroutine: "stopping" is written before "stopped"
 		fmt.Fprintln(stdout, "layer0 stopped")
 	}
 	return err
