@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/layer0ai/layer0"
+	"github.com/layer0ai/layer0/internal/typeset"
 )
 
 // configTypes are the root's aliases of the configuration's types.
@@ -33,40 +34,13 @@ var configTypes = []reflect.Type{
 // a root alias, so an application can write any section of a configuration as a literal; and
 // every alias is of such a type.
 func TestConfigTypesReExported(t *testing.T) {
-	reached := map[reflect.Type]bool{}
-	var walk func(reflect.Type)
-	walk = func(ty reflect.Type) {
-		switch ty.Kind() {
-		case reflect.Pointer, reflect.Slice, reflect.Array:
-			walk(ty.Elem())
-			return
-		case reflect.Map:
-			walk(ty.Key())
-			walk(ty.Elem())
-			return
-		}
-		if ty.Name() == "" || !strings.HasPrefix(ty.PkgPath(), "github.com/layer0ai/layer0/") || reached[ty] {
-			return
-		}
-		reached[ty] = true
-		if ty.Kind() == reflect.Struct {
-			for f := range ty.Fields() {
-				walk(f.Type)
-			}
-		}
+	reached := typeset.Reached("github.com/layer0ai/layer0/", nil, reflect.TypeFor[layer0.Config]())
+	unaliased, unreached := typeset.Missing(reached, configTypes)
+	for _, ty := range unreached {
+		t.Errorf("layer0 re-exports %v, which no field of Config reaches", ty)
 	}
-	walk(reflect.TypeFor[layer0.Config]())
-	aliased := map[reflect.Type]bool{}
-	for _, ty := range configTypes {
-		aliased[ty] = true
-		if !reached[ty] {
-			t.Errorf("layer0 re-exports %v, which no field of Config reaches", ty)
-		}
-	}
-	for ty := range reached {
-		if !aliased[ty] {
-			t.Errorf("a field of Config reaches %v, which the root does not re-export (config.go)", ty)
-		}
+	for _, ty := range unaliased {
+		t.Errorf("a field of Config reaches %v, which the root does not re-export (config.go)", ty)
 	}
 	if len(reached) < 30 {
 		t.Errorf("the walk reached %d types, fewer than the configuration has", len(reached))

@@ -15,13 +15,7 @@ import (
 // re-exported, so a program needs no other package of layer0 to ask a question.
 func ExampleClient_Message() {
 	// A gateway on loopback whose sim repeats the user's message (a real one is a URL away).
-	g, err := layer0.New(&layer0.Config{
-		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
-		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
+	g := echoGateway()
 	defer g.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,13 +51,7 @@ func ExampleClient_Message() {
 // A stream is read event by event with the client's own names for the event kinds; the gateway
 // here is served with layer0's public Serve on a loopback listener, as an application would.
 func ExampleStream_Events() {
-	g, err := layer0.New(&layer0.Config{
-		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
-		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
+	g := echoGateway()
 	defer g.Close()
 	ln, err := g.Listen("127.0.0.1:0")
 	if err != nil {
@@ -104,4 +92,16 @@ func ExampleStream_Events() {
 	// Output:
 	// Streamed, event by event.
 	// stop: true
+}
+
+// echoGateway is a gateway whose sim repeats the user's message.
+func echoGateway() *layer0.Gateway {
+	g, err := layer0.New(&layer0.Config{
+		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return g
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/layer0ai/layer0/client"
+	"github.com/layer0ai/layer0/internal/typeset"
 )
 
 // clientTypes are the client's aliases of the canonical types.
@@ -23,45 +24,15 @@ var clientTypes = []reflect.Type{
 // program writes any part of a request, and reads any part of an answer, with this package's
 // names. Request.Format is left out: a Client's Protocol says the wire format.
 func TestClientTypesReExported(t *testing.T) {
-	reached := map[reflect.Type]bool{}
-	var walk func(reflect.Type)
-	walk = func(ty reflect.Type) {
-		switch ty.Kind() {
-		case reflect.Pointer, reflect.Slice, reflect.Array:
-			walk(ty.Elem())
-			return
-		case reflect.Map:
-			walk(ty.Key())
-			walk(ty.Elem())
-			return
-		}
-		if ty.Name() == "" || !strings.HasPrefix(ty.PkgPath(), "github.com/layer0ai/layer0/") || reached[ty] {
-			return
-		}
-		reached[ty] = true
-		if ty.Kind() == reflect.Struct {
-			for f := range ty.Fields() {
-				if f.IsExported() && !(ty == reflect.TypeFor[client.Request]() && f.Name == "Format") {
-					walk(f.Type)
-				}
-			}
-		}
+	format := func(f reflect.StructField) bool { return f.Name != "Format" } // Request.Format
+	reached := typeset.Reached("github.com/layer0ai/layer0/", format, reflect.TypeFor[client.Request](),
+		reflect.TypeFor[client.Response](), reflect.TypeFor[client.Event](), reflect.TypeFor[client.Error]())
+	unaliased, unreached := typeset.Missing(reached, append(clientTypes, reflect.TypeFor[client.Error]()))
+	for _, ty := range unreached {
+		t.Errorf("client re-exports %v, which no request, response or event reaches", ty)
 	}
-	for _, ty := range []reflect.Type{reflect.TypeFor[client.Request](), reflect.TypeFor[client.Response](),
-		reflect.TypeFor[client.Event](), reflect.TypeFor[client.Error]()} {
-		walk(ty)
-	}
-	aliased := map[reflect.Type]bool{reflect.TypeFor[client.Error](): true}
-	for _, ty := range clientTypes {
-		aliased[ty] = true
-		if !reached[ty] {
-			t.Errorf("client re-exports %v, which no request, response or event reaches", ty)
-		}
-	}
-	for ty := range reached {
-		if !aliased[ty] {
-			t.Errorf("a request, response or event reaches %v, which package client does not re-export (types.go)", ty)
-		}
+	for _, ty := range unaliased {
+		t.Errorf("a request, response or event reaches %v, which package client does not re-export (types.go)", ty)
 	}
 }
 
