@@ -10,6 +10,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // The embeddings API (POST /v1/embeddings): the request's input is a string or an array of
@@ -26,89 +27,154 @@ const (
 )
 
 type embedRequest struct {
-	Model          *string         `json:"model"`
-	Input          json.RawMessage `json:"input"`
-	Dimensions     *int            `json:"dimensions"`
-	EncodingFormat *string         `json:"encoding_format"`
-	User           *string         `json:"user"`
+	Model, EncodingFormat, User opt[string]
+	Dimensions                  opt[int]
+	Input                       lenient[[]opt[string]] // an element not a string has ok false
 }
 
 // DecodeEmbeddings decodes and validates the body of POST /v1/embeddings. base64 reports
 // encoding_format "base64" (the answer's encoding; engines are always asked for floats). Token
 // arrays as input are refused: layer0's engines embed text. Errors are 400s naming the field.
+// The inputs point into one copy of body, which is not retained.
 func DecodeEmbeddings(body []byte) (r *llm.EmbedRequest, base64 bool, err error) {
-	if err := utf8Error(body); err != nil {
+	d := NewDecoder(body)
+	var er embedRequest
+	if err := d.Finish(d.embedRequest(&er)); err != nil {
 		return nil, false, err
 	}
-	var er embedRequest
-	if err := json.Unmarshal(body, &er); err != nil {
-		return nil, false, jsonError(err)
-	}
-	if k, ok := duplicateKey(body, shapeStruct); ok {
-		return nil, false, apierr.Invalid(k, dupMessage)
-	}
-	if er.Model == nil || *er.Model == "" {
+	if !er.Model.ok || er.Model.v == "" {
 		return nil, false, apierr.Invalid("model", "required")
 	}
-	r = &llm.EmbedRequest{Model: strings.Clone(*er.Model)}
-	if r.Input, err = embedInput(er.Input); err != nil {
+	r = &llm.EmbedRequest{Model: strings.Clone(er.Model.v)}
+	if r.Input, err = embedInput(&er.Input); err != nil {
 		return nil, false, err
 	}
-	if d := er.Dimensions; d != nil {
-		if *d < 1 || *d > MaxEmbedDimensions {
-			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, *d)
+	if d := er.Dimensions; d.ok {
+		if d.v < 1 || d.v > MaxEmbedDimensions {
+			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, d.v)
 		}
-		r.Dimensions = *d
+		r.Dimensions = d.v
 	}
-	if f := er.EncodingFormat; f != nil {
-		switch *f {
+	if f := er.EncodingFormat; f.ok {
+		switch f.v {
 		case "float":
 		case "base64":
 			base64 = true
 		default:
-			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, *f)
+			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, f.v)
 		}
 	}
-	if er.User != nil {
-		r.User = *er.User
+	if er.User.ok {
+		r.User = strings.Clone(er.User.v)
 	}
 	return r, base64, nil
 }
 
-// embedInput reads input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
-func embedInput(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, apierr.Invalid("input", "required")
+var embedFields = [...]string{"model", "input", "dimensions", "encoding_format", "user"}
+
+// embedRequest reads an embeddings request body into er.
+func (d *Decoder) embedRequest(er *embedRequest) error {
+	ok, err := d.Object("")
+	if err != nil || !ok {
+		return err
 	}
-	var one string
-	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &one); err != nil {
-			return nil, apierr.Invalid("input", "must be a string or an array of strings")
+	var f Fields
+	for n := 0; ; {
+		k, ok, err := d.Key(&n)
+		if err != nil || !ok {
+			return err
 		}
-		if one == "" {
+		i := fieldIndex(embedFields[:], k)
+		if f.Seen(d, k, i) {
+			d.noteDup()
+		}
+		switch i {
+		case 0:
+			er.Model.v, er.Model.ok, err = d.String("model")
+		case 1:
+			err = d.embedInput(&er.Input)
+		case 2:
+			er.Dimensions.v, er.Dimensions.ok, err = d.Int("dimensions")
+		case 3:
+			er.EncodingFormat.v, er.EncodingFormat.ok, err = d.String("encoding_format")
+		case 4:
+			er.User.v, er.User.ok, err = d.String("user")
+		default:
+			err = d.Skip(ShapeRaw)
+		}
+		if err != nil {
+			return err
+		}
+		d.Leave()
+	}
+}
+
+// embedInput reads input leniently: a string, or an array of values.
+func (d *Decoder) embedInput(l *lenient[[]opt[string]]) error {
+	*l = lenient[[]opt[string]]{}
+	switch d.Peek() {
+	case jsontext.KindNull:
+		_, err := d.Literal()
+		return err
+	case jsontext.KindString:
+		l.given, l.isStr = true, true
+		var err error
+		l.str, err = d.Str()
+		return err
+	case jsontext.KindArray:
+	default:
+		l.given, l.bad = true, true
+		return d.Skip(ShapeRaw)
+	}
+	l.given = true
+	d.Pos++
+	for n := 0; ; {
+		ok, err := d.Elem(&n)
+		if err != nil || !ok {
+			return err
+		}
+		var s opt[string]
+		if d.Peek() == jsontext.KindString {
+			s.v, err = d.Str()
+			s.ok = true
+		} else {
+			err = d.Skip(ShapeRaw)
+		}
+		if err != nil {
+			return err
+		}
+		l.v = append(l.v, s)
+		d.Leave()
+	}
+}
+
+// embedInput checks input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
+func embedInput(l *lenient[[]opt[string]]) ([]string, error) {
+	switch {
+	case !l.given:
+		return nil, apierr.Invalid("input", "required")
+	case l.isStr:
+		if l.str == "" {
 			return nil, apierr.Invalid("input", "must not be empty")
 		}
-		return []string{one}, nil
-	}
-	var many []json.RawMessage
-	if err := json.Unmarshal(raw, &many); err != nil {
+		return []string{l.str}, nil
+	case l.bad:
 		return nil, apierr.Invalid("input", "must be a string or an array of strings")
-	}
-	switch {
-	case len(many) == 0:
+	case len(l.v) == 0:
 		return nil, apierr.Invalid("input", "must not be empty")
-	case len(many) > MaxEmbedInputs:
-		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(many))
+	case len(l.v) > MaxEmbedInputs:
+		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(l.v))
 	}
-	out := make([]string, len(many))
-	for i, v := range many {
-		if len(v) == 0 || v[0] != '"' {
+	out := make([]string, len(l.v))
+	for i, v := range l.v {
+		if !v.ok {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]",
 				"must be a string: token arrays are not supported, send the text")
 		}
-		if err := json.Unmarshal(v, &out[i]); err != nil || out[i] == "" {
+		if v.v == "" {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]", "must be a non-empty string")
 		}
+		out[i] = v.v
 	}
 	return out, nil
 }

@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -17,90 +15,8 @@ type Extras struct {
 	IncludeUsage bool
 }
 
-// chatRequest is the subset of the Chat Completions request layer0 understands. Fields with
-// several JSON shapes are kept raw and decoded by hand so that errors name the field. Unknown
-// fields (seed, logprobs, penalties, …) are accepted and ignored: the SDKs send
-// new ones faster than any gateway learns them, and docs/engines.md lists what is not kept.
-// The first one is named in llm.Request.Ignored (the pass-through path sends it, so the answer
-// is not cached); the fields below that are read and dropped cannot change the answer.
-type chatRequest struct {
-	Model               *string          `json:"model"`
-	Messages            []chatMessage    `json:"messages"`
-	MaxTokens           *int             `json:"max_tokens"`
-	MaxCompletionTokens *int             `json:"max_completion_tokens"`
-	Temperature         *float64         `json:"temperature"`
-	TopP                *float64         `json:"top_p"`
-	TopK                *int             `json:"top_k"`
-	N                   *int             `json:"n"`
-	Stop                json.RawMessage  `json:"stop"`
-	Stream              *bool            `json:"stream"`
-	StreamOptions       *streamOptions   `json:"stream_options"`
-	Tools               []chatTool       `json:"tools"`
-	ToolChoice          json.RawMessage  `json:"tool_choice"`
-	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
-	User                *string          `json:"user"`
-	Functions           json.RawMessage  `json:"functions"`
-	FunctionCall        json.RawMessage  `json:"function_call"`
-	Metadata            *json.RawMessage `json:"metadata"`
-	ResponseFormat      json.RawMessage  `json:"response_format"`
-
-	// Read and dropped: billing, storage and prompt-caching hints.
-	Store            json.RawMessage `json:"store"`
-	ServiceTier      json.RawMessage `json:"service_tier"`
-	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
-	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
-}
-
-type streamOptions struct {
-	IncludeUsage *bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID *string         `json:"tool_call_id"`
-	// Refusal is an assistant turn's refusal text, which the SDKs send back as null or "": any
-	// other value is content the canonical request does not carry (llm.Request.Ignored).
-	Refusal json.RawMessage `json:"refusal"`
-}
-
-type chatToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatTool struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type contentPart struct {
-	Type     string  `json:"type"`
-	Text     *string `json:"text"`
-	Refusal  *string `json:"refusal"`
-	ImageURL *struct {
-		URL string `json:"url"`
-	} `json:"image_url"`
-}
-
 // MaxStop is the most stop sequences a request may give, as the OpenAI API allows.
 const MaxStop = 4
-
-var jsonNull = []byte("null")
-
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(raw, jsonNull)
-}
 
 // DecodeRequest decodes a Chat Completions request body. Its errors are *apierr.Error (400)
 // naming the offending field.
@@ -124,71 +40,67 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // up to 2.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	var x Extras
-	if err := utf8Error(body); err != nil {
+	d := NewDecoder(body)
+	var cr chatRequest
+	// A field given twice would be read last-wins here and first-wins by other parsers of the
+	// same body (an engine reached by pass-through, a filter in front of it): Finish refuses it,
+	// at any depth.
+	if err := d.Finish(d.request(&cr)); err != nil {
 		return nil, x, err
 	}
-	var cr chatRequest
-	ignored, err := decodeChat(body, &cr)
-	if err != nil {
-		return nil, x, jsonError(err)
-	}
-	// A field given twice is read last-wins here and first-wins by other parsers of the same
-	// body (an engine reached by pass-through, a filter in front of it): refuse it, at any depth.
-	if path, ok := duplicateKey(body, shapeRequest); ok {
-		return nil, x, apierr.Invalid(path, "%s", dupMessage)
-	}
+	ignored := d.Ignored()
 	r := &llm.Request{Format: llm.FormatOpenAI, Ignored: ignored}
-	if cr.Model == nil || *cr.Model == "" {
+	if !cr.Model.ok || cr.Model.v == "" {
 		return nil, x, apierr.Invalid("model", "required")
 	}
-	r.Model = *cr.Model
-	if cr.N != nil && *cr.N != 1 {
-		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", *cr.N)
+	// The model and the user outlive the request (metric labels, limiter keys): their own copies.
+	r.Model = strings.Clone(cr.Model.v)
+	if cr.N.ok && cr.N.v != 1 {
+		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", cr.N.v)
 	}
-	if !isNull(cr.Functions) || !isNull(cr.FunctionCall) {
+	if cr.Functions {
 		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
 	}
 	switch {
-	case cr.MaxCompletionTokens != nil:
-		if err := tokenCount("max_completion_tokens", *cr.MaxCompletionTokens, 1); err != nil {
+	case cr.MaxCompletionTokens.ok:
+		if err := tokenCount("max_completion_tokens", cr.MaxCompletionTokens.v, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = *cr.MaxCompletionTokens
-	case cr.MaxTokens != nil:
-		if err := tokenCount("max_tokens", *cr.MaxTokens, 1); err != nil {
+		r.MaxTokens = cr.MaxCompletionTokens.v
+	case cr.MaxTokens.ok:
+		if err := tokenCount("max_tokens", cr.MaxTokens.v, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = *cr.MaxTokens
+		r.MaxTokens = cr.MaxTokens.v
 	}
 	if err := sampling(cr.Temperature, cr.TopP); err != nil {
 		return nil, x, err
 	}
 	r.Temperature, r.TopP = cr.Temperature, cr.TopP
-	if k := cr.TopK; k != nil && *k != -1 { // vLLM spells "disabled" as -1
-		if err := tokenCount("top_k", *k, 0); err != nil {
+	if k := cr.TopK; k.ok && k.v != -1 { // vLLM spells "disabled" as -1
+		if err := tokenCount("top_k", k.v, 0); err != nil {
 			return nil, x, err
 		}
-		r.TopK = k
+		r.TopK = &k.v
 	}
-	if cr.Stream != nil {
-		r.Stream = *cr.Stream
+	r.Stream = cr.Stream.v
+	if r.Stream && cr.IncludeUsage.ok {
+		x.IncludeUsage = cr.IncludeUsage.v
 	}
-	if r.Stream && cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage != nil {
-		x.IncludeUsage = *cr.StreamOptions.IncludeUsage
+	if cr.User.ok {
+		r.UserID = strings.Clone(cr.User.v)
 	}
-	if cr.User != nil {
-		r.UserID = *cr.User
-	}
-	if r.StopSequences, err = decodeStop(cr.Stop); err != nil {
+	var err error
+	if r.StopSequences, err = decodeStop(&cr.Stop); err != nil {
 		return nil, x, err
 	}
 	if err := decodeTools(r, cr.Tools); err != nil {
 		return nil, x, err
 	}
-	if err := decodeToolChoice(r, cr.ToolChoice, cr.ParallelToolCalls); err != nil {
+	if err := decodeToolChoice(r, &cr.ToolChoice, cr.ParallelToolCalls); err != nil {
 		return nil, x, err
 	}
-	if err := decodeResponseFormat(r, cr.ResponseFormat); err != nil {
+	if err := decodeResponseFormat(r, &cr.ResponseFormat); err != nil {
 		return nil, x, err
 	}
 	if err := decodeMessages(r, cr.Messages); err != nil {
@@ -198,7 +110,7 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		return nil, x, err
 	}
 	for i := range cr.Messages {
-		if rf := cr.Messages[i].Refusal; r.Ignored == "" && !isNull(rf) && string(rf) != `""` {
+		if rf := cr.Messages[i].Refusal; r.Ignored == "" && rf != "" && rf != "null" && rf != `""` {
 			r.Ignored = "refusal"
 		}
 	}
@@ -208,69 +120,33 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	return r, x, nil
 }
 
-// unknownField starts encoding/json's error for a field a struct lacks.
-const unknownField = `json: unknown field "`
-
-// decodeChat decodes body into cr as json.Unmarshal does, and names the first field of body that
-// cr has no place for ("" for none): a field layer0 does not carry. It sees the fields of the
-// request, its messages, their tool calls and the tools; content parts are decoded apart, and
-// leniently.
-func decodeChat(body []byte, cr *chatRequest) (ignored string, err error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	err = d.Decode(cr)
-	if err == nil && len(bytes.TrimLeft(body[d.InputOffset():], " \t\r\n")) == 0 {
-		return "", nil
-	}
-	if err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, unknownField) {
-			ignored, _, _ = strings.Cut(msg[len(unknownField):], `"`)
-		}
-	}
-	// An unknown field, trailing data or another error: decoded again as json.Unmarshal does
-	// (it reads past unknown fields and reports the error it would), rare enough to cost twice.
-	*cr = chatRequest{}
-	return ignored, json.Unmarshal(body, cr)
-}
-
-// responseFormatJSON is OpenAI's response_format.
-type responseFormatJSON struct {
-	Type       string `json:"type"`
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict *bool           `json:"strict"`
-	} `json:"json_schema"`
-}
-
 // decodeResponseFormat reads response_format: {"type":"text"}, {"type":"json_object"} or
 // {"type":"json_schema","json_schema":{"name":…,"schema":{…},"strict":…}}.
-func decodeResponseFormat(r *llm.Request, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeResponseFormat(r *llm.Request, l *lenient[responseFormatJSON]) error {
+	if !l.given {
 		return nil
 	}
-	var f responseFormatJSON
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if l.bad {
 		return apierr.Invalid("response_format", "must be an object with a type")
 	}
+	f := &l.v
 	switch f.Type {
 	case "text":
 	case "json_object":
 		r.ResponseFormat.Type = llm.ResponseJSONObject
 	case "json_schema":
-		js := f.JSONSchema
-		if js == nil {
+		if !f.HasSchema {
 			return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
 		}
-		if js.Name == "" {
+		if f.Name == "" {
 			return apierr.Invalid("response_format.json_schema.name", "required")
 		}
-		if !isNull(js.Schema) && !jsonObjectRaw(js.Schema) {
+		if f.Schema != "" && f.Schema[0] != '{' {
 			return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
 		}
-		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: js.Name, Strict: js.Strict != nil && *js.Strict}
-		if !isNull(js.Schema) {
-			r.ResponseFormat.Schema = js.Schema
+		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: f.Name, Strict: f.Strict.ok && f.Strict.v}
+		if f.Schema != "" {
+			r.ResponseFormat.Schema = json.RawMessage(f.Schema)
 		}
 	case "":
 		return apierr.Invalid("response_format.type", "required")
@@ -278,12 +154,6 @@ func decodeResponseFormat(r *llm.Request, raw json.RawMessage) error {
 		return apierr.Invalid("response_format.type", "must be text, json_object or json_schema, got %q", f.Type)
 	}
 	return nil
-}
-
-// jsonObjectRaw reports whether raw (valid JSON) is an object.
-func jsonObjectRaw(raw json.RawMessage) bool {
-	t := bytes.TrimLeft(raw, " \t\r\n")
-	return len(t) > 0 && t[0] == '{'
 }
 
 // tokenCount checks an integer parameter against [lo, llm.MaxMaxTokens].
@@ -297,43 +167,19 @@ func tokenCount(field string, v, lo int) error {
 	return nil
 }
 
-// jsonError turns an encoding/json error into a 400 naming the field where it can.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			return apierr.Wrap(apierr.InvalidRequest, err, "request body must be a JSON object")
-		}
-		e := apierr.Invalid(field, "has the wrong type (%s)", te.Value)
-		e.Cause = err
-		return e
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON (offset %d)", se.Offset)
-	}
-	return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON")
-}
-
-func decodeStop(raw json.RawMessage) ([]string, error) {
-	if isNull(raw) {
+func decodeStop(l *lenient[[]string]) ([]string, error) {
+	switch {
+	case !l.given:
 		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, apierr.Invalid("stop", "must be a string or a list of strings")
-		}
-		if s == "" {
+	case l.isStr:
+		if l.str == "" {
 			return nil, nil
 		}
-		return []string{s}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil {
+		return []string{l.str}, nil
+	case l.bad:
 		return nil, apierr.Invalid("stop", "must be a string or a list of strings")
 	}
+	list := l.v
 	if len(list) > MaxStop {
 		return nil, apierr.Invalid("stop", "at most %d stop sequences are allowed, got %d", MaxStop, len(list))
 	}
@@ -375,7 +221,7 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 		}
 		switch m.Role {
 		case "system", "developer":
-			text, err := decodeText(p+".content", m.Content, true)
+			text, err := decodeText(p+".content", &m.Content, true)
 			if err != nil {
 				return err
 			}
@@ -384,7 +230,7 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			}
 			continue
 		case "user":
-			blocks, err := decodeUserContent(p+".content", m.Content)
+			blocks, err := decodeUserContent(p+".content", &m.Content)
 			if err != nil {
 				return err
 			}
@@ -409,14 +255,14 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: blocks})
 			toolRun = false
 		case "tool":
-			if m.ToolCallID == nil || *m.ToolCallID == "" {
+			if !m.ToolCallID.ok || m.ToolCallID.v == "" {
 				return apierr.Invalid(p+".tool_call_id", "required for role tool")
 			}
-			text, err := decodeText(p+".content", m.Content, false)
+			text, err := decodeText(p+".content", &m.Content, false)
 			if err != nil {
 				return err
 			}
-			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: *m.ToolCallID}
+			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: m.ToolCallID.v}
 			if text != "" {
 				b.Content = []llm.Block{{Type: llm.BlockText, Text: text}}
 			}
@@ -447,55 +293,47 @@ func emptyContent(i int) error {
 }
 
 // decodeText decodes content that must be text: a string or an array of text parts, joined.
-func decodeText(p string, raw json.RawMessage, allowNull bool) (string, error) {
-	if isNull(raw) {
+func decodeText(p string, c *content, allowNull bool) (string, error) {
+	switch {
+	case !c.given:
 		if allowNull {
 			return "", nil
 		}
 		return "", apierr.Invalid(p, "required")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", apierr.Invalid(p, "must be a string or an array of text parts")
-		}
-		return s, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	case c.isStr:
+		return c.str, nil
+	case c.bad:
 		return "", apierr.Invalid(p, "must be a string or an array of text parts")
 	}
+	if len(c.parts) == 1 && c.parts[0].Type == "text" && c.parts[0].Text.ok {
+		return c.parts[0].Text.v, nil // one part: its text as it is, no copy
+	}
 	var sb strings.Builder
-	for j, part := range parts {
+	for j, part := range c.parts {
 		if part.Type != "text" {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be \"text\" here, got %q", part.Type)
 		}
-		if part.Text == nil {
+		if !part.Text.ok {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].text", p, j), "required")
 		}
-		sb.WriteString(*part.Text)
+		sb.WriteString(part.Text.v)
 	}
 	return sb.String(), nil
 }
 
-func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
-	if isNull(raw) {
+func decodeUserContent(p string, c *content) ([]llm.Block, error) {
+	switch {
+	case !c.given:
 		return nil, apierr.Invalid(p, "required")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, apierr.Invalid(p, "must be a string or an array of content parts")
-		}
-		if s == "" {
+	case c.isStr:
+		if c.str == "" {
 			return nil, nil
 		}
-		return []llm.Block{{Type: llm.BlockText, Text: s}}, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+		return []llm.Block{{Type: llm.BlockText, Text: c.str}}, nil
+	case c.bad:
 		return nil, apierr.Invalid(p, "must be a string or an array of content parts")
 	}
+	parts := c.parts
 	if len(parts) == 0 {
 		return nil, apierr.Invalid(p, "must not be empty")
 	}
@@ -504,17 +342,17 @@ func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
 		pp := fmt.Sprintf("%s[%d]", p, j)
 		switch part.Type {
 		case "text":
-			if part.Text == nil {
+			if !part.Text.ok {
 				return nil, apierr.Invalid(pp+".text", "required")
 			}
-			if *part.Text != "" {
-				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+			if part.Text.v != "" {
+				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.v})
 			}
 		case "image_url":
-			if part.ImageURL == nil || part.ImageURL.URL == "" {
+			if !part.ImageURL.ok || part.ImageURL.v == "" {
 				return nil, apierr.Invalid(pp+".image_url.url", "required")
 			}
-			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.URL)
+			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.v)
 			if err != nil {
 				return nil, err
 			}
@@ -546,33 +384,27 @@ func decodeImageURL(p, u string) (llm.Block, error) {
 
 func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 	var blocks []llm.Block
-	if !isNull(m.Content) {
-		if m.Content[0] == '"' {
-			var s string
-			if err := json.Unmarshal(m.Content, &s); err != nil {
-				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
-			}
-			if s != "" {
-				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: s})
-			}
-		} else {
-			var parts []contentPart
-			if err := json.Unmarshal(m.Content, &parts); err != nil {
-				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
-			}
-			for j, part := range parts {
-				switch {
-				case part.Type == "text" && part.Text != nil:
-					if *part.Text != "" {
-						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
-					}
-				case part.Type == "refusal" && part.Refusal != nil:
-					if *part.Refusal != "" {
-						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Refusal})
-					}
-				default:
-					return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
+	switch c := &m.Content; {
+	case !c.given:
+	case c.isStr:
+		if c.str != "" {
+			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: c.str})
+		}
+	case c.bad:
+		return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
+	default:
+		for j, part := range c.parts {
+			switch {
+			case part.Type == "text" && part.Text.ok:
+				if part.Text.v != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.v})
 				}
+			case part.Type == "refusal" && part.Refusal.ok:
+				if part.Refusal.v != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Refusal.v})
+				}
+			default:
+				return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
 			}
 		}
 	}
@@ -585,14 +417,14 @@ func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 		if tc.Type != "" && tc.Type != "function" {
 			return nil, apierr.Invalid(pp+".type", "must be \"function\", got %q", tc.Type)
 		}
-		if tc.Function.Name == "" {
+		if tc.Name == "" {
 			return nil, apierr.Invalid(pp+".function.name", "required")
 		}
-		input, err := toolInput(pp+".function.arguments", tc.Function.Arguments)
+		input, err := toolInput(pp+".function.arguments", tc.Args)
 		if err != nil {
 			return nil, err
 		}
-		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: input})
+		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Name, Input: input})
 	}
 	return blocks, nil
 }
