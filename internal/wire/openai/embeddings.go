@@ -27,9 +27,9 @@ const (
 )
 
 type embedRequest struct {
-	Model, EncodingFormat, User opt[string]
-	Dimensions                  opt[int]
-	Input                       lenient[[]opt[string]] // an element not a string has ok false
+	Model, EncodingFormat, User Opt[string]
+	Dimensions                  Opt[int]
+	Input                       Lenient[[]Opt[string]] // an element not a string has ok false
 }
 
 // DecodeEmbeddings decodes and validates the body of POST /v1/embeddings. base64 reports
@@ -42,30 +42,30 @@ func DecodeEmbeddings(body []byte) (r *llm.EmbedRequest, base64 bool, err error)
 	if err := d.Finish(d.embedRequest(&er)); err != nil {
 		return nil, false, err
 	}
-	if !er.Model.ok || er.Model.v == "" {
+	if !er.Model.OK || er.Model.V == "" {
 		return nil, false, apierr.Invalid("model", "required")
 	}
-	r = &llm.EmbedRequest{Model: strings.Clone(er.Model.v)}
+	r = &llm.EmbedRequest{Model: strings.Clone(er.Model.V)}
 	if r.Input, err = embedInput(&er.Input); err != nil {
 		return nil, false, err
 	}
-	if d := er.Dimensions; d.ok {
-		if d.v < 1 || d.v > MaxEmbedDimensions {
-			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, d.v)
+	if d := er.Dimensions; d.OK {
+		if d.V < 1 || d.V > MaxEmbedDimensions {
+			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, d.V)
 		}
-		r.Dimensions = d.v
+		r.Dimensions = d.V
 	}
-	if f := er.EncodingFormat; f.ok {
-		switch f.v {
+	if f := er.EncodingFormat; f.OK {
+		switch f.V {
 		case "float":
 		case "base64":
 			base64 = true
 		default:
-			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, f.v)
+			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, f.V)
 		}
 	}
-	if er.User.ok {
-		r.User = strings.Clone(er.User.v)
+	if er.User.OK {
+		r.User = strings.Clone(er.User.V)
 	}
 	return r, base64, nil
 }
@@ -90,15 +90,15 @@ func (d *Decoder) embedRequest(er *embedRequest) error {
 		}
 		switch i {
 		case 0:
-			er.Model.v, er.Model.ok, err = d.String("model")
+			er.Model.V, er.Model.OK, err = d.String("model")
 		case 1:
 			err = d.embedInput(&er.Input)
 		case 2:
-			er.Dimensions.v, er.Dimensions.ok, err = d.Int("dimensions")
+			er.Dimensions.V, er.Dimensions.OK, err = d.Int("dimensions")
 		case 3:
-			er.EncodingFormat.v, er.EncodingFormat.ok, err = d.String("encoding_format")
+			er.EncodingFormat.V, er.EncodingFormat.OK, err = d.String("encoding_format")
 		case 4:
-			er.User.v, er.User.ok, err = d.String("user")
+			er.User.V, er.User.OK, err = d.String("user")
 		default:
 			err = d.Skip(ShapeRaw)
 		}
@@ -110,71 +110,71 @@ func (d *Decoder) embedRequest(er *embedRequest) error {
 }
 
 // embedInput reads input leniently: a string, or an array of values.
-func (d *Decoder) embedInput(l *lenient[[]opt[string]]) error {
-	*l = lenient[[]opt[string]]{}
+func (d *Decoder) embedInput(l *Lenient[[]Opt[string]]) error {
+	*l = Lenient[[]Opt[string]]{}
 	switch d.Peek() {
 	case jsontext.KindNull:
 		_, err := d.Literal()
 		return err
 	case jsontext.KindString:
-		l.given, l.isStr = true, true
+		l.Given, l.IsStr = true, true
 		var err error
-		l.str, err = d.Str()
+		l.Str, err = d.Str()
 		return err
 	case jsontext.KindArray:
 	default:
-		l.given, l.bad = true, true
+		l.Given, l.Bad = true, true
 		return d.Skip(ShapeRaw)
 	}
-	l.given = true
+	l.Given = true
 	d.Pos++
 	for n := 0; ; {
 		ok, err := d.Elem(&n)
 		if err != nil || !ok {
 			return err
 		}
-		var s opt[string]
+		var s Opt[string]
 		if d.Peek() == jsontext.KindString {
-			s.v, err = d.Str()
-			s.ok = true
+			s.V, err = d.Str()
+			s.OK = true
 		} else {
 			err = d.Skip(ShapeRaw)
 		}
 		if err != nil {
 			return err
 		}
-		l.v = append(l.v, s)
+		l.V = append(l.V, s)
 		d.Leave()
 	}
 }
 
 // embedInput checks input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
-func embedInput(l *lenient[[]opt[string]]) ([]string, error) {
+func embedInput(l *Lenient[[]Opt[string]]) ([]string, error) {
 	switch {
-	case !l.given:
+	case !l.Given:
 		return nil, apierr.Invalid("input", "required")
-	case l.isStr:
-		if l.str == "" {
+	case l.IsStr:
+		if l.Str == "" {
 			return nil, apierr.Invalid("input", "must not be empty")
 		}
-		return []string{l.str}, nil
-	case l.bad:
+		return []string{l.Str}, nil
+	case l.Bad:
 		return nil, apierr.Invalid("input", "must be a string or an array of strings")
-	case len(l.v) == 0:
+	case len(l.V) == 0:
 		return nil, apierr.Invalid("input", "must not be empty")
-	case len(l.v) > MaxEmbedInputs:
-		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(l.v))
+	case len(l.V) > MaxEmbedInputs:
+		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(l.V))
 	}
-	out := make([]string, len(l.v))
-	for i, v := range l.v {
-		if !v.ok {
+	out := make([]string, len(l.V))
+	for i, v := range l.V {
+		if !v.OK {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]",
 				"must be a string: token arrays are not supported, send the text")
 		}
-		if v.v == "" {
+		if v.V == "" {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]", "must be a non-empty string")
 		}
-		out[i] = v.v
+		out[i] = v.V
 	}
 	return out, nil
 }

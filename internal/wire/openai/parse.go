@@ -9,10 +9,10 @@ import (
 // shape they cannot have is noted, and the rules report it with the field's own message, as
 // they did when those fields were kept raw and decoded apart.
 
-// opt is a value a request may leave out: ok is false when it is absent or null.
-type opt[T any] struct {
-	v  T
-	ok bool
+// Opt is a value a request may leave out: OK is false when it is absent or null.
+type Opt[T any] struct {
+	V  T
+	OK bool
 }
 
 // chatRequest is the subset of the Chat Completions request layer0 understands. Unknown fields
@@ -22,69 +22,69 @@ type opt[T any] struct {
 // read and dropped (store, service_tier, prompt_cache_key, safety_identifier, metadata) cannot
 // change the answer.
 type chatRequest struct {
-	Model, User                       opt[string]
+	Model, User                       Opt[string]
 	Messages                          []chatMessage
-	MaxTokens, MaxCompletionTokens, N opt[int]
-	TopK                              opt[int]
+	MaxTokens, MaxCompletionTokens, N Opt[int]
+	TopK                              Opt[int]
 	Temperature, TopP                 *float64
-	Stop                              lenient[[]string]
-	Stream, ParallelToolCalls         opt[bool]
-	IncludeUsage                      opt[bool]
+	Stop                              Lenient[[]string]
+	Stream, ParallelToolCalls         Opt[bool]
+	IncludeUsage                      Opt[bool]
 	Tools                             []chatTool
-	ToolChoice                        lenient[toolChoiceJSON]
+	ToolChoice                        Lenient[toolChoiceJSON]
 	Functions                         bool // functions or function_call given, not null
-	ResponseFormat                    lenient[responseFormatJSON]
+	ResponseFormat                    Lenient[responseFormatJSON]
 }
 
-// lenient is a field read leniently: absent or null, of a shape it cannot have (bad), or v.
-type lenient[T any] struct {
-	v       T
-	given   bool // present and not null
-	bad     bool
-	isStr   bool // a string, in str
-	str     string
-	isArray bool
+// Lenient is a field read leniently: absent or null (Given false), of a shape it cannot have
+// (Bad), a string (IsStr, in Str), or V.
+type Lenient[T any] struct {
+	V                 T
+	Given, Bad, IsStr bool
+	Str               string
 }
 
 type chatMessage struct {
 	Role       string
-	Content    content
+	Content    Content
 	ToolCalls  []chatToolCall
-	ToolCallID opt[string]
+	ToolCallID Opt[string]
 	// Refusal is an assistant turn's refusal text, which the SDKs send back as null or "": any
 	// other value is content the canonical request does not carry (llm.Request.Ignored).
 	Refusal string // raw JSON, "" when absent
 }
 
-// content is a message's content: absent or null, a string, or parts (bad when they are not an
-// array of part objects of the right types).
-type content struct {
-	given bool
-	isStr bool
-	str   string
-	parts []contentPart
-	bad   bool
+// Content is a message's content: absent or null (Given false), a string (IsStr), or parts
+// (Bad when they are not an array of part objects of the right types).
+type Content struct {
+	Given, IsStr, Bad bool
+	Str               string
+	Parts             []ContentPart
 }
 
 type chatToolCall struct {
-	Index       opt[int]
+	Index       Opt[int]
 	ID, Type    string
 	Name, Args  string
 	hasFunction bool
 }
 
 type chatTool struct {
-	Type              string
-	HasFunction       bool
-	Name, Description string
-	Parameters        string // raw JSON, "" when absent
+	Type        string
+	HasFunction bool
+	Function    FuncDecl
 }
 
-type contentPart struct {
-	Type     string
-	Text     opt[string]
-	Refusal  opt[string]
-	ImageURL opt[string] // ok when image_url is an object, v its url
+// FuncDecl is a function tool's declaration. Parameters is raw JSON, "" when absent or null.
+type FuncDecl struct {
+	Name, Description, Parameters string
+}
+
+// ContentPart is one part of a message's content. ImageURL is Chat Completions' image_url
+// object (OK when given, V its url) or the Responses API's image_url string.
+type ContentPart struct {
+	Type                            string
+	Text, Refusal, ImageURL, FileID Opt[string]
 }
 
 type toolChoiceJSON struct {
@@ -95,9 +95,14 @@ type toolChoiceJSON struct {
 type responseFormatJSON struct {
 	Type      string
 	HasSchema bool // json_schema given, not null
-	Name      string
-	Schema    string // raw JSON, "" when absent
-	Strict    opt[bool]
+	Schema    SchemaDecl
+}
+
+// SchemaDecl is a json_schema response format's name, schema (raw JSON, "" when absent or
+// null) and strict flag.
+type SchemaDecl struct {
+	Name, Schema string
+	Strict       Opt[bool]
 }
 
 // request reads the body into cr (Finish reports what stops it).
@@ -149,25 +154,25 @@ func fieldIndex(fields []string, k string) int {
 func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 	switch i {
 	case 0:
-		cr.Model.v, cr.Model.ok, err = d.String("model")
+		cr.Model.V, cr.Model.OK, err = d.String("model")
 	case 1:
 		cr.Messages, err = d.messages()
 	case 2:
-		cr.MaxTokens.v, cr.MaxTokens.ok, err = d.Int("max_tokens")
+		cr.MaxTokens.V, cr.MaxTokens.OK, err = d.Int("max_tokens")
 	case 3:
-		cr.MaxCompletionTokens.v, cr.MaxCompletionTokens.ok, err = d.Int("max_completion_tokens")
+		cr.MaxCompletionTokens.V, cr.MaxCompletionTokens.OK, err = d.Int("max_completion_tokens")
 	case 4:
 		cr.Temperature, err = d.Float("temperature")
 	case 5:
 		cr.TopP, err = d.Float("top_p")
 	case 6:
-		cr.TopK.v, cr.TopK.ok, err = d.Int("top_k")
+		cr.TopK.V, cr.TopK.OK, err = d.Int("top_k")
 	case 7:
-		cr.N.v, cr.N.ok, err = d.Int("n")
+		cr.N.V, cr.N.OK, err = d.Int("n")
 	case 8:
 		err = d.stop(&cr.Stop)
 	case 9:
-		cr.Stream.v, cr.Stream.ok, err = d.Bool("stream")
+		cr.Stream.V, cr.Stream.OK, err = d.Bool("stream")
 	case 10:
 		err = d.streamOptions(cr)
 	case 11:
@@ -175,9 +180,9 @@ func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 	case 12:
 		err = d.toolChoice(&cr.ToolChoice)
 	case 13:
-		cr.ParallelToolCalls.v, cr.ParallelToolCalls.ok, err = d.Bool("parallel_tool_calls")
+		cr.ParallelToolCalls.V, cr.ParallelToolCalls.OK, err = d.Bool("parallel_tool_calls")
 	case 14:
-		cr.User.v, cr.User.ok, err = d.String("user")
+		cr.User.V, cr.User.OK, err = d.String("user")
 	case 15, 16:
 		var null bool
 		if null, err = d.Null(); err == nil && !null {
@@ -214,7 +219,7 @@ func (d *Decoder) streamOptions(cr *chatRequest) error {
 			d.noteDup()
 		}
 		if i == 0 {
-			cr.IncludeUsage.v, cr.IncludeUsage.ok, err = d.Bool("stream_options.include_usage")
+			cr.IncludeUsage.V, cr.IncludeUsage.OK, err = d.Bool("stream_options.include_usage")
 		} else {
 			d.Unknown(k)
 			err = d.Skip(ShapeRaw)
@@ -227,22 +232,22 @@ func (d *Decoder) streamOptions(cr *chatRequest) error {
 }
 
 // stop reads stop: a string, or a list of strings (null ones read as "").
-func (d *Decoder) stop(l *lenient[[]string]) error {
+func (d *Decoder) stop(l *Lenient[[]string]) error {
 	switch d.Peek() {
 	case jsontext.KindNull:
 		_, err := d.Literal()
 		return err
 	case jsontext.KindString:
-		l.given, l.isStr = true, true
+		l.Given, l.IsStr = true, true
 		var err error
-		l.str, err = d.Str()
+		l.Str, err = d.Str()
 		return err
 	case jsontext.KindArray:
 	default:
-		l.given, l.bad = true, true
+		l.Given, l.Bad = true, true
 		return d.Skip(ShapeRaw)
 	}
-	l.given, l.isArray = true, true
+	l.Given = true
 	d.Pos++
 	for n := 0; ; {
 		ok, err := d.Elem(&n)
@@ -253,13 +258,13 @@ func (d *Decoder) stop(l *lenient[[]string]) error {
 		case jsontext.KindString:
 			var s string
 			if s, err = d.Str(); err == nil {
-				l.v = append(l.v, s)
+				l.V = append(l.V, s)
 			}
 		case jsontext.KindNull:
 			_, err = d.Literal()
-			l.v = append(l.v, "")
+			l.V = append(l.V, "")
 		default:
-			l.bad = true
+			l.Bad = true
 			err = d.Skip(ShapeRaw)
 		}
 		if err != nil {

@@ -45,11 +45,11 @@ func (d *Decoder) message(m *chatMessage) error {
 		case 0:
 			m.Role, _, err = d.String("messages.role")
 		case 1:
-			err = d.content(&m.Content)
+			err = d.Content(&m.Content, false)
 		case 2:
 			m.ToolCalls, err = d.toolCalls()
 		case 3:
-			m.ToolCallID.v, m.ToolCallID.ok, err = d.String("messages.tool_call_id")
+			m.ToolCallID.V, m.ToolCallID.OK, err = d.String("messages.tool_call_id")
 		case 4:
 			m.Refusal, err = d.Raw()
 		default:
@@ -63,52 +63,54 @@ func (d *Decoder) message(m *chatMessage) error {
 	}
 }
 
-// content reads a message's content leniently: a string, an array of parts, or null.
-func (d *Decoder) content(c *content) error {
-	*c = content{}
+// Content reads a message's content leniently: a string, an array of parts, or null. flat
+// reads parts as the Responses API has them (image_url a string, file_id), else as Chat
+// Completions has them (image_url an object with a url).
+func (d *Decoder) Content(c *Content, flat bool) error {
+	*c = Content{}
 	switch d.Peek() {
 	case jsontext.KindNull:
 		_, err := d.Literal()
 		return err
 	case jsontext.KindString:
-		c.given, c.isStr = true, true
+		c.Given, c.IsStr = true, true
 		var err error
-		c.str, err = d.Str()
+		c.Str, err = d.Str()
 		return err
 	case jsontext.KindArray:
 	default:
-		c.given, c.bad = true, true
+		c.Given, c.Bad = true, true
 		return d.Skip(shapePart)
 	}
-	c.given = true
+	c.Given = true
 	d.Pos++
 	for n := 0; ; {
 		ok, err := d.Elem(&n)
 		if err != nil || !ok {
 			return err
 		}
-		var p contentPart
+		var p ContentPart
 		switch d.Peek() {
 		case jsontext.KindObject:
-			err = d.part(&p, &c.bad)
+			err = d.part(&p, &c.Bad, flat)
 		case jsontext.KindNull:
 			_, err = d.Literal()
 		default:
-			c.bad = true
+			c.Bad = true
 			err = d.Skip(shapePart)
 		}
 		if err != nil {
 			return err
 		}
-		c.parts = append(c.parts, p)
+		c.Parts = append(c.Parts, p)
 		d.Leave()
 	}
 }
 
-var partFields = [...]string{"type", "text", "refusal", "image_url"}
+var partFields = [...]string{"type", "text", "refusal", "image_url", "file_id"}
 
 // part reads one content part object; a field of a type it cannot have sets bad.
-func (d *Decoder) part(p *contentPart, bad *bool) error {
+func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 	d.Pos++
 	var f Fields
 	for n := 0; ; {
@@ -117,18 +119,25 @@ func (d *Decoder) part(p *contentPart, bad *bool) error {
 			return err
 		}
 		i := fieldIndex(partFields[:], k)
+		if i == 4 && !flat {
+			i = -1
+		}
 		if f.Seen(d, k, i) {
 			d.noteDup()
 		}
-		switch i {
-		case 0:
-			p.Type, _, err = d.lenientString(bad)
-		case 1:
-			p.Text.v, p.Text.ok, err = d.lenientString(bad)
-		case 2:
-			p.Refusal.v, p.Refusal.ok, err = d.lenientString(bad)
-		case 3:
+		switch {
+		case i == 0:
+			p.Type, _, err = d.LenientString(bad)
+		case i == 1:
+			p.Text.V, p.Text.OK, err = d.LenientString(bad)
+		case i == 2:
+			p.Refusal.V, p.Refusal.OK, err = d.LenientString(bad)
+		case i == 3 && flat:
+			p.ImageURL.V, p.ImageURL.OK, err = d.LenientString(bad)
+		case i == 3:
 			err = d.imageURL(p, bad)
+		case i == 4:
+			p.FileID.V, p.FileID.OK, err = d.LenientString(bad)
 		default:
 			err = d.Skip(shapePart.child(k))
 		}
@@ -139,8 +148,8 @@ func (d *Decoder) part(p *contentPart, bad *bool) error {
 	}
 }
 
-// lenientString reads a string or null; any other value sets bad.
-func (d *Decoder) lenientString(bad *bool) (string, bool, error) {
+// LenientString reads a string or null (ok false); any other value sets bad.
+func (d *Decoder) LenientString(bad *bool) (string, bool, error) {
 	switch d.Peek() {
 	case jsontext.KindString:
 		s, err := d.Str()
@@ -153,9 +162,9 @@ func (d *Decoder) lenientString(bad *bool) (string, bool, error) {
 	return "", false, d.Skip(ShapeRaw)
 }
 
-// lenientObject consumes the '{' of an object; null is consumed (ok false); any other value is
+// LenientObject consumes the '{' of an object; null is consumed (ok false); any other value is
 // skipped as of shape s and sets bad.
-func (d *Decoder) lenientObject(s Shape, bad *bool) (ok bool, err error) {
+func (d *Decoder) LenientObject(s Shape, bad *bool) (ok bool, err error) {
 	switch d.Peek() {
 	case jsontext.KindObject:
 		d.Pos++
@@ -168,12 +177,12 @@ func (d *Decoder) lenientObject(s Shape, bad *bool) (ok bool, err error) {
 	return false, d.Skip(s)
 }
 
-func (d *Decoder) imageURL(p *contentPart, bad *bool) error {
-	ok, err := d.lenientObject(shapeStruct, bad)
+func (d *Decoder) imageURL(p *ContentPart, bad *bool) error {
+	ok, err := d.LenientObject(shapeStruct, bad)
 	if err != nil || !ok {
 		return err
 	}
-	p.ImageURL.ok = true
+	p.ImageURL.OK = true
 	var f Fields
 	for n := 0; ; {
 		k, ok, err := d.Key(&n)
@@ -188,7 +197,7 @@ func (d *Decoder) imageURL(p *contentPart, bad *bool) error {
 			d.noteDup()
 		}
 		if i == 0 {
-			p.ImageURL.v, _, err = d.lenientString(bad)
+			p.ImageURL.V, _, err = d.LenientString(bad)
 		} else {
 			err = d.Skip(ShapeRaw)
 		}
@@ -238,7 +247,7 @@ func (d *Decoder) toolCall(tc *chatToolCall) error {
 		}
 		switch i {
 		case 0:
-			tc.Index.v, tc.Index.ok, err = d.Int("messages.tool_calls.index")
+			tc.Index.V, tc.Index.OK, err = d.Int("messages.tool_calls.index")
 		case 1:
 			tc.ID, _, err = d.String("messages.tool_calls.id")
 		case 2:

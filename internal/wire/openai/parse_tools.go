@@ -61,7 +61,9 @@ func (d *Decoder) tool(t *chatTool) error {
 	}
 }
 
-var toolFunctionFields = [...]string{"name", "description", "parameters"}
+// toolFunctionNames are the fields of a Chat Completions tool's function, as type errors name
+// them.
+var toolFunctionNames = [...]string{"tools.function.name", "tools.function.description"}
 
 func (d *Decoder) toolFunction(t *chatTool) error {
 	ok, err := d.Object("tools.function")
@@ -75,18 +77,13 @@ func (d *Decoder) toolFunction(t *chatTool) error {
 		if err != nil || !ok {
 			return err
 		}
-		i := fieldIndex(toolFunctionFields[:], k)
+		i := FuncField(k)
 		if f.Seen(d, k, i) {
 			d.noteDup()
 		}
-		switch i {
-		case 0:
-			t.Name, _, err = d.String("tools.function.name")
-		case 1:
-			t.Description, _, err = d.String("tools.function.description")
-		case 2:
-			t.Parameters, err = d.RawOrNull()
-		default:
+		if i >= 0 {
+			err = d.FuncMember(i, &t.Function, &toolFunctionNames, nil)
+		} else {
 			d.Unknown(k)
 			err = d.Skip(ShapeRaw)
 		}
@@ -95,6 +92,36 @@ func (d *Decoder) toolFunction(t *chatTool) error {
 		}
 		d.Leave()
 	}
+}
+
+var funcFields = [...]string{"name", "description", "parameters"}
+
+// FuncField returns the index of the member of a function declaration that k names (name,
+// description, parameters), or -1.
+func FuncField(k string) int { return fieldIndex(funcFields[:], k) }
+
+// FuncMember reads member i (of FuncField) of a function declaration into f. With names, a value
+// of the wrong type stops the decoder, naming the field as names has it; else it sets *bad.
+func (d *Decoder) FuncMember(i int, f *FuncDecl, names *[2]string, bad *bool) (err error) {
+	switch i {
+	case 0:
+		f.Name, err = d.str(names, 0, bad)
+	case 1:
+		f.Description, err = d.str(names, 1, bad)
+	default:
+		f.Parameters, err = d.RawOrNull()
+	}
+	return err
+}
+
+// str reads a string (null as ""): with names, strictly, as field names[i]; else leniently.
+func (d *Decoder) str(names *[2]string, i int, bad *bool) (s string, err error) {
+	if names != nil {
+		s, _, err = d.String(names[i])
+	} else {
+		s, _, err = d.LenientString(bad)
+	}
+	return s, err
 }
 
 // RawOrNull reads any value as Raw does, and returns "" for null.
@@ -106,22 +133,22 @@ func (d *Decoder) RawOrNull() (string, error) {
 }
 
 // toolChoice reads tool_choice leniently: a string, or {"type":…,"function":{"name":…}}.
-func (d *Decoder) toolChoice(l *lenient[toolChoiceJSON]) error {
+func (d *Decoder) toolChoice(l *Lenient[toolChoiceJSON]) error {
 	switch d.Peek() {
 	case jsontext.KindNull:
 		_, err := d.Literal()
 		return err
 	case jsontext.KindString:
-		l.given, l.isStr = true, true
+		l.Given, l.IsStr = true, true
 		var err error
-		l.str, err = d.Str()
+		l.Str, err = d.Str()
 		return err
 	case jsontext.KindObject:
 	default:
-		l.given, l.bad = true, true
+		l.Given, l.Bad = true, true
 		return d.Skip(shapeToolChoice)
 	}
-	l.given = true
+	l.Given = true
 	d.Pos++
 	var f Fields
 	for n := 0; ; {
@@ -141,9 +168,9 @@ func (d *Decoder) toolChoice(l *lenient[toolChoiceJSON]) error {
 		}
 		switch i {
 		case 0:
-			l.v.Type, _, err = d.lenientString(&l.bad)
+			l.V.Type, _, err = d.LenientString(&l.Bad)
 		case 1:
-			err = d.nameObject(&l.v.Name, &l.bad)
+			err = d.nameObject(&l.V.Name, &l.Bad)
 		default:
 			err = d.Skip(shapeToolChoice.child(k))
 		}
@@ -156,7 +183,7 @@ func (d *Decoder) toolChoice(l *lenient[toolChoiceJSON]) error {
 
 // nameObject reads {"name":…} leniently into name.
 func (d *Decoder) nameObject(name *string, bad *bool) error {
-	ok, err := d.lenientObject(shapeStruct, bad)
+	ok, err := d.LenientObject(shapeStruct, bad)
 	if err != nil || !ok {
 		return err
 	}
@@ -174,7 +201,7 @@ func (d *Decoder) nameObject(name *string, bad *bool) error {
 			d.noteDup()
 		}
 		if i == 0 {
-			*name, _, err = d.lenientString(bad)
+			*name, _, err = d.LenientString(bad)
 		} else {
 			err = d.Skip(ShapeRaw)
 		}
@@ -187,12 +214,12 @@ func (d *Decoder) nameObject(name *string, bad *bool) error {
 
 // responseFormat reads response_format leniently: {"type":…,"json_schema":{"name":…,
 // "schema":{…},"strict":…}}.
-func (d *Decoder) responseFormat(l *lenient[responseFormatJSON]) error {
+func (d *Decoder) responseFormat(l *Lenient[responseFormatJSON]) error {
 	if null, err := d.Null(); null || err != nil {
 		return err
 	}
-	l.given = true
-	ok, err := d.lenientObject(shapeResponseFormat, &l.bad)
+	l.Given = true
+	ok, err := d.LenientObject(shapeResponseFormat, &l.Bad)
 	if err != nil || !ok {
 		return err
 	}
@@ -214,9 +241,9 @@ func (d *Decoder) responseFormat(l *lenient[responseFormatJSON]) error {
 		}
 		switch i {
 		case 0:
-			l.v.Type, _, err = d.lenientString(&l.bad)
+			l.V.Type, _, err = d.LenientString(&l.Bad)
 		case 1:
-			err = d.jsonSchema(&l.v, &l.bad)
+			err = d.jsonSchema(&l.V, &l.Bad)
 		default:
 			err = d.Skip(shapeResponseFormat.child(k))
 		}
@@ -227,10 +254,27 @@ func (d *Decoder) responseFormat(l *lenient[responseFormatJSON]) error {
 	}
 }
 
-var jsonSchemaFields = [...]string{"name", "schema", "strict"}
+var schemaFields = [...]string{"name", "schema", "strict"}
+
+// SchemaField returns the index of the member of a json_schema format that k names (name,
+// schema, strict), or -1.
+func SchemaField(k string) int { return fieldIndex(schemaFields[:], k) }
+
+// SchemaMember reads member i (of SchemaField) of a json_schema format into s, leniently.
+func (d *Decoder) SchemaMember(i int, s *SchemaDecl, bad *bool) (err error) {
+	switch i {
+	case 0:
+		s.Name, _, err = d.LenientString(bad)
+	case 1:
+		s.Schema, err = d.RawOrNull()
+	default:
+		err = d.LenientBool(&s.Strict, bad)
+	}
+	return err
+}
 
 func (d *Decoder) jsonSchema(rf *responseFormatJSON, bad *bool) error {
-	ok, err := d.lenientObject(shapeStruct, bad)
+	ok, err := d.LenientObject(shapeStruct, bad)
 	rf.HasSchema = ok
 	if err != nil || !ok {
 		return err
@@ -241,18 +285,13 @@ func (d *Decoder) jsonSchema(rf *responseFormatJSON, bad *bool) error {
 		if err != nil || !ok {
 			return err
 		}
-		i := fieldIndex(jsonSchemaFields[:], k)
+		i := SchemaField(k)
 		if f.Seen(d, k, i) {
 			d.noteDup()
 		}
-		switch i {
-		case 0:
-			rf.Name, _, err = d.lenientString(bad)
-		case 1:
-			rf.Schema, err = d.RawOrNull()
-		case 2:
-			err = d.lenientBool(&rf.Strict, bad)
-		default:
+		if i >= 0 {
+			err = d.SchemaMember(i, &rf.Schema, bad)
+		} else {
 			err = d.Skip(ShapeRaw)
 		}
 		if err != nil {
@@ -262,16 +301,16 @@ func (d *Decoder) jsonSchema(rf *responseFormatJSON, bad *bool) error {
 	}
 }
 
-// lenientBool reads a boolean or null; any other value sets bad.
-func (d *Decoder) lenientBool(b *opt[bool], bad *bool) error {
+// LenientBool reads a boolean or null; any other value sets bad.
+func (d *Decoder) LenientBool(b *Opt[bool], bad *bool) error {
 	switch d.Peek() {
 	case jsontext.KindBool:
 		lit, err := d.Literal()
-		b.v, b.ok = lit == "true", true
+		b.V, b.OK = lit == "true", true
 		return err
 	case jsontext.KindNull:
 		_, err := d.Literal()
-		b.ok = false
+		b.OK = false
 		return err
 	}
 	*bad = true

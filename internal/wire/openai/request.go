@@ -50,45 +50,45 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	}
 	ignored := d.Ignored()
 	r := &llm.Request{Format: llm.FormatOpenAI, Ignored: ignored}
-	if !cr.Model.ok || cr.Model.v == "" {
+	if !cr.Model.OK || cr.Model.V == "" {
 		return nil, x, apierr.Invalid("model", "required")
 	}
 	// The model and the user outlive the request (metric labels, limiter keys): their own copies.
-	r.Model = strings.Clone(cr.Model.v)
-	if cr.N.ok && cr.N.v != 1 {
-		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", cr.N.v)
+	r.Model = strings.Clone(cr.Model.V)
+	if cr.N.OK && cr.N.V != 1 {
+		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", cr.N.V)
 	}
 	if cr.Functions {
 		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
 	}
 	switch {
-	case cr.MaxCompletionTokens.ok:
-		if err := tokenCount("max_completion_tokens", cr.MaxCompletionTokens.v, 1); err != nil {
+	case cr.MaxCompletionTokens.OK:
+		if err := tokenCount("max_completion_tokens", cr.MaxCompletionTokens.V, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = cr.MaxCompletionTokens.v
-	case cr.MaxTokens.ok:
-		if err := tokenCount("max_tokens", cr.MaxTokens.v, 1); err != nil {
+		r.MaxTokens = cr.MaxCompletionTokens.V
+	case cr.MaxTokens.OK:
+		if err := tokenCount("max_tokens", cr.MaxTokens.V, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = cr.MaxTokens.v
+		r.MaxTokens = cr.MaxTokens.V
 	}
 	if err := sampling(cr.Temperature, cr.TopP); err != nil {
 		return nil, x, err
 	}
 	r.Temperature, r.TopP = cr.Temperature, cr.TopP
-	if k := cr.TopK; k.ok && k.v != -1 { // vLLM spells "disabled" as -1
-		if err := tokenCount("top_k", k.v, 0); err != nil {
+	if k := cr.TopK; k.OK && k.V != -1 { // vLLM spells "disabled" as -1
+		if err := tokenCount("top_k", k.V, 0); err != nil {
 			return nil, x, err
 		}
-		r.TopK = &k.v
+		r.TopK = &k.V
 	}
-	r.Stream = cr.Stream.v
-	if r.Stream && cr.IncludeUsage.ok {
-		x.IncludeUsage = cr.IncludeUsage.v
+	r.Stream = cr.Stream.V
+	if r.Stream && cr.IncludeUsage.OK {
+		x.IncludeUsage = cr.IncludeUsage.V
 	}
-	if cr.User.ok {
-		r.UserID = strings.Clone(cr.User.v)
+	if cr.User.OK {
+		r.UserID = strings.Clone(cr.User.V)
 	}
 	var err error
 	if r.StopSequences, err = decodeStop(&cr.Stop); err != nil {
@@ -122,38 +122,57 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 
 // decodeResponseFormat reads response_format: {"type":"text"}, {"type":"json_object"} or
 // {"type":"json_schema","json_schema":{"name":…,"schema":{…},"strict":…}}.
-func decodeResponseFormat(r *llm.Request, l *lenient[responseFormatJSON]) error {
-	if !l.given {
+func decodeResponseFormat(r *llm.Request, l *Lenient[responseFormatJSON]) error {
+	if !l.Given {
 		return nil
 	}
-	if l.bad {
+	if l.Bad {
 		return apierr.Invalid("response_format", "must be an object with a type")
 	}
-	f := &l.v
-	switch f.Type {
-	case "text":
-	case "json_object":
-		r.ResponseFormat.Type = llm.ResponseJSONObject
-	case "json_schema":
-		if !f.HasSchema {
-			return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
-		}
-		if f.Name == "" {
-			return apierr.Invalid("response_format.json_schema.name", "required")
-		}
-		if f.Schema != "" && f.Schema[0] != '{' {
-			return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
-		}
-		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: f.Name, Strict: f.Strict.ok && f.Strict.v}
-		if f.Schema != "" {
-			r.ResponseFormat.Schema = json.RawMessage(f.Schema)
-		}
-	case "":
-		return apierr.Invalid("response_format.type", "required")
-	default:
-		return apierr.Invalid("response_format.type", "must be text, json_object or json_schema, got %q", f.Type)
+	f := &l.V
+	typ, err := FormatType("response_format.type", f.Type)
+	if err != nil || typ != llm.ResponseJSONSchema {
+		r.ResponseFormat.Type = typ
+		return err
 	}
+	if !f.HasSchema {
+		return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
+	}
+	js := &f.Schema
+	if js.Name == "" {
+		return apierr.Invalid("response_format.json_schema.name", "required")
+	}
+	if js.Schema != "" && js.Schema[0] != '{' {
+		return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
+	}
+	r.ResponseFormat = js.format()
 	return nil
+}
+
+// FormatType returns the response format a format's type names (text, json_object or
+// json_schema); p names the type's field in the error.
+func FormatType(p, typ string) (llm.ResponseFormatType, error) {
+	switch typ {
+	case "text":
+		return llm.ResponseText, nil
+	case "json_object":
+		return llm.ResponseJSONObject, nil
+	case "json_schema":
+		return llm.ResponseJSONSchema, nil
+	case "":
+		return 0, apierr.Invalid(p, "required")
+	}
+	return 0, apierr.Invalid(p, "must be text, json_object or json_schema, got %q", typ)
+}
+
+// format returns the json_schema response format s declares (its schema, when given, checked
+// already to be an object).
+func (s *SchemaDecl) format() llm.ResponseFormat {
+	f := llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: s.Name, Strict: s.Strict.OK && s.Strict.V}
+	if s.Schema != "" {
+		f.Schema = json.RawMessage(s.Schema)
+	}
+	return f
 }
 
 // tokenCount checks an integer parameter against [lo, llm.MaxMaxTokens].
@@ -167,19 +186,19 @@ func tokenCount(field string, v, lo int) error {
 	return nil
 }
 
-func decodeStop(l *lenient[[]string]) ([]string, error) {
+func decodeStop(l *Lenient[[]string]) ([]string, error) {
 	switch {
-	case !l.given:
+	case !l.Given:
 		return nil, nil
-	case l.isStr:
-		if l.str == "" {
+	case l.IsStr:
+		if l.Str == "" {
 			return nil, nil
 		}
-		return []string{l.str}, nil
-	case l.bad:
+		return []string{l.Str}, nil
+	case l.Bad:
 		return nil, apierr.Invalid("stop", "must be a string or a list of strings")
 	}
-	list := l.v
+	list := l.V
 	if len(list) > MaxStop {
 		return nil, apierr.Invalid("stop", "at most %d stop sequences are allowed, got %d", MaxStop, len(list))
 	}
@@ -255,14 +274,14 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: blocks})
 			toolRun = false
 		case "tool":
-			if !m.ToolCallID.ok || m.ToolCallID.v == "" {
+			if !m.ToolCallID.OK || m.ToolCallID.V == "" {
 				return apierr.Invalid(p+".tool_call_id", "required for role tool")
 			}
 			text, err := decodeText(p+".content", &m.Content, false)
 			if err != nil {
 				return err
 			}
-			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: m.ToolCallID.v}
+			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: m.ToolCallID.V}
 			if text != "" {
 				b.Content = []llm.Block{{Type: llm.BlockText, Text: text}}
 			}
@@ -293,47 +312,47 @@ func emptyContent(i int) error {
 }
 
 // decodeText decodes content that must be text: a string or an array of text parts, joined.
-func decodeText(p string, c *content, allowNull bool) (string, error) {
+func decodeText(p string, c *Content, allowNull bool) (string, error) {
 	switch {
-	case !c.given:
+	case !c.Given:
 		if allowNull {
 			return "", nil
 		}
 		return "", apierr.Invalid(p, "required")
-	case c.isStr:
-		return c.str, nil
-	case c.bad:
+	case c.IsStr:
+		return c.Str, nil
+	case c.Bad:
 		return "", apierr.Invalid(p, "must be a string or an array of text parts")
 	}
-	if len(c.parts) == 1 && c.parts[0].Type == "text" && c.parts[0].Text.ok {
-		return c.parts[0].Text.v, nil // one part: its text as it is, no copy
+	if len(c.Parts) == 1 && c.Parts[0].Type == "text" && c.Parts[0].Text.OK {
+		return c.Parts[0].Text.V, nil // one part: its text as it is, no copy
 	}
 	var sb strings.Builder
-	for j, part := range c.parts {
+	for j, part := range c.Parts {
 		if part.Type != "text" {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be \"text\" here, got %q", part.Type)
 		}
-		if !part.Text.ok {
+		if !part.Text.OK {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].text", p, j), "required")
 		}
-		sb.WriteString(part.Text.v)
+		sb.WriteString(part.Text.V)
 	}
 	return sb.String(), nil
 }
 
-func decodeUserContent(p string, c *content) ([]llm.Block, error) {
+func decodeUserContent(p string, c *Content) ([]llm.Block, error) {
 	switch {
-	case !c.given:
+	case !c.Given:
 		return nil, apierr.Invalid(p, "required")
-	case c.isStr:
-		if c.str == "" {
+	case c.IsStr:
+		if c.Str == "" {
 			return nil, nil
 		}
-		return []llm.Block{{Type: llm.BlockText, Text: c.str}}, nil
-	case c.bad:
+		return []llm.Block{{Type: llm.BlockText, Text: c.Str}}, nil
+	case c.Bad:
 		return nil, apierr.Invalid(p, "must be a string or an array of content parts")
 	}
-	parts := c.parts
+	parts := c.Parts
 	if len(parts) == 0 {
 		return nil, apierr.Invalid(p, "must not be empty")
 	}
@@ -342,17 +361,17 @@ func decodeUserContent(p string, c *content) ([]llm.Block, error) {
 		pp := fmt.Sprintf("%s[%d]", p, j)
 		switch part.Type {
 		case "text":
-			if !part.Text.ok {
+			if !part.Text.OK {
 				return nil, apierr.Invalid(pp+".text", "required")
 			}
-			if part.Text.v != "" {
-				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.v})
+			if part.Text.V != "" {
+				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.V})
 			}
 		case "image_url":
-			if !part.ImageURL.ok || part.ImageURL.v == "" {
+			if !part.ImageURL.OK || part.ImageURL.V == "" {
 				return nil, apierr.Invalid(pp+".image_url.url", "required")
 			}
-			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.v)
+			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.V)
 			if err != nil {
 				return nil, err
 			}
@@ -385,23 +404,23 @@ func decodeImageURL(p, u string) (llm.Block, error) {
 func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 	var blocks []llm.Block
 	switch c := &m.Content; {
-	case !c.given:
-	case c.isStr:
-		if c.str != "" {
-			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: c.str})
+	case !c.Given:
+	case c.IsStr:
+		if c.Str != "" {
+			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: c.Str})
 		}
-	case c.bad:
+	case c.Bad:
 		return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
 	default:
-		for j, part := range c.parts {
+		for j, part := range c.Parts {
 			switch {
-			case part.Type == "text" && part.Text.ok:
-				if part.Text.v != "" {
-					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.v})
+			case part.Type == "text" && part.Text.OK:
+				if part.Text.V != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.V})
 				}
-			case part.Type == "refusal" && part.Refusal.ok:
-				if part.Refusal.v != "" {
-					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Refusal.v})
+			case part.Type == "refusal" && part.Refusal.OK:
+				if part.Refusal.V != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Refusal.V})
 				}
 			default:
 				return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")

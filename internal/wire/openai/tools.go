@@ -22,32 +22,29 @@ func decodeTools(r *llm.Request, tools []chatTool) error {
 		if !t.HasFunction {
 			return apierr.Invalid(p+".function.name", "required")
 		}
-		if err := functionName(p+".function.name", t.Name); err != nil {
-			return err
-		}
-		for j := range r.Tools {
-			if r.Tools[j].Name == t.Name {
-				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", t.Name, j)
-			}
-		}
-		schema, err := toolSchema(p+".function.parameters", t.Parameters)
+		tool, err := t.Function.Tool(p + ".function")
 		if err != nil {
 			return err
 		}
-		r.Tools = append(r.Tools, llm.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		for j := range r.Tools {
+			if r.Tools[j].Name == tool.Name {
+				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", tool.Name, j)
+			}
+		}
+		r.Tools = append(r.Tools, tool)
 	}
 	return nil
 }
 
-func decodeToolChoice(r *llm.Request, l *lenient[toolChoiceJSON], parallel opt[bool]) error {
-	if parallel.ok && !parallel.v {
+func decodeToolChoice(r *llm.Request, l *Lenient[toolChoiceJSON], parallel Opt[bool]) error {
+	if parallel.OK && !parallel.V {
 		r.ToolChoice.DisableParallelToolUse = true
 	}
-	if !l.given {
+	if !l.Given {
 		return nil
 	}
-	if l.isStr {
-		s := l.str
+	if l.IsStr {
+		s := l.Str
 		t, ok := toolChoiceMode(s)
 		if !ok {
 			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
@@ -55,10 +52,10 @@ func decodeToolChoice(r *llm.Request, l *lenient[toolChoiceJSON], parallel opt[b
 		r.ToolChoice.Type = t
 		return nil
 	}
-	if l.bad {
+	if l.Bad {
 		return apierr.Invalid("tool_choice", "must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
 	}
-	obj := &l.v
+	obj := &l.V
 	if obj.Type != "function" {
 		return apierr.Invalid("tool_choice.type", "must be \"function\", got %q", obj.Type)
 	}
@@ -116,7 +113,7 @@ func checkToolPairs(msgs []chatMessage) error {
 		case "system", "developer":
 			continue
 		case "tool":
-			id := m.ToolCallID.v
+			id := m.ToolCallID.V
 			if pending < 0 || !hasCall(msgs[pending].ToolCalls, id) {
 				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
 					"messages with role 'tool' must be a response to a preceding message with 'tool_calls'; "+
@@ -199,14 +196,18 @@ func toolInput(p, args string) (json.RawMessage, error) {
 	return json.RawMessage(a), nil
 }
 
-// toolSchema returns a function tool's parameters, the field at p: a JSON Schema object, or
-// an empty one when not given ("" or null).
-func toolSchema(p, params string) (json.RawMessage, error) {
-	switch {
-	case params == "" || params == "null":
-		return json.RawMessage(`{"type":"object","properties":{}}`), nil
-	case params[0] != '{':
-		return nil, apierr.Invalid(p, "must be a JSON Schema object")
+// Tool checks the function f declares, the field at p, and returns it as a tool: a valid name,
+// and parameters a JSON Schema object (an empty one when not given).
+func (f *FuncDecl) Tool(p string) (llm.Tool, error) {
+	if err := functionName(p+".name", f.Name); err != nil {
+		return llm.Tool{}, err
 	}
-	return json.RawMessage(params), nil
+	schema := json.RawMessage(`{"type":"object","properties":{}}`)
+	if f.Parameters != "" {
+		if f.Parameters[0] != '{' {
+			return llm.Tool{}, apierr.Invalid(p+".parameters", "must be a JSON Schema object")
+		}
+		schema = json.RawMessage(f.Parameters)
+	}
+	return llm.Tool{Name: f.Name, Description: f.Description, InputSchema: schema}, nil
 }
