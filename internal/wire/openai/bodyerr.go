@@ -84,6 +84,10 @@ func (w *pathWalker) value() {
 			return
 		}
 		for n := 0; !w.done; {
+			if w.nameEnd(n) > w.off { // a name is a token of its own, whatever follows it
+				w.found, w.done = pathString(w.path), true
+				return
+			}
 			k, ok, err := w.NextKey(&n)
 			if w.done = err != nil; !ok || w.done || w.at(w.path) {
 				return
@@ -113,4 +117,19 @@ func (w *pathWalker) value() {
 		}
 		w.at(w.path)
 	}
+}
+
+// nameEnd returns the offset after the next member name of the object being walked (n names
+// read), or 0 when no name comes next.
+func (w *pathWalker) nameEnd(n int) int {
+	s := w.Scanner
+	s.WS()
+	if n > 0 && s.Pos < len(s.Text) && s.Text[s.Pos] == ',' {
+		s.Pos++
+		s.WS()
+	}
+	if s.Pos >= len(s.Text) || s.Text[s.Pos] != '"' || s.SkipStr() != nil {
+		return 0
+	}
+	return s.Pos
 }

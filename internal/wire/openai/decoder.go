@@ -161,8 +161,8 @@ func (d *Decoder) EnterIndex(i int) { d.path = append(d.path, PathSeg{Index: i})
 // Leave pops the path.
 func (d *Decoder) Leave() { d.path = d.path[:len(d.path)-1] }
 
-// noteDup notes the member just entered as given twice, unless a name was already.
-func (d *Decoder) noteDup() {
+// NoteDup notes the member just entered as given twice, unless a name was already.
+func (d *Decoder) NoteDup() {
 	if d.dup == nil {
 		d.dup = append([]PathSeg(nil), d.path...)
 	}
@@ -179,8 +179,8 @@ func (d *Decoder) Unknown(key string) {
 	}
 }
 
-// Fields tells the members of one struct-shaped object apart: a known field by its index (below
-// 64), any other name by its folded form (when d.Fold) or as it is.
+// Fields tells the members of one struct-shaped object apart: with d.Fold, a known field by its
+// index (below 64) and any other name by its folded form; else every name as it is.
 type Fields struct {
 	known uint64
 	other jsontext.KeySet
@@ -189,7 +189,7 @@ type Fields struct {
 // Seen notes member key, field i of the struct or -1 for a name it lacks, and reports whether
 // the object gave it already.
 func (f *Fields) Seen(d *Decoder, key string, i int) bool {
-	if i >= 0 {
+	if i >= 0 && d.Fold {
 		dup := f.known&(1<<i) != 0
 		f.known |= 1 << i
 		return dup

@@ -86,7 +86,7 @@ func (d *Decoder) embedRequest(er *embedRequest) error {
 		}
 		i := fieldIndex(embedFields[:], k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:

@@ -119,7 +119,7 @@ func (d *Decoder) request(cr *chatRequest) error {
 		}
 		i := requestField(k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if err := d.requestMember(cr, i, k); err != nil {
 			return err
@@ -216,7 +216,7 @@ func (d *Decoder) streamOptions(cr *chatRequest) error {
 			i = 0
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if i == 0 {
 			cr.IncludeUsage.V, cr.IncludeUsage.OK, err = d.Bool("stream_options.include_usage")

@@ -39,7 +39,7 @@ func (d *Decoder) message(m *chatMessage) error {
 		}
 		i := fieldIndex(messageFields[:], k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:
@@ -123,7 +123,7 @@ func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 			i = -1
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch {
 		case i == 0:
@@ -194,7 +194,7 @@ func (d *Decoder) imageURL(p *ContentPart, bad *bool) error {
 			i = 0
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if i == 0 {
 			p.ImageURL.V, _, err = d.LenientString(bad)
@@ -243,7 +243,7 @@ func (d *Decoder) toolCall(tc *chatToolCall) error {
 		}
 		i := fieldIndex(toolCallFields[:], k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:
@@ -280,7 +280,7 @@ func (d *Decoder) callFunction(tc *chatToolCall) error {
 		}
 		i := fieldIndex(callFunctionFields[:], k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:

@@ -43,7 +43,7 @@ func (d *Decoder) tool(t *chatTool) error {
 			i = 1
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:
@@ -79,7 +79,7 @@ func (d *Decoder) toolFunction(t *chatTool) error {
 		}
 		i := FuncField(k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if i >= 0 {
 			err = d.FuncMember(i, &t.Function, &toolFunctionNames, nil)
@@ -164,7 +164,7 @@ func (d *Decoder) toolChoice(l *Lenient[toolChoiceJSON]) error {
 			i = 1
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:
@@ -198,7 +198,7 @@ func (d *Decoder) nameObject(name *string, bad *bool) error {
 			i = 0
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if i == 0 {
 			*name, _, err = d.LenientString(bad)
@@ -237,7 +237,7 @@ func (d *Decoder) responseFormat(l *Lenient[responseFormatJSON]) error {
 			i = 1
 		}
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		switch i {
 		case 0:
@@ -287,7 +287,7 @@ func (d *Decoder) jsonSchema(rf *responseFormatJSON, bad *bool) error {
 		}
 		i := SchemaField(k)
 		if f.Seen(d, k, i) {
-			d.noteDup()
+			d.NoteDup()
 		}
 		if i >= 0 {
 			err = d.SchemaMember(i, &rf.Schema, bad)

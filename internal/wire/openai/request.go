@@ -145,7 +145,7 @@ func decodeResponseFormat(r *llm.Request, l *Lenient[responseFormatJSON]) error 
 	if js.Schema != "" && js.Schema[0] != '{' {
 		return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
 	}
-	r.ResponseFormat = js.format()
+	r.ResponseFormat = js.Format()
 	return nil
 }
 
@@ -165,9 +165,9 @@ func FormatType(p, typ string) (llm.ResponseFormatType, error) {
 	return 0, apierr.Invalid(p, "must be text, json_object or json_schema, got %q", typ)
 }
 
-// format returns the json_schema response format s declares (its schema, when given, checked
+// Format returns the json_schema response format s declares (its schema, when given, checked
 // already to be an object).
-func (s *SchemaDecl) format() llm.ResponseFormat {
+func (s *SchemaDecl) Format() llm.ResponseFormat {
 	f := llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: s.Name, Strict: s.Strict.OK && s.Strict.V}
 	if s.Schema != "" {
 		f.Schema = json.RawMessage(s.Schema)

@@ -85,7 +85,7 @@ func (d *Decoder) Skip(s Shape) error {
 				return err
 			}
 			if f.Seen(d, k, -1) {
-				d.noteDup()
+				d.NoteDup()
 			}
 			if err := d.Skip(s.child(k)); err != nil {
 				return err
