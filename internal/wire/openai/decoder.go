@@ -254,8 +254,15 @@ func (d *Decoder) Elem(n *int) (bool, error) {
 // Object consumes the '{' of an object for field, or returns the error of a wrong type; null
 // is no object and is consumed (ok false), as encoding/json leaves a field alone for it.
 func (d *Decoder) Object(field string) (ok bool, err error) {
+	return d.open(field, jsontext.KindObject)
+}
+
+// Array consumes the '[' of an array for field, as Object does an object.
+func (d *Decoder) Array(field string) (ok bool, err error) { return d.open(field, jsontext.KindArray) }
+
+func (d *Decoder) open(field string, want jsontext.Kind) (bool, error) {
 	switch k := d.Peek(); k {
-	case jsontext.KindObject:
+	case want:
 		d.Pos++
 		return true, nil
 	case jsontext.KindNull:
@@ -266,18 +273,62 @@ func (d *Decoder) Object(field string) (ok bool, err error) {
 	}
 }
 
-// Array consumes the '[' of an array for field, as Object does an object.
-func (d *Decoder) Array(field string) (ok bool, err error) {
+// Members reads the members of an object whose '{' was consumed: member reads the value of
+// each, given its name and its index in fields (-1 for none); a name given twice is noted.
+func (d *Decoder) Members(fields []string, member func(k string, i int) error) error {
+	var f Fields
+	for n := 0; ; {
+		k, ok, err := d.Key(&n)
+		if err != nil || !ok {
+			return err
+		}
+		i := fieldIndex(fields, k)
+		if f.Seen(d, k, i) {
+			d.NoteDup()
+		}
+		if err := member(k, i); err != nil {
+			return err
+		}
+		d.Leave()
+	}
+}
+
+// Elems reads the elements of an array whose '[' was consumed, elem reading each.
+func (d *Decoder) Elems(elem func() error) error {
+	for n := 0; ; {
+		ok, err := d.Elem(&n)
+		if err != nil || !ok {
+			return err
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+		d.Leave()
+	}
+}
+
+// Leniently starts reading a field of several shapes into l (reset first: a field given again
+// replaces what was read): null (false), a string (into l.Str, false), or a value of kind want,
+// whose first byte it consumes (true); any other value is skipped as of shape s and sets l.Bad
+// (false).
+func Leniently[T any](d *Decoder, l *Lenient[T], want jsontext.Kind, s Shape) (bool, error) {
+	*l = Lenient[T]{}
+	var err error
 	switch k := d.Peek(); k {
-	case jsontext.KindArray:
+	case jsontext.KindNull:
+		_, err = d.Literal()
+		return false, err
+	case jsontext.KindString:
+		l.Given, l.IsStr = true, true
+		l.Str, err = d.Str()
+		return false, err
+	case want:
+		l.Given = true
 		d.Pos++
 		return true, nil
-	case jsontext.KindNull:
-		_, err := d.Literal()
-		return false, err
-	default:
-		return false, d.WrongType(field, k)
 	}
+	l.Given, l.Bad = true, true
+	return false, d.Skip(s)
 }
 
 // Null consumes a null at the position, if there is one.

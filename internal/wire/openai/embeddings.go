@@ -74,25 +74,24 @@ var embedFields = [...]string{"model", "input", "dimensions", "encoding_format",
 
 // embedRequest reads an embeddings request body into er.
 func (d *Decoder) embedRequest(er *embedRequest) error {
-	ok, err := d.Object("")
-	if err != nil || !ok {
+	if ok, err := d.Object(""); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(embedFields[:], k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(embedFields[:], func(_ string, i int) (err error) {
 		switch i {
 		case 0:
 			er.Model.V, er.Model.OK, err = d.String("model")
 		case 1:
-			err = d.embedInput(&er.Input)
+			var more bool
+			if more, err = Leniently(d, &er.Input, jsontext.KindArray, ShapeRaw); more {
+				err = d.Elems(func() error {
+					var s Opt[string]
+					var bad bool
+					s.V, s.OK, err = d.LenientString(&bad)
+					er.Input.V = append(er.Input.V, s)
+					return err
+				})
+			}
 		case 2:
 			er.Dimensions.V, er.Dimensions.OK, err = d.Int("dimensions")
 		case 3:
@@ -102,50 +101,8 @@ func (d *Decoder) embedRequest(er *embedRequest) error {
 		default:
 			err = d.Skip(ShapeRaw)
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
-
-// embedInput reads input leniently: a string, or an array of values.
-func (d *Decoder) embedInput(l *Lenient[[]Opt[string]]) error {
-	*l = Lenient[[]Opt[string]]{}
-	switch d.Peek() {
-	case jsontext.KindNull:
-		_, err := d.Literal()
 		return err
-	case jsontext.KindString:
-		l.Given, l.IsStr = true, true
-		var err error
-		l.Str, err = d.Str()
-		return err
-	case jsontext.KindArray:
-	default:
-		l.Given, l.Bad = true, true
-		return d.Skip(ShapeRaw)
-	}
-	l.Given = true
-	d.Pos++
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		var s Opt[string]
-		if d.Peek() == jsontext.KindString {
-			s.V, err = d.Str()
-			s.OK = true
-		} else {
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
-			return err
-		}
-		l.V = append(l.V, s)
-		d.Leave()
-	}
+	})
 }
 
 // embedInput checks input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.

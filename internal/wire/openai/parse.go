@@ -107,37 +107,18 @@ type SchemaDecl struct {
 
 // request reads the body into cr (Finish reports what stops it).
 func (d *Decoder) request(cr *chatRequest) error {
-	ok, err := d.Object("")
-	if err != nil || !ok {
+	if ok, err := d.Object(""); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := requestField(k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
-		if err := d.requestMember(cr, i, k); err != nil {
-			return err
-		}
-		d.Leave()
-	}
+	return d.Members(requestFields[:], func(k string, i int) error { return d.requestMember(cr, i, k) })
 }
 
-// requestFields are the members of a request, by index; the ones after firstRaw are read as
-// JSON and dropped.
+// requestFields are the members of a request, by index; metadata and the ones after it are read
+// as JSON and dropped.
 var requestFields = [...]string{"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
 	"top_p", "top_k", "n", "stop", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
 	"user", "functions", "function_call", "response_format",
 	"metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
-
-const firstRaw = 18 // metadata
-
-func requestField(k string) int { return fieldIndex(requestFields[:], k) }
 
 // fieldIndex returns the index of the field of fields that k names (ignoring case), or -1.
 func fieldIndex(fields []string, k string) int {
@@ -200,76 +181,30 @@ func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 	return err
 }
 
+var streamOptionsFields = [...]string{"include_usage"}
+
 func (d *Decoder) streamOptions(cr *chatRequest) error {
-	ok, err := d.Object("stream_options")
-	if err != nil || !ok {
+	if ok, err := d.Object("stream_options"); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		if Is(k, "include_usage") {
-			i = 0
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(streamOptionsFields[:], func(k string, i int) (err error) {
 		if i == 0 {
 			cr.IncludeUsage.V, cr.IncludeUsage.OK, err = d.Bool("stream_options.include_usage")
-		} else {
-			d.Unknown(k)
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
 			return err
 		}
-		d.Leave()
-	}
+		d.Unknown(k)
+		return d.Skip(ShapeRaw)
+	})
 }
 
 // stop reads stop: a string, or a list of strings (null ones read as "").
 func (d *Decoder) stop(l *Lenient[[]string]) error {
-	switch d.Peek() {
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	if more, err := Leniently(d, l, jsontext.KindArray, ShapeRaw); !more {
 		return err
-	case jsontext.KindString:
-		l.Given, l.IsStr = true, true
-		var err error
-		l.Str, err = d.Str()
+	}
+	return d.Elems(func() error {
+		s, _, err := d.LenientString(&l.Bad)
+		l.V = append(l.V, s)
 		return err
-	case jsontext.KindArray:
-	default:
-		l.Given, l.Bad = true, true
-		return d.Skip(ShapeRaw)
-	}
-	l.Given = true
-	d.Pos++
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		switch d.Peek() {
-		case jsontext.KindString:
-			var s string
-			if s, err = d.Str(); err == nil {
-				l.V = append(l.V, s)
-			}
-		case jsontext.KindNull:
-			_, err = d.Literal()
-			l.V = append(l.V, "")
-		default:
-			l.Bad = true
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+	})
 }

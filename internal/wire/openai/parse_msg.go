@@ -10,37 +10,21 @@ func (d *Decoder) messages() ([]chatMessage, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	msgs := make([]chatMessage, 0, 8)
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return msgs, err
-		}
+	msgs := make([]chatMessage, 0, 4)
+	err = d.Elems(func() error {
 		msgs = append(msgs, chatMessage{})
-		if err := d.message(&msgs[len(msgs)-1]); err != nil {
-			return nil, err
-		}
-		d.Leave()
-	}
+		return d.message(&msgs[len(msgs)-1])
+	})
+	return msgs, err
 }
 
 var messageFields = [...]string{"role", "content", "tool_calls", "tool_call_id", "refusal"}
 
 func (d *Decoder) message(m *chatMessage) error {
-	ok, err := d.Object("messages")
-	if err != nil || !ok {
+	if ok, err := d.Object("messages"); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(messageFields[:], k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(messageFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			m.Role, _, err = d.String("messages.role")
@@ -56,75 +40,36 @@ func (d *Decoder) message(m *chatMessage) error {
 			d.Unknown(k)
 			err = d.Skip(shapeMessage.child(k))
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
 // Content reads a message's content leniently: a string, an array of parts, or null. flat
 // reads parts as the Responses API has them (image_url a string, file_id), else as Chat
 // Completions has them (image_url an object with a url).
 func (d *Decoder) Content(c *Content, flat bool) error {
-	*c = Content{}
-	switch d.Peek() {
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	var l Lenient[struct{}]
+	more, err := Leniently(d, &l, jsontext.KindArray, shapePart)
+	*c = Content{Given: l.Given, IsStr: l.IsStr, Str: l.Str, Bad: l.Bad}
+	if !more {
 		return err
-	case jsontext.KindString:
-		c.Given, c.IsStr = true, true
-		var err error
-		c.Str, err = d.Str()
-		return err
-	case jsontext.KindArray:
-	default:
-		c.Given, c.Bad = true, true
-		return d.Skip(shapePart)
 	}
-	c.Given = true
-	d.Pos++
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
+	return d.Elems(func() error {
 		var p ContentPart
-		switch d.Peek() {
-		case jsontext.KindObject:
+		ok, err := d.LenientObject(shapePart, &c.Bad)
+		if ok {
 			err = d.part(&p, &c.Bad, flat)
-		case jsontext.KindNull:
-			_, err = d.Literal()
-		default:
-			c.Bad = true
-			err = d.Skip(shapePart)
-		}
-		if err != nil {
-			return err
 		}
 		c.Parts = append(c.Parts, p)
-		d.Leave()
-	}
+		return err
+	})
 }
 
 var partFields = [...]string{"type", "text", "refusal", "image_url", "file_id"}
 
-// part reads one content part object; a field of a type it cannot have sets bad.
+// part reads the members of one content part object; a field of a type it cannot have sets bad.
 func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
-	d.Pos++
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(partFields[:], k)
-		if i == 4 && !flat {
-			i = -1
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(partFields[:], func(k string, i int) (err error) {
 		switch {
 		case i == 0:
 			p.Type, _, err = d.LenientString(bad)
@@ -135,17 +80,18 @@ func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 		case i == 3 && flat:
 			p.ImageURL.V, p.ImageURL.OK, err = d.LenientString(bad)
 		case i == 3:
-			err = d.imageURL(p, bad)
-		case i == 4:
+			var ok bool
+			if ok, err = d.LenientObject(shapeStruct, bad); ok {
+				p.ImageURL.OK = true
+				err = d.oneField("url", &p.ImageURL.V, bad)
+			}
+		case i == 4 && flat:
 			p.FileID.V, p.FileID.OK, err = d.LenientString(bad)
 		default:
 			err = d.Skip(shapePart.child(k))
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
 // LenientString reads a string or null (ok false); any other value sets bad.
@@ -177,37 +123,6 @@ func (d *Decoder) LenientObject(s Shape, bad *bool) (ok bool, err error) {
 	return false, d.Skip(s)
 }
 
-func (d *Decoder) imageURL(p *ContentPart, bad *bool) error {
-	ok, err := d.LenientObject(shapeStruct, bad)
-	if err != nil || !ok {
-		return err
-	}
-	p.ImageURL.OK = true
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		if Is(k, "url") {
-			i = 0
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
-		if i == 0 {
-			p.ImageURL.V, _, err = d.LenientString(bad)
-		} else {
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
-
 // toolCalls reads an assistant message's tool_calls.
 func (d *Decoder) toolCalls() ([]chatToolCall, error) {
 	ok, err := d.Array("messages.tool_calls")
@@ -215,36 +130,20 @@ func (d *Decoder) toolCalls() ([]chatToolCall, error) {
 		return nil, err
 	}
 	var calls []chatToolCall
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return calls, err
-		}
+	err = d.Elems(func() error {
 		calls = append(calls, chatToolCall{})
-		if err := d.toolCall(&calls[len(calls)-1]); err != nil {
-			return nil, err
-		}
-		d.Leave()
-	}
+		return d.toolCall(&calls[len(calls)-1])
+	})
+	return calls, err
 }
 
 var toolCallFields = [...]string{"index", "id", "type", "function"}
 
 func (d *Decoder) toolCall(tc *chatToolCall) error {
-	ok, err := d.Object("messages.tool_calls")
-	if err != nil || !ok {
+	if ok, err := d.Object("messages.tool_calls"); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(toolCallFields[:], k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(toolCallFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Index.V, tc.Index.OK, err = d.Int("messages.tool_calls.index")
@@ -258,30 +157,17 @@ func (d *Decoder) toolCall(tc *chatToolCall) error {
 			d.Unknown(k)
 			err = d.Skip(shapeToolCall.child(k))
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
 var callFunctionFields = [...]string{"name", "arguments"}
 
 func (d *Decoder) callFunction(tc *chatToolCall) error {
-	ok, err := d.Object("messages.tool_calls.function")
-	if err != nil || !ok {
+	if ok, err := d.Object("messages.tool_calls.function"); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(callFunctionFields[:], k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(callFunctionFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Name, _, err = d.String("messages.tool_calls.function.name")
@@ -291,9 +177,6 @@ func (d *Decoder) callFunction(tc *chatToolCall) error {
 			d.Unknown(k)
 			err = d.Skip(ShapeRaw)
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }

@@ -11,88 +11,43 @@ func (d *Decoder) tools() ([]chatTool, error) {
 		return nil, err
 	}
 	var tools []chatTool
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return tools, err
-		}
+	err = d.Elems(func() error {
 		tools = append(tools, chatTool{})
-		if err := d.tool(&tools[len(tools)-1]); err != nil {
-			return nil, err
-		}
-		d.Leave()
-	}
+		return d.tool(&tools[len(tools)-1])
+	})
+	return tools, err
 }
 
+var toolFields = [...]string{"type", "function"}
+
 func (d *Decoder) tool(t *chatTool) error {
-	ok, err := d.Object("tools")
-	if err != nil || !ok {
+	if ok, err := d.Object("tools"); err != nil || !ok {
 		return err
 	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		switch {
-		case Is(k, "type"):
-			i = 0
-		case Is(k, "function"):
-			i = 1
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(toolFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			t.Type, _, err = d.String("tools.type")
 		case 1:
-			err = d.toolFunction(t)
+			if t.HasFunction, err = d.Object("tools.function"); t.HasFunction {
+				err = d.Members(funcFields[:], func(k string, i int) error {
+					if i < 0 {
+						d.Unknown(k)
+					}
+					return d.FuncMember(i, &t.Function, &toolFunctionNames, nil)
+				})
+			}
 		default:
 			d.Unknown(k)
 			err = d.Skip(ShapeRaw)
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
 // toolFunctionNames are the fields of a Chat Completions tool's function, as type errors name
 // them.
 var toolFunctionNames = [...]string{"tools.function.name", "tools.function.description"}
-
-func (d *Decoder) toolFunction(t *chatTool) error {
-	ok, err := d.Object("tools.function")
-	t.HasFunction = ok
-	if err != nil || !ok {
-		return err
-	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := FuncField(k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
-		if i >= 0 {
-			err = d.FuncMember(i, &t.Function, &toolFunctionNames, nil)
-		} else {
-			d.Unknown(k)
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
 
 var funcFields = [...]string{"name", "description", "parameters"}
 
@@ -100,16 +55,19 @@ var funcFields = [...]string{"name", "description", "parameters"}
 // description, parameters), or -1.
 func FuncField(k string) int { return fieldIndex(funcFields[:], k) }
 
-// FuncMember reads member i (of FuncField) of a function declaration into f. With names, a value
-// of the wrong type stops the decoder, naming the field as names has it; else it sets *bad.
+// FuncMember reads member i (of FuncField; -1 for another, skipped) of a function declaration
+// into f. With names, a value of the wrong type stops the decoder, naming the field as names has
+// it; else it sets *bad.
 func (d *Decoder) FuncMember(i int, f *FuncDecl, names *[2]string, bad *bool) (err error) {
 	switch i {
 	case 0:
 		f.Name, err = d.str(names, 0, bad)
 	case 1:
 		f.Description, err = d.str(names, 1, bad)
-	default:
+	case 2:
 		f.Parameters, err = d.RawOrNull()
+	default:
+		err = d.Skip(ShapeRaw)
 	}
 	return err
 }
@@ -134,124 +92,62 @@ func (d *Decoder) RawOrNull() (string, error) {
 
 // toolChoice reads tool_choice leniently: a string, or {"type":…,"function":{"name":…}}.
 func (d *Decoder) toolChoice(l *Lenient[toolChoiceJSON]) error {
-	switch d.Peek() {
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	if more, err := Leniently(d, l, jsontext.KindObject, shapeToolChoice); !more {
 		return err
-	case jsontext.KindString:
-		l.Given, l.IsStr = true, true
-		var err error
-		l.Str, err = d.Str()
-		return err
-	case jsontext.KindObject:
-	default:
-		l.Given, l.Bad = true, true
-		return d.Skip(shapeToolChoice)
 	}
-	l.Given = true
-	d.Pos++
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		switch {
-		case Is(k, "type"):
-			i = 0
-		case Is(k, "function"):
-			i = 1
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(toolFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			l.V.Type, _, err = d.LenientString(&l.Bad)
 		case 1:
-			err = d.nameObject(&l.V.Name, &l.Bad)
+			var ok bool
+			if ok, err = d.LenientObject(shapeStruct, &l.Bad); ok {
+				err = d.oneField("name", &l.V.Name, &l.Bad)
+			}
 		default:
 			err = d.Skip(shapeToolChoice.child(k))
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
-// nameObject reads {"name":…} leniently into name.
-func (d *Decoder) nameObject(name *string, bad *bool) error {
-	ok, err := d.LenientObject(shapeStruct, bad)
-	if err != nil || !ok {
-		return err
-	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		if Is(k, "name") {
-			i = 0
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+// oneField reads the members of an object whose '{' was consumed, keeping the string of member
+// key (leniently) and skipping the others.
+func (d *Decoder) oneField(key string, s *string, bad *bool) error {
+	return d.Members([]string{key}, func(_ string, i int) (err error) {
 		if i == 0 {
-			*name, _, err = d.LenientString(bad)
-		} else {
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
+			*s, _, err = d.LenientString(bad)
 			return err
 		}
-		d.Leave()
-	}
+		return d.Skip(ShapeRaw)
+	})
 }
+
+var formatFields = [...]string{"type", "json_schema"}
 
 // responseFormat reads response_format leniently: {"type":…,"json_schema":{"name":…,
 // "schema":{…},"strict":…}}.
 func (d *Decoder) responseFormat(l *Lenient[responseFormatJSON]) error {
-	if null, err := d.Null(); null || err != nil {
+	more, err := Leniently(d, l, jsontext.KindObject, shapeResponseFormat)
+	if !more {
+		l.Bad = l.Bad || l.IsStr
 		return err
 	}
-	l.Given = true
-	ok, err := d.LenientObject(shapeResponseFormat, &l.Bad)
-	if err != nil || !ok {
-		return err
-	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := -1
-		switch {
-		case Is(k, "type"):
-			i = 0
-		case Is(k, "json_schema"):
-			i = 1
-		}
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
+	return d.Members(formatFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			l.V.Type, _, err = d.LenientString(&l.Bad)
 		case 1:
-			err = d.jsonSchema(&l.V, &l.Bad)
+			if l.V.HasSchema, err = d.LenientObject(shapeStruct, &l.Bad); l.V.HasSchema {
+				err = d.Members(schemaFields[:], func(_ string, i int) error {
+					return d.SchemaMember(i, &l.V.Schema, &l.Bad)
+				})
+			}
 		default:
 			err = d.Skip(shapeResponseFormat.child(k))
 		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return err
+	})
 }
 
 var schemaFields = [...]string{"name", "schema", "strict"}
@@ -260,45 +156,20 @@ var schemaFields = [...]string{"name", "schema", "strict"}
 // schema, strict), or -1.
 func SchemaField(k string) int { return fieldIndex(schemaFields[:], k) }
 
-// SchemaMember reads member i (of SchemaField) of a json_schema format into s, leniently.
+// SchemaMember reads member i (of SchemaField; -1 for another, skipped) of a json_schema format
+// into s, leniently.
 func (d *Decoder) SchemaMember(i int, s *SchemaDecl, bad *bool) (err error) {
 	switch i {
 	case 0:
 		s.Name, _, err = d.LenientString(bad)
 	case 1:
 		s.Schema, err = d.RawOrNull()
-	default:
+	case 2:
 		err = d.LenientBool(&s.Strict, bad)
+	default:
+		err = d.Skip(ShapeRaw)
 	}
 	return err
-}
-
-func (d *Decoder) jsonSchema(rf *responseFormatJSON, bad *bool) error {
-	ok, err := d.LenientObject(shapeStruct, bad)
-	rf.HasSchema = ok
-	if err != nil || !ok {
-		return err
-	}
-	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := SchemaField(k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
-		if i >= 0 {
-			err = d.SchemaMember(i, &rf.Schema, bad)
-		} else {
-			err = d.Skip(ShapeRaw)
-		}
-		if err != nil {
-			return err
-		}
-		d.Leave()
-	}
 }
 
 // LenientBool reads a boolean or null; any other value sets bad.

@@ -64,42 +64,11 @@ var requestFields = [...]string{"model", "input", "instructions", "tools", "tool
 	"max_output_tokens", "temperature", "top_p", "text", "stream", "store", "previous_response_id", "user",
 	"metadata", "background", "conversation", "prompt", "reasoning", "top_logprobs"}
 
-// fieldIndex returns the index of the field of fields that k names (ignoring case), or -1.
-func fieldIndex(fields []string, k string) int {
-	for i, f := range fields {
-		if openai.Is(k, f) {
-			return i
-		}
-	}
-	return -1
-}
-
-// members reads the members of an object whose '{' was consumed: member, given the name and its
-// index in fields (-1 for none), reads each value; a name given twice is noted.
-func members(d *openai.Decoder, fields []string, member func(k string, i int) error) error {
-	var f openai.Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
-		i := fieldIndex(fields, k)
-		if f.Seen(d, k, i) {
-			d.NoteDup()
-		}
-		if err := member(k, i); err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
-
 func readRequest(d *openai.Decoder, rr *request) error {
-	ok, err := d.Object("")
-	if err != nil || !ok {
+	if ok, err := d.Object(""); err != nil || !ok {
 		return err
 	}
-	return members(d, requestFields[:], func(_ string, i int) error { return rr.member(d, i) })
+	return d.Members(requestFields[:], func(_ string, i int) error { return rr.member(d, i) })
 }
 
 // member reads the value of field i of requestFields (-1 for none). This is a dispatch on the
@@ -111,14 +80,11 @@ func (rr *request) member(d *openai.Decoder, i int) (err error) {
 	case 1:
 		err = readInput(d, &rr.Input)
 	case 2:
-		rr.InstructionsRaw, err = lenientRaw(d, &rr.Instructions, func() error {
-			rr.Instructions.Str, rr.Instructions.IsStr, err = d.LenientString(&rr.Instructions.Bad)
-			return err
-		})
+		rr.InstructionsRaw, err = leniently(d, &rr.Instructions, jsontext.KindString, nil)
 	case 3:
-		rr.ToolsRaw, err = lenientRaw(d, &rr.Tools, func() error { return readTools(d, &rr.Tools.V, &rr.Tools.Bad) })
+		rr.ToolsRaw, err = leniently(d, &rr.Tools, jsontext.KindArray, func() error { return readTools(d, &rr.Tools.V, &rr.Tools.Bad) })
 	case 4:
-		rr.ToolChoiceRaw, err = lenientRaw(d, &rr.ToolChoice, func() error { return readToolChoice(d, &rr.ToolChoice) })
+		rr.ToolChoiceRaw, err = leniently(d, &rr.ToolChoice, jsontext.KindObject, func() error { return readToolChoice(d, &rr.ToolChoice) })
 	case 5:
 		rr.ParallelToolCalls.V, rr.ParallelToolCalls.OK, err = d.Bool("parallel_tool_calls")
 	case 6:
@@ -128,7 +94,7 @@ func (rr *request) member(d *openai.Decoder, i int) (err error) {
 	case 8:
 		rr.TopP, err = d.Float("top_p")
 	case 9:
-		rr.TextRaw, err = lenientRaw(d, &rr.Text, func() error { return readText(d, &rr.Text) })
+		rr.TextRaw, err = leniently(d, &rr.Text, jsontext.KindObject, func() error { return readText(d, &rr.Text) })
 	case 10:
 		rr.Stream.V, rr.Stream.OK, err = d.Bool("stream")
 	case 11:
@@ -155,68 +121,42 @@ func (rr *request) member(d *openai.Decoder, i int) (err error) {
 	return err
 }
 
-// lenientRaw reads a field leniently with read, unless it is null, and returns its raw text ("" for
-// null); the field is reset first, as a field given again replaces what was read.
-func lenientRaw[T any](d *openai.Decoder, l *openai.Lenient[T], read func() error) (string, error) {
-	*l = openai.Lenient[T]{}
-	if null, err := d.Null(); null || err != nil {
-		return "", err
-	}
-	l.Given = true
+// leniently reads a field of several shapes (openai.Leniently), read reading the rest of a value
+// of kind want, and returns its raw text ("" for null). A value of another kind, a string
+// included, is bad, but for a field that wants a string (KindString, and no read).
+func leniently[T any](d *openai.Decoder, l *openai.Lenient[T], want jsontext.Kind, read func() error) (string, error) {
 	d.WS()
 	start := d.Pos
-	err := read()
+	more, err := openai.Leniently(d, l, want, openai.ShapeRaw)
+	if more && read != nil {
+		err = read()
+	}
+	l.Bad = l.Bad || l.IsStr && want != jsontext.KindString
+	if !l.Given {
+		return "", err
+	}
 	return d.Text[start:d.Pos], err
 }
 
 // readInput reads input: a string, or a list of items.
 func readInput(d *openai.Decoder, l *openai.Lenient[[]item]) error {
-	*l = openai.Lenient[[]item]{}
-	switch d.Peek() {
-	case jsontext.KindNull:
-		_, err := d.Literal()
-		return err
-	case jsontext.KindString:
-		l.Given, l.IsStr = true, true
-		var err error
-		l.Str, err = d.Str()
+	more, err := openai.Leniently(d, l, jsontext.KindArray, openai.ShapeRaw)
+	if !more {
 		return err
 	}
-	l.Given = true
-	return list(d, &l.Bad, func() error {
+	return d.Elems(func() error {
 		l.V = append(l.V, item{})
 		return readItem(d, &l.V[len(l.V)-1], &l.Bad)
 	})
 }
 
-// list reads an array leniently, elem reading each element; a value that is not an array sets
-// bad.
-func list(d *openai.Decoder, bad *bool, elem func() error) error {
-	if d.Peek() != jsontext.KindArray {
-		*bad = true
-		return d.Skip(openai.ShapeRaw)
-	}
-	d.Pos++
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		if err := elem(); err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
-
 var itemFields = [...]string{"type", "role", "content", "call_id", "name", "arguments", "output"}
 
 func readItem(d *openai.Decoder, it *item, bad *bool) error {
-	ok, err := d.LenientObject(openai.ShapeRaw, bad)
-	if err != nil || !ok {
+	if ok, err := d.LenientObject(openai.ShapeRaw, bad); err != nil || !ok {
 		return err
 	}
-	return members(d, itemFields[:], func(_ string, i int) (err error) {
+	return d.Members(itemFields[:], func(_ string, i int) (err error) {
 		switch i {
 		case 0:
 			it.Type, _, err = d.LenientString(bad)
@@ -239,36 +179,35 @@ func readItem(d *openai.Decoder, it *item, bad *bool) error {
 	})
 }
 
-// readTools reads a list of tools leniently (a namespace's tools too).
+// readTools reads a list of tools leniently (a namespace's tools too), the '[' consumed.
 func readTools(d *openai.Decoder, tools *[]tool, bad *bool) error {
-	*tools = nil
-	if null, err := d.Null(); null || err != nil {
-		return err
-	}
-	return list(d, bad, func() error {
+	return d.Elems(func() error {
 		*tools = append(*tools, tool{})
 		return readTool(d, &(*tools)[len(*tools)-1], bad)
 	})
 }
 
-var toolFields = [...]string{"type", "tools"}
+var toolFields = [...]string{"type", "tools", "name", "description", "parameters"}
 
 func readTool(d *openai.Decoder, t *tool, bad *bool) error {
-	ok, err := d.LenientObject(openai.ShapeRaw, bad)
-	if err != nil || !ok {
+	if ok, err := d.LenientObject(openai.ShapeRaw, bad); err != nil || !ok {
 		return err
 	}
-	return members(d, nil, func(k string, _ int) (err error) {
-		if i := openai.FuncField(k); i >= 0 {
-			return d.FuncMember(i, &t.Function, nil, bad)
-		}
-		switch fieldIndex(toolFields[:], k) {
+	return d.Members(toolFields[:], func(k string, i int) (err error) {
+		switch i {
 		case 0:
 			t.Type, _, err = d.LenientString(bad)
 		case 1:
-			err = readTools(d, &t.Tools, bad)
+			var l openai.Lenient[struct{}]
+			more, err := openai.Leniently(d, &l, jsontext.KindArray, openai.ShapeRaw)
+			*bad = *bad || l.Bad || l.IsStr
+			t.Tools = nil
+			if more {
+				err = readTools(d, &t.Tools, bad)
+			}
+			return err
 		default:
-			err = d.Skip(openai.ShapeRaw)
+			err = d.FuncMember(openai.FuncField(k), &t.Function, nil, bad)
 		}
 		return err
 	})
@@ -277,16 +216,7 @@ func readTool(d *openai.Decoder, t *tool, bad *bool) error {
 var toolChoiceFields = [...]string{"type", "name"}
 
 func readToolChoice(d *openai.Decoder, l *openai.Lenient[toolChoice]) error {
-	if d.Peek() == jsontext.KindString {
-		l.IsStr = true
-		var err error
-		l.Str, err = d.Str()
-		return err
-	}
-	if ok, err := d.LenientObject(openai.ShapeRaw, &l.Bad); err != nil || !ok {
-		return err
-	}
-	return members(d, toolChoiceFields[:], func(_ string, i int) (err error) {
+	return d.Members(toolChoiceFields[:], func(_ string, i int) (err error) {
 		switch i {
 		case 0:
 			l.V.Type, _, err = d.LenientString(&l.Bad)
@@ -302,14 +232,11 @@ func readToolChoice(d *openai.Decoder, l *openai.Lenient[toolChoice]) error {
 var textFields = [...]string{"format", "verbosity"}
 
 func readText(d *openai.Decoder, l *openai.Lenient[textConfig]) error {
-	if ok, err := d.LenientObject(openai.ShapeRaw, &l.Bad); err != nil || !ok {
-		return err
-	}
-	return members(d, textFields[:], func(_ string, i int) (err error) {
+	return d.Members(textFields[:], func(_ string, i int) (err error) {
 		switch i {
 		case 0:
 			f := &l.V.Format
-			_, err = lenientRaw(d, f, func() error { return readFormat(d, f) })
+			_, err = leniently(d, f, jsontext.KindObject, func() error { return readFormat(d, f) })
 		case 1:
 			l.V.Verbosity, err = d.RawOrNull()
 		default:
@@ -319,18 +246,15 @@ func readText(d *openai.Decoder, l *openai.Lenient[textConfig]) error {
 	})
 }
 
+var formatFields = [...]string{"type"}
+
 func readFormat(d *openai.Decoder, l *openai.Lenient[format]) error {
-	if ok, err := d.LenientObject(openai.ShapeRaw, &l.Bad); err != nil || !ok {
-		return err
-	}
-	return members(d, nil, func(k string, _ int) (err error) {
-		if i := openai.SchemaField(k); i >= 0 {
-			return d.SchemaMember(i, &l.V.Schema, &l.Bad)
-		}
-		if openai.Is(k, "type") {
+	return d.Members(formatFields[:], func(k string, i int) error {
+		if i == 0 {
+			var err error
 			l.V.Type, _, err = d.LenientString(&l.Bad)
 			return err
 		}
-		return d.Skip(openai.ShapeRaw)
+		return d.SchemaMember(openai.SchemaField(k), &l.V.Schema, &l.Bad)
 	})
 }
