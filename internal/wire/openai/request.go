@@ -38,6 +38,11 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // those an OpenAI client can break with the field named as OpenAI spells it, and Validate is the
 // backstop. The differences are the OpenAI API's own: max_tokens is optional and temperature goes
 // up to 2.
+//
+// The body is read once (Decoder). Strings in the returned request share one copy of body, which
+// is not retained: the caller may reuse its buffer, as the server does with its pooled body
+// buffers. Model and UserID are copies of their own, since they outlive the request as metric
+// labels and limiter keys.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	var x Extras
 	d := NewDecoder(body)

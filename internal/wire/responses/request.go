@@ -59,6 +59,9 @@ type Lookup func(id string) (*History, error)
 // join one turn); function_call items become tool_use blocks of the assistant turn, and
 // function_call_output items tool_result blocks of the next user turn; reasoning items and the
 // calls of hosted tools are dropped. A previous response's conversation goes before the input.
+//
+// The body is read once (openai.Decoder); strings in the result share one copy of body, which is
+// not retained, and the model, user and previous_response_id are copies of their own.
 func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
 	d := openai.NewDecoder(body)
 	d.Fold = false
