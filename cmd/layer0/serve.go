@@ -108,27 +108,33 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			context.Cause(ctx), cfg.Server.ShutdownTimeout)
 		logger.Info("stopping", "cause", context.Cause(ctx).Error(), "shutdown_timeout", cfg.Server.ShutdownTimeout.String())
 	})
-	err = g.ListenAndServe(ctx, func(s layer0.Serving) {
+	err = g.ListenAndServe(ctx, announce(stdout, logger, g, *path == ""))
+	if !unsaid() {
+		<-said // its own goroutine: "stopping" is written before "stopped"
+		fmt.Fprintln(stdout, "layer0 stopped")
+	}
+	return err
+}
+
+// announce returns the ready function of ListenAndServe that says where the gateway serves,
+// what it serves without a config file, and that it serves without auth.
+func announce(stdout io.Writer, logger *slog.Logger, g *layer0.Gateway, embedded bool) func(layer0.Serving) {
+	return func(s layer0.Serving) {
 		if s.Admin != nil {
 			fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz, /readyz, /config, /debug/pprof/, /debug/requests) on http://%s\n", s.Admin)
 		}
 		if s.HTTP3 != nil {
 			fmt.Fprintf(stdout, "layer0 HTTP/3 on udp %s (Alt-Svc: %s)\n", s.HTTP3, s.AltSvc)
 		}
-		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", s.Scheme, s.Addr, modelList(cfg))
-		if *path == "" {
+		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", s.Scheme, s.Addr, modelList(g.Config()))
+		if embedded {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
 		}
 		if g.Authless() {
 			fmt.Fprintln(stdout, "no API keys configured: serving WITHOUT AUTH, which layer0 allows on loopback only (layer0 keys new makes a key)")
 			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", s.Addr.String())
 		}
-	})
-	if !unsaid() {
-		<-said // its own goroutine: "stopping" is written before "stopped"
-		fmt.Fprintln(stdout, "layer0 stopped")
 	}
-	return err
 }
 
 // reopenOnSignal reopens the access log file at each signal on sig (SIGUSR1, sent by logrotate
