@@ -35,6 +35,9 @@ type ConnLimit struct {
 	// MaxQUICHandshakes bounds the QUIC handshakes in progress of the HTTP/3 listener on the
 	// same port (ListenHTTP3); 0 means config.DefaultMaxQUICHandshakes.
 	MaxQUICHandshakes int
+	// FitFDs lowers Max (and MaxNew with it) to what the process's file descriptor limit fits
+	// beside the gateway's other files, with a warning, when Max is above that.
+	FitFDs bool
 }
 
 // limitListener caps a listener's open connections. Accept never fails for the cap: the
