@@ -17,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/layer0ai/layer0/internal/engine"
 )
 
 // Script says how a fake engine answers. The zero value answers at once with Text "Hello from
@@ -390,9 +388,15 @@ func q(s string) string {
 	return string(b)
 }
 
-// Writer gives w the Flush the pass-through path writes through (engine.Writer): an
+// Writer gives w the Flush the pass-through path writes through (passthrough.Writer): an
 // http.Flusher (an httptest.ResponseRecorder) is flushed, anything else only written to.
-func Writer(w io.Writer) engine.Writer { return flushWriter{w} }
+func Writer(w io.Writer) FlushWriter { return flushWriter{w} }
+
+// FlushWriter is a writer with a Flush, as the pass-through path writes to.
+type FlushWriter interface {
+	io.Writer
+	Flush() error
+}
 
 type flushWriter struct{ io.Writer }
 

@@ -44,6 +44,7 @@ func (e *FieldError) Unwrap() error { return ErrNotSSE }
 // (data, event, id, retry) or a comment is an error (a *FieldError).
 type Reader struct {
 	br   *bufio.Reader
+	own  *bufio.Reader // the buffer NewReader or Reset made, kept for the next Reset
 	raw  []byte
 	data []byte
 }
@@ -51,11 +52,33 @@ type Reader struct {
 // NewReader reads events from r. A *bufio.Reader of at least BufferSize bytes (an upstream
 // Response's Reader) is read as it is; any other reader gets a buffer of that size.
 func NewReader(r io.Reader) *Reader {
-	br, ok := r.(*bufio.Reader)
-	if !ok || br.Size() < BufferSize {
-		br = bufio.NewReaderSize(r, BufferSize)
+	rd := new(Reader) // raw grows only for events the fast path does not take
+	rd.Reset(r)
+	return rd
+}
+
+// Reset makes the Reader read events from r as NewReader(r) would, keeping the buffers it has
+// (a pooled Reader reads a stream without allocating). Reset(nil) drops the reference to the
+// last stream.
+func (r *Reader) Reset(src io.Reader) {
+	r.raw, r.data = r.raw[:0], r.data[:0]
+	if br, ok := src.(*bufio.Reader); ok && br.Size() >= BufferSize {
+		r.br = br
+		return
 	}
-	return &Reader{br: br} // raw grows only for events the fast path does not take
+	if src == nil {
+		r.br = nil
+		if r.own != nil {
+			r.own.Reset(nil)
+		}
+		return
+	}
+	if r.own == nil {
+		r.own = bufio.NewReaderSize(src, BufferSize)
+	} else {
+		r.own.Reset(src)
+	}
+	r.br = r.own
 }
 
 // Buffered reports whether a whole event is already buffered, so that Next returns it without
