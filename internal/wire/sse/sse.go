@@ -43,6 +43,11 @@ func (e *FieldError) Unwrap() error { return ErrNotSSE }
 // The slices are valid until the next call. A line that is not an SSE field an engine sends
 // (data, event, id, retry) or a comment is an error (a *FieldError).
 type Reader struct {
+	// Lenient skips a line that is no SSE field, as the SSE grammar does, instead of refusing
+	// it: for the readers of servers that are not engines (the probe, the load generator),
+	// which take what an event stream has and leave the rest.
+	Lenient bool
+
 	br   *bufio.Reader
 	own  *bufio.Reader // the buffer NewReader or Reset made, kept for the next Reset
 	raw  []byte
@@ -175,7 +180,7 @@ func (r *Reader) Next() (raw, name, data []byte, err error) {
 				v, s = v[1:], s+1
 			}
 			nameSpan, hasName = [2]int{s, s + len(v)}, true
-		case err == nil && !knownField(text):
+		case err == nil && !r.Lenient && !knownField(text):
 			return nil, nil, nil, &FieldError{Line: append([]byte(nil), text...)}
 		}
 		if err != nil { // io.EOF
