@@ -219,8 +219,10 @@ func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) e
 					ev = s.rn.Event(raw, data)
 				}
 				if e.Kind == Last {
-					_, err := out.Write(ev)
-					return err // the caller ends the response (Forwarder)
+					if err := out.Queue(ev); err != nil {
+						return err
+					}
+					return out.Release() // the caller ends the response (Forwarder)
 				}
 				if e.Kind != Prelude || out.Started() || !out.Hold(ev) {
 					if err := out.Queue(ev); err != nil {
