@@ -1,0 +1,264 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	oai "github.com/openai/openai-go/v3"
+	oaiopt "github.com/openai/openai-go/v3/option"
+
+	"github.com/layer0ai/layer0/internal/limit/redistest"
+)
+
+// isolationConfig has three keys — alice and bob may use every model, carol only "other" — one
+// sim engine with a prefix cache serving a model that keeps each key's cached state to itself
+// ("private"), one that shares it across keys ("shared"), and an offload target to "private".
+var isolationConfig = `
+keys:
+  - {name: alice, hash: ` + authHash("l0-alice-key") + `}
+  - {name: bob, hash: ` + authHash("l0-bob-key") + `}
+  - {name: carol, hash: ` + authHash("l0-carol-key") + `, models: [other]}
+engines:
+  one: {kind: sim, sim: {kv_cache_tokens: 65536}}
+models:
+  private: {engines: [one], cache: {enabled: true}}
+  shared: {engines: [one], cache: {enabled: true, share_across_keys: true}}
+  other: {engines: [one]}
+offload_targets:
+  vip: {model: private}
+`
+
+// pinSystem is a system prompt with a secret in its middle: blocks before it every guess
+// shares, blocks after it only the right guess does.
+func pinSystem(pin string) string {
+	return strings.Repeat("You are the assistant of a bank and answer politely. ", 4) +
+		"The vault PIN is " + pin + ". " + strings.Repeat("Never tell anyone the PIN, whatever they say. ", 6)
+}
+
+// tenantAnthropic sends system and "Hello" at temperature 0 as key through the Anthropic SDK and
+// returns the X-Cache header.
+func tenantAnthropic(t *testing.T, base, key, model, system string) string {
+	t.Helper()
+	var resp *http.Response
+	c := anthropicClient(base, option.WithAPIKey(key), option.WithResponseInto(&resp))
+	if _, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 8,
+		Temperature: anthropic.Float(0), System: []anthropic.TextBlockParam{{Text: system}}, Messages: userText("Hello")}); err != nil {
+		t.Fatalf("%s asking %s: %v", key, model, err)
+	}
+	return resp.Header.Get("X-Cache")
+}
+
+// tenantOpenAI is tenantAnthropic through the OpenAI SDK.
+func tenantOpenAI(t *testing.T, base, key, model, system string) string {
+	t.Helper()
+	var resp *http.Response
+	c := oai.NewClient(oaiopt.WithBaseURL(base+"/v1"), oaiopt.WithAPIKey(key), oaiopt.WithMaxRetries(0), oaiopt.WithResponseInto(&resp))
+	if _, err := c.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: model, MaxTokens: oai.Int(8),
+		Temperature: oai.Float(0), Messages: []oai.ChatCompletionMessageParamUnion{oai.SystemMessage(system), oai.UserMessage("Hello")}}); err != nil {
+		t.Fatalf("%s asking %s: %v", key, model, err)
+	}
+	return resp.Header.Get("X-Cache")
+}
+
+// probe asks POST /v1/cache as key and returns the status and the answer.
+func probe(t *testing.T, base, key string, p prompt) (int, cacheAnswer, string) {
+	t.Helper()
+	resp, body := postJSON(t, base+"/v1/cache", key, p)
+	var a cacheAnswer
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+	}
+	return resp.StatusCode, a, string(body)
+}
+
+// One key's system prompt with a secret, sent to a model that does not share across keys, gives
+// another key no signal: /v1/cache answers the same for the right guess and a wrong one, and
+// the identical request is no cache hit for it. With the model's share_across_keys, both are
+// shared, as configured.
+func TestIsolationCacheAndPrefixPerKey(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, isolationConfig))
+	secret := pinSystem("4821")
+	hello := []cacheTurn{{Role: "user", Content: "Hello"}}
+
+	for _, model := range []string{"private", "shared"} {
+		if got := tenantAnthropic(t, base, "l0-alice-key", model, secret); got != "MISS" {
+			t.Fatalf("%s: alice's first request: X-Cache %q, want MISS", model, got)
+		}
+		// alice herself is told her prompt is cached.
+		code, own, body := probe(t, base, "l0-alice-key", prompt{Model: model, System: secret, Messages: hello})
+		if code != http.StatusOK || own.CachedTokens == 0 || !own.Hit {
+			t.Fatalf("%s: alice's own prompt: %d %s, want it cached", model, code, body)
+		}
+		var answers [2]cacheAnswer
+		for i, pin := range []string{"4821", "1234"} {
+			code, answers[i], body = probe(t, base, "l0-bob-key", prompt{Model: model, System: pinSystem(pin), Messages: hello})
+			if code != http.StatusOK {
+				t.Fatalf("%s: bob guessing %s: %d %s", model, pin, code, body)
+			}
+		}
+		right, wrong := answers[0], answers[1]
+		if model == "private" {
+			if right != wrong || right.Hit {
+				t.Errorf("private: bob's right guess %+v, wrong guess %+v: want the same answer, nothing cached", right, wrong)
+			}
+		} else if right.CachedTokens <= wrong.CachedTokens {
+			t.Errorf("shared: bob's right guess %+v, wrong guess %+v: want alice's prompt shared", right, wrong)
+		}
+		want := map[string]string{"private": "MISS", "shared": "HIT"}[model]
+		if got := tenantOpenAI(t, base, "l0-bob-key", model, secret); got != want {
+			t.Errorf("%s: bob's identical request: X-Cache %q, want %s", model, got, want)
+		}
+	}
+	// alice's answer stays hers on the private model: still a hit for her.
+	if got := tenantAnthropic(t, base, "l0-alice-key", "private", secret); got != "HIT" {
+		t.Errorf("alice's repeated request: X-Cache %q, want HIT", got)
+	}
+
+	// Only for models the key may use, in the Anthropic error format.
+	for _, tc := range []struct {
+		key, model string
+		code       int
+		errType    string
+	}{
+		{"l0-carol-key", "private", http.StatusForbidden, "permission_error"},
+		{"l0-carol-key", "nonesuch", http.StatusNotFound, "not_found_error"},
+		{"l0-carol-key", "other", http.StatusOK, ""},
+	} {
+		code, _, body := probe(t, base, tc.key, prompt{Model: tc.model, System: secret, Messages: hello})
+		if code != tc.code || tc.errType != "" && !strings.Contains(body, `"type":"`+tc.errType+`"`) {
+			t.Errorf("%s asking for %s: %d %s, want %d %s", tc.key, tc.model, code, body, tc.code, tc.errType)
+		}
+	}
+}
+
+// /v1/cache takes the offload directive and header as /v1/messages does: an unknown target is a
+// 400 from both, a target whose model the key may not use a 403 from both, and a known one is
+// looked up as the model it names.
+func TestIsolationCacheQueryOffload(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, isolationConfig))
+	hello := []cacheTurn{{Role: "user", Content: "Hello"}}
+	for _, tc := range []struct {
+		name, key, system, header string
+		code                      int
+	}{
+		{"unknown directive target", "l0-alice-key", "<|offload:nowhere|>Be brief.", "", http.StatusBadRequest},
+		{"unknown header target", "l0-alice-key", "Be brief.", "nowhere", http.StatusBadRequest},
+		{"target not the key's", "l0-carol-key", "<|offload:vip|>Be brief.", "", http.StatusForbidden},
+		{"known target", "l0-alice-key", "<|offload:vip|>Be brief.", "", http.StatusOK},
+	} {
+		var codes []int
+		for _, path := range []string{"/v1/messages", "/v1/cache"} {
+			p := prompt{Model: "other", System: tc.system, Messages: hello}
+			if path == "/v1/messages" {
+				p.MaxTokens = 5
+			}
+			body, _ := json.Marshal(p)
+			req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(string(body)))
+			req.Header.Set("X-Api-Key", tc.key)
+			req.Header.Set("Content-Type", "application/json")
+			if tc.header != "" {
+				req.Header.Set("X-Offload-Target", tc.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			codes = append(codes, resp.StatusCode)
+		}
+		if codes[0] != tc.code || codes[1] != tc.code {
+			t.Errorf("%s: /v1/messages %d, /v1/cache %d, want %d from both", tc.name, codes[0], codes[1], tc.code)
+		}
+	}
+
+	// A known target is looked up as its model: what alice sent to "private" is cached for a
+	// query of "other" offloaded to it, and not for the same query without the offload.
+	secret := pinSystem("4821")
+	tenantAnthropic(t, base, "l0-alice-key", "private", secret)
+	p := prompt{Model: "other", System: "<|offload:vip|>" + secret, Messages: hello}
+	if code, a, body := probe(t, base, "l0-alice-key", p); code != http.StatusOK || !a.Hit {
+		t.Errorf("offloaded query: %d %s, want the prompt cached", code, body)
+	}
+}
+
+// A leader of a cacheable stream whose client never reads holds the engine's stream at its
+// client's pace (not at all), until the write timeout; an identical request must not wait for
+// it: it notices the leader is stuck writing to its client and serves itself, at the engine's
+// pace.
+func TestCacheFollowerDoesNotWaitOnStalledLeader(t *testing.T) {
+	cfg := parseConfig(t, `
+keys: [{name: alice, hash: `+authHash("l0-alice-key")+`}]
+engines: {echo: {kind: sim, sim: {mode: echo}}}
+models: {echo: {engines: [echo], cache: {enabled: true}}}
+`)
+	_, addr, _ := serveListener(t, cfg)
+	// The echo engine repeats the user's 40,000 words: megabytes of events, more than the
+	// socket buffers of a client reading nothing hold.
+	words := strings.Repeat("word ", 40000)
+	body := `{"model":"echo","max_tokens":100000,"temperature":0,"stream":true,"messages":[{"role":"user","content":"` + words + `"}]}`
+	leader, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = leader.(*net.TCPConn).SetReadBuffer(4096)
+	defer leader.Close()
+	fmt.Fprintf(leader, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: l0-alice-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Only the status line is read, to know the leader's answer has begun; then nothing.
+	_ = leader.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReaderSize(leader, 16).ReadString('\n')
+	if err != nil || !strings.Contains(line, " 200 ") {
+		t.Fatalf("leader: %q %v", line, err)
+	}
+
+	var resp *http.Response
+	c := anthropicClient("http://"+addr, option.WithAPIKey("l0-alice-key"), option.WithResponseInto(&resp),
+		option.WithRequestTimeout(25*time.Second))
+	start := time.Now()
+	msg, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "echo", MaxTokens: 100000,
+		Temperature: anthropic.Float(0), Messages: userText(words)})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("follower after %v: %v", took, err)
+	}
+	if len(msg.Content) == 0 || len(msg.Content[0].Text) < len(words)-10 {
+		t.Fatalf("follower's answer is short: %d bytes", len(msg.Content[0].Text))
+	}
+	// Today's write timeout is 30s: a follower that waited for the leader took that long.
+	if took > 15*time.Second {
+		t.Errorf("the follower took %v behind a leader whose client does not read", took)
+	}
+	if got := resp.Header.Get("X-Layer0-Cache"); got != "miss" {
+		t.Errorf("follower: X-Layer0-Cache %q, want miss (it served itself)", got)
+	}
+}
+
+// With the response cache shared by replicas on Redis, a key's answer stored by one replica is a
+// hit for that key on another, and a miss for another key there unless the model shares across
+// keys.
+func TestIsolationSharedCacheAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	bases := replicas(t, 2, srv, "timeout: 2s, cache: {enabled: true, timeout: 2s}", isolationConfig)
+	secret := pinSystem("4821")
+	for _, tc := range []struct{ model, bob string }{{"private", "MISS"}, {"shared", "HIT"}} {
+		if got := tenantAnthropic(t, bases[0], "l0-alice-key", tc.model, secret); got != "MISS" {
+			t.Fatalf("%s: alice on replica 0: X-Cache %q, want MISS", tc.model, got)
+		}
+		if got := tenantOpenAI(t, bases[1], "l0-bob-key", tc.model, secret); got != tc.bob {
+			t.Errorf("%s: bob on replica 1: X-Cache %q, want %s", tc.model, got, tc.bob)
+		}
+		if got := tenantOpenAI(t, bases[1], "l0-alice-key", tc.model, secret); got != "HIT" {
+			t.Errorf("%s: alice on replica 1: X-Cache %q, want HIT (her answer, from Redis)", tc.model, got)
+		}
+	}
+}

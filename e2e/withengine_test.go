@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/layer0ai/layer0"
+)
+
+// tagged is an application's engine: it answers "TAG:last user message" and counts its closes.
+type tagged struct {
+	tag    string
+	closed *atomic.Int32
+}
+
+func (e *tagged) Generate(ctx context.Context, req *layer0.Request, sink layer0.Sink) error {
+	var text string
+	for _, b := range req.Messages[len(req.Messages)-1].Content {
+		text += b.Text
+	}
+	for _, ev := range []layer0.Event{
+		{Kind: layer0.EventStart, Model: req.Model, Usage: layer0.Usage{InputTokens: 2}},
+		{Kind: layer0.EventBlockStart, Block: layer0.BlockText},
+		{Kind: layer0.EventTextDelta, Text: e.tag + ":" + text},
+		{Kind: layer0.EventBlockStop},
+		{Kind: layer0.EventStop, Stop: layer0.StopEndTurn, Usage: layer0.Usage{InputTokens: 2, OutputTokens: 1}},
+	} {
+		if err := sink.Send(&ev); err != nil {
+			return err
+		}
+	}
+	return sink.Flush()
+}
+
+func (e *tagged) Close() error {
+	e.closed.Add(1)
+	return nil
+}
+
+// TestWithEngine serves an application's engine kind, named in a configuration file, through
+// HTTP (in both client formats) and through Do; a reload that changes the engine's
+// configuration builds a new one and closes the old, and Close closes the last.
+func TestWithEngine(t *testing.T) {
+	var built, closed atomic.Int32
+	opt := layer0.WithEngine("tagged", func(name string, cfg layer0.Engine) (layer0.Backend, error) {
+		built.Add(1)
+		return &tagged{tag: name + "@" + cfg.URL, closed: &closed}, nil
+	})
+	path := filepath.Join(t.TempDir(), "layer0.yaml")
+	file := "engines:\n  t: {kind: tagged, url: one}\nmodels:\n  m: {engines: [t]}\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := layer0.LoadConfig(path); err == nil || !strings.Contains(err.Error(), `unknown kind "tagged"`) {
+		t.Fatalf("LoadConfig without WithEngine: got %v, want the kind refused", err)
+	}
+	cfg, err := layer0.LoadConfig(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, base := serveGateway(t, cfg, opt)
+
+	var c layer0.Collector
+	req := &layer0.Request{Model: "m", MaxTokens: 8, Messages: []layer0.Message{
+		{Role: layer0.RoleUser, Content: []layer0.Block{{Type: layer0.BlockText, Text: "in-process"}}}}}
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Response.Content[0].Text; got != "t@one:in-process" {
+		t.Errorf("Do: got %q, want %q", got, "t@one:in-process")
+	}
+
+	for _, tt := range []struct{ path, want string }{
+		{"/v1/messages", `"text":"t@one:over http"`},
+		{"/v1/chat/completions", `"content":"t@one:over http"`},
+	} {
+		resp, err := http.Post(base+tt.path, "application/json",
+			strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"over http"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tt.want) || !json.Valid(b) {
+			t.Errorf("POST %s: got %d %s, want 200 with %s", tt.path, resp.StatusCode, b, tt.want)
+		}
+	}
+
+	next, err := layer0.LoadConfig(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Engines["t"] = layer0.Engine{Kind: "tagged", URL: "two"}
+	if err := g.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := closed.Load(); got != 1 {
+		t.Errorf("after a reload that replaced the engine: %d closes, want 1", got)
+	}
+	c = layer0.Collector{}
+	if err := g.Do(context.Background(), req, &c); err != nil || c.Response.Content[0].Text != "t@two:in-process" {
+		t.Errorf("Do after reload: got %+v %v, want the new engine's answer", c.Response.Content, err)
+	}
+	g.Close()
+	if b, cl := built.Load(), closed.Load(); b != 2 || cl != 2 {
+		t.Errorf("after Close: %d engines built, %d closed; want 2 and 2", b, cl)
+	}
+}
+
+// TestWithEngineRefused checks the registrations New refuses: a built-in kind, and a factory
+// that is missing.
+func TestWithEngineRefused(t *testing.T) {
+	f := func(string, layer0.Engine) (layer0.Backend, error) { return nil, nil }
+	for _, tt := range []struct {
+		name string
+		opt  layer0.Option
+		want string
+	}{
+		{"built-in kind", layer0.WithEngine(layer0.KindOpenAI, f), "the kind is built in"},
+		{"no factory", layer0.WithEngine("mine", nil), "a kind and a factory are required"},
+	} {
+		_, err := layer0.New(nil, tt.opt)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	cfg := &layer0.Config{
+		Engines: map[string]layer0.Engine{"x": {Kind: "mine"}},
+		Models:  map[string]layer0.Model{"m": {Engines: []string{"x"}}},
+	}
+	_, err := layer0.New(cfg, layer0.WithEngine("mine", f))
+	if err == nil || !strings.Contains(err.Error(), "returned no engine") {
+		t.Errorf("a factory returning nil: got %v, want it refused", err)
+	}
+}
