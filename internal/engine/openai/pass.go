@@ -125,10 +125,8 @@ type chatPolicy struct {
 
 // chunk is where a chunk's top-level members lie, -1 where absent, found as it is checked.
 type chunk struct {
-	data     []byte
-	ms, me   int // model
-	us, ue   int // usage
-	cs, ce   int // choices
+	data []byte
+	answerFields
 	maybeErr bool
 }
 
@@ -139,14 +137,7 @@ type chunk struct {
 func (c *chunk) visit(k []byte, esc bool, vs, ve int) {
 	if esc {
 		c.maybeErr = true
-		switch {
-		case jsontext.KeyIs(k, esc, "model"):
-			c.ms, c.me = vs, ve
-		case jsontext.KeyIs(k, esc, "usage"):
-			c.us, c.ue = vs, ve
-		case jsontext.KeyIs(k, esc, "choices"):
-			c.cs, c.ce = vs, ve
-		}
+		c.note(k, esc, vs, ve)
 		return
 	}
 	switch len(k) {
@@ -187,7 +178,7 @@ func (pl *chatPolicy) Event(ev *passthrough.Event, u *llm.Usage) error {
 		return nil
 	}
 	c := &pl.c
-	*c = chunk{data: data, ms: -1, me: -1, us: -1, ue: -1, cs: -1, ce: -1}
+	*c = chunk{data: data, answerFields: noFields}
 	if !pl.members.Valid(data, c.visit) {
 		return upstream.Malformed("a stream chunk that is not a JSON object", "")
 	}
@@ -267,18 +258,32 @@ type answerFields struct {
 	isErr  bool
 }
 
+// noFields are the fields of an answer before its scan: none found.
+var noFields = answerFields{-1, -1, -1, -1, -1, -1, false}
+
+// note notes the member k at [vs, ve) when it is the model, the usage or the choices, reporting
+// whether it was.
+func (f *answerFields) note(k []byte, esc bool, vs, ve int) bool {
+	switch {
+	case jsontext.KeyIs(k, esc, "model"):
+		f.ms, f.me = vs, ve
+	case jsontext.KeyIs(k, esc, "usage"):
+		f.us, f.ue = vs, ve
+	case jsontext.KeyIs(k, esc, "choices"):
+		f.cs, f.ce = vs, ve
+	default:
+		return false
+	}
+	return true
+}
+
 // scanAnswer finds, in one scan of a non-streamed answer's top level, its model, usage and
 // choices, and whether it holds an error.
 func scanAnswer(body []byte) answerFields {
-	f := answerFields{-1, -1, -1, -1, -1, -1, false}
+	f := noFields
 	_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
 		switch {
-		case jsontext.KeyIs(k, esc, "model"):
-			f.ms, f.me = vs, ve
-		case jsontext.KeyIs(k, esc, "usage"):
-			f.us, f.ue = vs, ve
-		case jsontext.KeyIs(k, esc, "choices"):
-			f.cs, f.ce = vs, ve
+		case f.note(k, esc, vs, ve):
 		case jsontext.KeyIs(k, esc, "error"):
 			f.isErr = f.isErr || !empty(body[vs:ve])
 		case jsontext.KeyIs(k, esc, "object"):
