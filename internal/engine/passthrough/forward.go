@@ -118,6 +118,9 @@ func (s *state) release() {
 	if cap(s.out.Queued) > maxPooled {
 		s.out.Queued = nil
 	}
+	if cap(s.rn.buf) > maxPooled || cap(s.rn.prefix) > maxPooled {
+		s.rn = Renamer{}
+	}
 	s.ev = Event{}
 	states.Put(s)
 }
