@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // ConnLimit is what the listener does at its connection cap.
@@ -339,7 +341,7 @@ func jsonAnswer(status, body []byte) []byte {
 	j = append(j, `{"type":"error","error":{"type":"`...)
 	j = append(j, typ...)
 	j = append(j, `","message":`...)
-	j = appendJSONString(j, "the request could not be read: "+msg)
+	j = jsontext.AppendString(j, "the request could not be read: "+msg)
 	j = append(j, "}}\n"...)
 	var out []byte
 	out = append(out, "HTTP/1.1 "...)
@@ -363,21 +365,4 @@ func itoa(n int) string {
 			return string(b[i:])
 		}
 	}
-}
-
-// appendJSONString appends s as a JSON string, escaping what JSON requires.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }
