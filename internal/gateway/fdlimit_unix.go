@@ -1,6 +1,6 @@
 //go:build unix
 
-package layer0
+package gateway
 
 import "syscall"
 
