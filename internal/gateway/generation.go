@@ -191,10 +191,7 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 	if g.parts.redis != nil {
 		st = g.parts.redis.Value()
 	}
-	lim, err := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.Now, Store: st})
-	if err != nil {
-		return fmt.Errorf("layer0: %w", err)
-	}
+	lim := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.Now, Store: st})
 	if old != nil && old.parts.redis == g.parts.redis {
 		// Same store: unchanged cells carry over. A store that changed (memory to Redis, another
 		// Redis) starts from its own counters, never from the old store's cells.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/limit"
@@ -215,8 +216,8 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 		}
 		rms = append(rms, rm)
 	}
-	table, err := route.New(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
-		Rand: o.rand, Picker: &route.RoundRobin{}})
+	table, err := route.New(routing(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
+		Rand: o.rand, Picker: &route.RoundRobin{}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +225,7 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.lim, err = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.lim = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
 	r.p, err = New(Config{Keys: keys, Limits: r.lim, Sizes: o.sizes, Routes: table, Engines: infos,
 		Tokens: wordCounter{}})
 	if err != nil {
@@ -264,4 +262,14 @@ func (r *rig) serve(req *llm.Request, key string, sink llm.Sink) (*Call, error) 
 	c := &Call{Request: req, Sink: sink, Header: h}
 	c.Record.Start = time.Now()
 	return c, r.p.Serve(context.Background(), c)
+}
+
+// routing gives c the default configuration's routing values, as the gateway gives the table
+// the configuration's (filled in by internal/config).
+func routing(c route.Config) route.Config {
+	r := config.Default().Routing
+	c.UtilizationThreshold = r.FallbackUtilizationThreshold
+	c.Budget = route.BudgetConfig{Ratio: r.RetryBudget.Ratio, MinRetries: r.RetryBudget.MinRetries, Window: r.RetryBudget.Window}
+	c.RecheckAfter = r.Health.Interval
+	return c
 }

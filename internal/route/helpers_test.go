@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 )
 
@@ -27,7 +28,7 @@ func replicas(clk *clock, p Policy, names ...string) []*Replica {
 
 func newTable(t testing.TB, c Config) *Table {
 	t.Helper()
-	tb, err := New(c)
+	tb, err := New(withDefaults(c))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -42,3 +43,19 @@ var (
 	errInvalid    = apierr.Invalid("temperature", "must be at most 1")
 	errContext    = apierr.New(apierr.InvalidRequest, "This model's maximum context length is 4096 tokens")
 )
+
+// withDefaults gives c the default configuration's routing values where a test sets none, as
+// the gateway gives the table the configuration's (filled in by internal/config).
+func withDefaults(c Config) Config {
+	r := config.Default().Routing
+	if c.UtilizationThreshold == 0 {
+		c.UtilizationThreshold = r.FallbackUtilizationThreshold
+	}
+	if c.Budget == (BudgetConfig{}) {
+		c.Budget = BudgetConfig{Ratio: r.RetryBudget.Ratio, MinRetries: r.RetryBudget.MinRetries, Window: r.RetryBudget.Window}
+	}
+	if c.RecheckAfter == 0 {
+		c.RecheckAfter = r.Health.Interval
+	}
+	return c
+}
