@@ -75,16 +75,8 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	if err != nil {
 		return nil, err
 	}
-	p := route.Policy{
-		Ejection: route.Ejection{ConsecutiveFailures: pol.ejection.ConsecutiveFailures, BaseTime: pol.ejection.BaseTime,
-			MaxTime: pol.ejection.MaxTime},
-		Breaker: route.Breaker{Window: pol.breaker.Window, MinRequests: pol.breaker.MinRequests,
-			FailureRatio: pol.breaker.FailureRatio, OpenTime: pol.breaker.OpenTime, HalfOpenProbes: pol.breaker.HalfOpenProbes},
-		Health: route.Health{UnhealthyThreshold: pol.health.UnhealthyThreshold, HealthyThreshold: pol.health.HealthyThreshold,
-			Timeout: pol.health.Timeout},
-		Now:    o.Now,
-		Logger: o.Logger,
-	}
+	p := route.PolicyOf(pol.ejection, pol.breaker, pol.health)
+	p.Now, p.Logger = o.Now, o.Logger
 	r := &replica{cfg: ec, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
 	if pc := ec.PrefixCache; pc.Indexed() {

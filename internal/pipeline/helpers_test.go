@@ -190,21 +190,21 @@ type rigOptions struct {
 	firstByte time.Duration
 	splits    []route.Split
 	aliases   map[string]string
-	policy    route.Policy
 	rand      func(int) int
 }
 
 func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{reps: map[string]*route.Replica{}, clock: newClock()}
-	o.policy.Now = r.clock.Now
+	pol := policy()
+	pol.Now = r.clock.Now
 	infos := map[*route.Replica]Engine{}
 	for name, e := range engines {
 		eng, ok := e.(engine.Engine)
 		if !ok {
 			t.Fatalf("engine %s is not an engine", name)
 		}
-		rep := route.NewReplica(name, eng, o.policy)
+		rep := route.NewReplica(name, eng, pol)
 		r.reps[name] = rep
 		infos[rep] = Engine{URL: "http://" + name + ".example:8000", FirstByte: o.firstByte}
 	}
@@ -272,4 +272,10 @@ func routing(c route.Config) route.Config {
 	c.Budget = route.BudgetConfig{Ratio: r.RetryBudget.Ratio, MinRetries: r.RetryBudget.MinRetries, Window: r.RetryBudget.Window}
 	c.RecheckAfter = r.Health.Interval
 	return c
+}
+
+// policy is the default configuration's replica policy.
+func policy() route.Policy {
+	r := config.Default().Routing
+	return route.PolicyOf(r.Ejection, r.Breaker, r.Health)
 }

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ func newClock() *clock { return fakeclock.New(t0) }
 
 // replicas makes named replicas (no engine: routing never calls it) on clock clk.
 func replicas(clk *clock, p Policy, names ...string) []*Replica {
+	p = withPolicy(p)
 	p.Now = clk.Now
 	rs := make([]*Replica, len(names))
 	for i, n := range names {
@@ -58,4 +60,24 @@ func withDefaults(c Config) Config {
 		c.RecheckAfter = r.Health.Interval
 	}
 	return c
+}
+
+// withPolicy gives p the default configuration's values where a test sets none, as the gateway
+// gives replicas the configuration's (filled in by internal/config).
+func withPolicy(p Policy) Policy {
+	r := config.Default().Routing
+	d := PolicyOf(r.Ejection, r.Breaker, r.Health)
+	e, b, h := &p.Ejection, &p.Breaker, &p.Health
+	e.ConsecutiveFailures = cmp.Or(e.ConsecutiveFailures, d.Ejection.ConsecutiveFailures)
+	e.BaseTime = cmp.Or(e.BaseTime, d.Ejection.BaseTime)
+	e.MaxTime = cmp.Or(e.MaxTime, d.Ejection.MaxTime)
+	b.Window = cmp.Or(b.Window, d.Breaker.Window)
+	b.MinRequests = cmp.Or(b.MinRequests, d.Breaker.MinRequests)
+	b.FailureRatio = cmp.Or(b.FailureRatio, d.Breaker.FailureRatio)
+	b.OpenTime = cmp.Or(b.OpenTime, d.Breaker.OpenTime)
+	b.HalfOpenProbes = cmp.Or(b.HalfOpenProbes, d.Breaker.HalfOpenProbes)
+	h.UnhealthyThreshold = cmp.Or(h.UnhealthyThreshold, d.Health.UnhealthyThreshold)
+	h.HealthyThreshold = cmp.Or(h.HealthyThreshold, d.Health.HealthyThreshold)
+	h.Timeout = cmp.Or(h.Timeout, d.Health.Timeout)
+	return p
 }

@@ -568,7 +568,7 @@ func TestPlanAllocs(t *testing.T) {
 func BenchmarkPlan(b *testing.B) {
 	rs := make([]*Replica, 8)
 	for i := range rs {
-		rs[i] = NewReplica(fmt.Sprint(i), nil, Policy{})
+		rs[i] = NewReplica(fmt.Sprint(i), nil, withPolicy(Policy{}))
 	}
 	tb, err := New(withDefaults(Config{Models: []Model{{Name: "m", Replicas: rs}}}))
 	if err != nil {
