@@ -222,7 +222,7 @@ func (g *redisGauge) enter(ctx context.Context, anyway bool) (gaugeOp, bool) {
 			if !g.await(ctx, p.done) {
 				return gaugeOp{}, false
 			}
-			if !anyway && !g.s.up.Load() { // the re-assertion failed: serve from the fallback
+			if !anyway && !g.s.st.Up() { // the re-assertion failed: serve from the fallback
 				return gaugeOp{}, false
 			}
 			continue
