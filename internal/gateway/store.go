@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
@@ -26,13 +25,7 @@ func (r redisStore) close() error {
 // newRedisStore connects to Redis and builds the limit counters on it. The connection is lazy:
 // a Redis that is down at start is handled like one that goes down later (store.on_error).
 func newRedisStore(sc config.Store, o *Options) (redisStore, error) {
-	password := ""
-	if sc.PasswordEnv != "" {
-		if password = os.Getenv(sc.PasswordEnv); password == "" {
-			return redisStore{}, fmt.Errorf("layer0: store.password_env: the environment variable %s is not set", sc.PasswordEnv)
-		}
-	}
-	client, err := store.Dial(sc.StoreURLs(), password, sc.Timeout)
+	client, err := store.Dial(sc.StoreURLs(), sc.Password(), sc.Timeout) // password_env checked by config
 	if err != nil {
 		return redisStore{}, fmt.Errorf("layer0: store: %w", err)
 	}
