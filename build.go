@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/admission"
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/config"
@@ -335,18 +336,31 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		rcache.Adopt(old.pipe.Cache())
 	}
 
+	// Admission: the queues outlive the generation; the policy is this configuration's.
+	var prevGate *admission.Gate
+	if old != nil {
+		prevGate = old.pipe.Admission()
+	}
+	gate, err := admission.FromConfig(cfg, func(name string) *route.Replica { return g.replicas[name].route }, prevGate,
+		o.registry, o.now)
+	if err != nil {
+		g.closeStore(old, 0)
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
+
 	g.pipe, err = pipeline.New(pipeline.Config{
 		Keys:   keys,
 		Limits: lim,
 		Sizes: limit.Sizes{MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxMessages: cfg.Limits.MaxMessages,
 			MaxContentBytes: cfg.Limits.MaxContentBytes},
-		Routes:  table,
-		Models:  models,
-		Engines: engines,
-		Tokens:  tok,
-		Cache:   rcache,
-		Offload: offloadTargets(cfg.OffloadTargets),
-		Prefix:  prefix.NewIndex(tok, indexed),
+		Routes:    table,
+		Models:    models,
+		Engines:   engines,
+		Tokens:    tok,
+		Cache:     rcache,
+		Offload:   offloadTargets(cfg.OffloadTargets),
+		Prefix:    prefix.NewIndex(tok, indexed),
+		Admission: gate,
 	})
 	if err != nil {
 		g.closeStore(old, 0)
