@@ -38,7 +38,8 @@ func FromConfig(cfg *config.Config, replica func(engine string) *route.Replica, 
 	c := Config{DefaultBand: a.DefaultBand, Keys: map[string]KeyPolicy{}, Pools: map[string]*Pool{}, Queues: set}
 	for _, name := range a.SortedBands() {
 		b := a.Bands[name]
-		c.Bands = append(c.Bands, Band{Name: name, Priority: b.Priority, MaxWait: b.MaxWait, Sheddable: b.Sheddable})
+		c.Bands = append(c.Bands, Band{Name: name, Priority: b.Priority, MaxWait: b.MaxWait, Sheddable: b.Sheddable,
+			MaxShare: b.MaxShare})
 	}
 	for _, k := range cfg.Keys {
 		c.Keys[k.Name] = KeyPolicy{Band: k.Priority, Allow: k.AllowPriority, Weight: k.Weight}
@@ -57,6 +58,9 @@ func FromConfig(cfg *config.Config, replica func(engine string) *route.Replica, 
 			}
 			if len(reps) == 0 {
 				continue
+			}
+			for _, c := range reps {
+				c.r.SetLimit(c.cap) // the picker places released requests where there is room
 			}
 			c.Pools[id] = &Pool{Model: id, Capacity: capacity(reps, a.MaxUtilization), MaxQueue: a.MaxQueue,
 				MaxBytes: a.MaxQueueBytes, Poll: a.PollInterval}

@@ -47,14 +47,31 @@ type band struct {
 	name      string
 	priority  int
 	sheddable bool
+	share     float64 // the most of the pool's capacity the band may hold (0 or 1: all of it)
+	inFlight  int     // the band's requests released and not ended
 	tenants   map[string]*tenant
 	ring      []*tenant // the active tenants, in rotation order
 	cur       int       // the ring position whose turn it is
 	n         int       // requests waiting in the band
 }
 
-func newBand(name string, priority int, sheddable bool) *band {
-	return &band{name: name, priority: priority, sheddable: sheddable, tenants: map[string]*tenant{}}
+func newBand(bd *Band) *band {
+	b := &band{name: bd.Name, tenants: map[string]*tenant{}}
+	b.set(bd)
+	return b
+}
+
+// set applies the band's configuration (a reload may change it).
+func (b *band) set(bd *Band) {
+	b.priority, b.sheddable, b.share = bd.Priority, bd.Sheddable, bd.MaxShare
+}
+
+// limit is how many of capacity's slots the band may hold: its share, at least one.
+func (b *band) limit(capacity int) int {
+	if b.share <= 0 || b.share >= 1 {
+		return capacity
+	}
+	return max(int(b.share*float64(capacity)), 1)
 }
 
 // tenant returns the band's tenant named name, made on first use, with its weight updated.

@@ -41,6 +41,10 @@ type Band struct {
 	// Sheddable requests are the first refused under pressure: a full queue evicts them for a
 	// request of a higher band.
 	Sheddable bool
+	// MaxShare, between 0 and 1, is the most of the pool's capacity the band's requests may hold
+	// at once; the rest is kept for higher bands, so a burst of the band cannot take every slot
+	// just before a higher band's request arrives. 0 or 1: all of it.
+	MaxShare float64
 }
 
 // KeyPolicy is what admission knows of an API key.

@@ -104,6 +104,7 @@ func NewQueue(model string, now func() time.Time, m *Metrics) *Queue {
 // Slot is a request's place in the pool, from admission to Release.
 type Slot struct {
 	q     *Queue
+	b     *band
 	start time.Time
 }
 
@@ -117,6 +118,7 @@ func (s Slot) Release() {
 	held := q.now().Sub(s.start)
 	q.mu.Lock()
 	q.inFlight--
+	s.b.inFlight--
 	if q.service == 0 {
 		q.service = held
 	} else {
@@ -137,22 +139,23 @@ func (q *Queue) Acquire(ctx context.Context, p *Pool, t Ticket, d *Decision) (Sl
 	d.Band, d.Tenant = t.Band.Name, t.Tenant
 	q.mu.Lock()
 	q.pool = p
-	if q.waiting == 0 && q.inFlight < p.Capacity() {
+	b := q.bandLocked(t.Band)
+	if c := p.Capacity(); q.waiting == 0 && q.inFlight < c && b.inFlight < b.limit(c) {
 		q.inFlight++
+		b.inFlight++
 		q.mu.Unlock()
 		d.Outcome = OutcomeAdmitted
 		q.metrics.inFlight(q.model, 1)
 		q.metrics.decided(t.Band.Name, OutcomeAdmitted)
-		return Slot{q: q, start: now}, nil
+		return Slot{q: q, b: b, start: now}, nil
 	}
 	deadline := now.Add(t.Band.MaxWait)
 	if cd, ok := ctx.Deadline(); ok && cd.Before(deadline) {
 		deadline = cd
 	}
-	b := q.bandLocked(t.Band)
 	tn := b.tenant(t.Tenant, t.Weight)
 	d.Ahead = q.aheadLocked(b, tn)
-	d.Estimate = q.estimateLocked(d.Ahead, p)
+	d.Estimate = q.estimateLocked(d.Ahead, b, p)
 	if d.Estimate > 0 && now.Add(d.Estimate).After(deadline) {
 		q.forgetLocked(b, tn)
 		q.mu.Unlock()
@@ -161,7 +164,7 @@ func (q *Queue) Acquire(ctx context.Context, p *Pool, t Ticket, d *Decision) (Sl
 	if !q.makeRoomLocked(b, t.Bytes) {
 		q.forgetLocked(b, tn)
 		q.mu.Unlock()
-		return Slot{}, q.shed(d, ReasonQueueFull, q.retryAfter(d.Ahead, p))
+		return Slot{}, q.shed(d, ReasonQueueFull, q.retryAfter(d.Ahead, b, p))
 	}
 	w := &waiter{ready: make(chan struct{}), bytes: t.Bytes}
 	b.push(tn, w)
@@ -197,7 +200,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, b *band, t Ticket, d *Decis
 	case state == granted:
 		d.Outcome = OutcomeReleased
 		q.metrics.decided(b.name, OutcomeReleased)
-		return Slot{q: q, start: now}, nil
+		return Slot{q: q, b: b, start: now}, nil
 	case state == shed:
 		d.Outcome, d.Reason = OutcomeShed, w.reason
 		q.metrics.decided(b.name, OutcomeShed)
@@ -207,7 +210,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, b *band, t Ticket, d *Decis
 		q.metrics.decided(b.name, OutcomeLeft)
 		return Slot{}, fmt.Errorf("admission: the client left the queue of %s: %w", q.model, gone)
 	}
-	return Slot{}, q.shed(d, ReasonDeadline, q.retryAfter(d.Ahead, q.pool))
+	return Slot{}, q.shed(d, ReasonDeadline, q.retryAfter(d.Ahead, b, q.pool))
 }
 
 // unqueueLocked takes a waiting w out of the queue.
@@ -229,11 +232,11 @@ func (q *Queue) forgetLocked(b *band, t *tenant) {
 func (q *Queue) bandLocked(bd *Band) *band {
 	for _, b := range q.bands {
 		if b.name == bd.Name {
-			b.priority, b.sheddable = bd.Priority, bd.Sheddable
+			b.set(bd)
 			return b
 		}
 	}
-	b := newBand(bd.Name, bd.Priority, bd.Sheddable)
+	b := newBand(bd)
 	i := 0
 	for i < len(q.bands) && q.bands[i].priority >= b.priority {
 		i++
@@ -250,20 +253,23 @@ func (q *Queue) dispatchLocked() {
 	if q.waiting == 0 || q.pool == nil {
 		return
 	}
-	room := q.pool.Capacity() - q.inFlight
-	for ; room > 0 && q.waiting > 0; room-- {
+	c := q.pool.Capacity()
+	for released := true; released && q.inFlight < c && q.waiting > 0; {
+		released = false
 		for _, b := range q.bands {
-			if b.n == 0 {
-				continue
+			if b.n == 0 || b.inFlight >= b.limit(c) {
+				continue // a band at its share leaves the slot to the bands below
 			}
 			w := b.pop()
 			q.waiting--
 			q.bytes -= w.bytes
 			q.inFlight++
+			b.inFlight++
 			w.state = granted
 			close(w.ready)
 			q.metrics.queued(q.model, b.name, -1)
 			q.metrics.inFlight(q.model, 1)
+			released = true
 			break
 		}
 	}
@@ -289,22 +295,23 @@ func (q *Queue) aheadLocked(b *band, t *tenant) int {
 	return n + b.ahead(t)
 }
 
-// estimateLocked is the wait of a request with ahead requests before it: the pool releases
-// Capacity requests per service time, the observed moving average of how long a request holds
-// its slot. 0 while no request has ended yet (nothing is known).
-func (q *Queue) estimateLocked(ahead int, p *Pool) time.Duration {
+// estimateLocked is the wait of a request of band b with ahead requests before it: the pool
+// releases Capacity requests (the band's share of them) per service time, the observed moving
+// average of how long a request holds its slot. 0 while no request has ended yet (nothing is
+// known).
+func (q *Queue) estimateLocked(ahead int, b *band, p *Pool) time.Duration {
 	if q.service == 0 {
 		return 0
 	}
-	c := max(p.Capacity(), 1)
+	c := max(b.limit(p.Capacity()), 1)
 	return time.Duration(int64(ahead+1) * int64(q.service) / int64(c))
 }
 
 // retryAfter is the retry-after of a shed request: its estimated wait, at least a second.
-func (q *Queue) retryAfter(ahead int, p *Pool) time.Duration {
+func (q *Queue) retryAfter(ahead int, b *band, p *Pool) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return max(q.estimateLocked(ahead, p), time.Second)
+	return max(q.estimateLocked(ahead, b, p), time.Second)
 }
 
 // makeRoomLocked reports whether one more request of band b with size bytes fits the queue's
@@ -334,7 +341,7 @@ func (q *Queue) evictLocked(priority int) bool {
 		w := o.heaviest().tail
 		q.unqueueLocked(o, w)
 		w.state, w.reason = shed, ReasonEvicted
-		w.err = q.shedError(ReasonEvicted, max(q.estimateLocked(q.waiting, q.pool), time.Second))
+		w.err = q.shedError(ReasonEvicted, max(q.estimateLocked(q.waiting, o, q.pool), time.Second))
 		q.metrics.shed(q.model, o.name, ReasonEvicted)
 		close(w.ready)
 		return true

@@ -307,3 +307,32 @@ func TestCapacityPolled(t *testing.T) {
 		t.Fatal("the waiter was never released")
 	}
 }
+
+func TestMaxShareKeepsSlotsForHigherBands(t *testing.T) {
+	h := newHarness(t, 4)
+	half := &Band{Name: "half", Priority: 100, MaxWait: time.Hour, Sheddable: true, MaxShare: 0.5}
+	for i := range 2 {
+		var d Decision
+		s, err := h.q.Acquire(context.Background(), h.pool, Ticket{Band: half, Tenant: "C", Weight: 1}, &d)
+		if err != nil || d.Outcome != OutcomeAdmitted {
+			t.Fatalf("burst %d: %v %+v", i, err, d)
+		}
+		h.held = append(h.held, s)
+	}
+	// The band holds its half: the next waits although two slots are free.
+	h.enqueue(context.Background(), "c2", half, "C", 1)
+	// An interactive request takes a free slot at once.
+	var d Decision
+	s, err := h.q.Acquire(context.Background(), h.pool, Ticket{Band: interactive, Tenant: "I", Weight: 1}, &d)
+	if err != nil || d.Outcome != OutcomeReleased && d.Outcome != OutcomeAdmitted {
+		t.Fatalf("interactive: %v %+v", err, d)
+	}
+	h.held = append(h.held, s)
+	if st := h.q.Stats(); st.InFlight != 3 || st.Waiting != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A batch slot ending releases the waiting batch request.
+	if ids := h.drain(1, time.Second); ids[0] != "c2" {
+		t.Fatalf("released %v", ids)
+	}
+}

@@ -31,7 +31,7 @@ type Admission struct {
 	// DefaultBand is the band of keys without a priority. Default "standard".
 	DefaultBand string `yaml:"default_band"`
 	// Bands are the priority bands by name. Default: interactive (priority 300, max_wait 10s),
-	// standard (200, 30s) and batch (100, 120s, sheddable).
+	// standard (200, 30s) and batch (100, 120s, sheddable, max_share 0.75).
 	Bands map[string]AdmissionBand `yaml:"bands"`
 }
 
@@ -44,6 +44,10 @@ type AdmissionBand struct {
 	// Sheddable requests are refused first under pressure: a full queue evicts them for a
 	// request of a higher band. Default false.
 	Sheddable bool `yaml:"sheddable"`
+	// MaxShare, above 0 and at most 1, is the most of a pool's capacity the band's requests
+	// may hold at once; the rest stays free for higher bands, so a burst of the band cannot take
+	// every slot just before a higher band's request arrives. Default 1 (all of it).
+	MaxShare float64 `yaml:"max_share"`
 }
 
 // Defaults of the admission section.
@@ -60,7 +64,7 @@ func DefaultAdmissionBands() map[string]AdmissionBand {
 	return map[string]AdmissionBand{
 		"interactive": {Priority: 300, MaxWait: 10 * time.Second},
 		"standard":    {Priority: 200, MaxWait: 30 * time.Second},
-		"batch":       {Priority: 100, MaxWait: 120 * time.Second, Sheddable: true},
+		"batch":       {Priority: 100, MaxWait: 120 * time.Second, Sheddable: true, MaxShare: 0.75},
 	}
 }
 
@@ -86,8 +90,11 @@ func (a *Admission) setDefaults() {
 	for name, b := range a.Bands {
 		if b.MaxWait == 0 {
 			b.MaxWait = DefaultAdmissionMaxWait
-			a.Bands[name] = b
 		}
+		if b.MaxShare == 0 {
+			b.MaxShare = 1
+		}
+		a.Bands[name] = b
 	}
 }
 
@@ -118,6 +125,9 @@ func (c *Config) validateAdmission(errs *Errors) {
 		prio[b.Priority] = name
 		if b.MaxWait < 0 {
 			errs.add(p+".max_wait", "must be positive")
+		}
+		if b.MaxShare < 0 || b.MaxShare > 1 {
+			errs.add(p+".max_share", "must be above 0 and at most 1, got %g", b.MaxShare)
 		}
 	}
 	for i, k := range c.Keys {
