@@ -295,3 +295,76 @@ models:
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestAdmissionShedsInClientFormat: a request shed by admission gets its client's own overloaded
+// error with retry-after — 529 overloaded_error for Anthropic clients, 503 for OpenAI's — and a
+// band the key may not ask for is a 403.
+func TestAdmissionShedsInClientFormat(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, `
+keys:
+  - {name: k, hash: `+authHash("l0-adm-k")+`, allow_priority: [batch]}
+admission:
+  enabled: true
+  bands:
+    standard: {priority: 200, max_wait: 100ms}
+    batch: {priority: 100, max_wait: 100ms, sheddable: true}
+    interactive: {priority: 300, max_wait: 100ms}
+engines:
+  s1: {kind: sim, sim: {ttft: 3s, max_concurrency: 1}}
+models:
+  m: {engines: [s1]}
+`))
+	post := func(path, body string, header ...string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", "l0-adm-k")
+		req.Header.Set("Authorization", "Bearer l0-adm-k")
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	const msg = `{"model":"m","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`
+	// The one slot is taken for 3s.
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		post("/v1/messages", msg)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, ok := findMetric(t, base, "layer0_admission_in_flight", `model="m"`); ok && v == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never took its slot")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	resp, body := post("/v1/messages", msg)
+	if resp.StatusCode != 529 || !strings.Contains(body, `"overloaded_error"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("anthropic: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("shed after %v, past its 100ms deadline", el)
+	}
+	resp, body = post("/v1/chat/completions", msg)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"error"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("openai: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, body = post("/v1/messages", msg, "X-Layer0-Priority", "interactive")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "PRIORITY_NOT_ALLOWED") && !strings.Contains(body, "may not ask for priority") {
+		t.Fatalf("priority not allowed: %d %s", resp.StatusCode, body)
+	}
+	if v := metricValue(t, base, "layer0_admission_shed_total", `model="m"`, `reason="deadline"`); v < 2 {
+		t.Fatalf("layer0_admission_shed_total{reason=deadline} = %v, want 2", v)
+	}
+	<-busy
+}
