@@ -1,5 +1,7 @@
 package admission
 
+import "container/list"
+
 // The waiting requests of one pool: a band per priority, and in each band a FIFO per tenant
 // served by deficit round robin (Shreedhar and Varghese, 1995).
 //
@@ -15,13 +17,13 @@ package admission
 
 // waiter is one queued request. Its fields are guarded by the Queue's mutex.
 type waiter struct {
-	t          *tenant
-	prev, next *waiter
-	ready      chan struct{} // closed when the waiter is granted a slot or shed
-	state      uint8
-	bytes      int64
-	err        error  // the client's error, when state is shed
-	reason     string // why it was shed
+	t      *tenant
+	el     *list.Element // in t.q
+	ready  chan struct{} // closed when the waiter is granted a slot or shed
+	state  uint8
+	bytes  int64
+	err    error  // the client's error, when state is shed
+	reason string // why it was shed
 }
 
 // Waiter states.
@@ -33,13 +35,13 @@ const (
 
 // tenant is one tenant's FIFO within a band.
 type tenant struct {
-	name       string
-	b          *band
-	weight     float64
-	deficit    float64
-	head, tail *waiter
-	n          int
-	active     bool // in the band's rotation
+	name    string
+	b       *band
+	weight  float64
+	deficit float64
+	q       list.List // of *waiter, oldest first
+	n       int
+	active  bool // in the band's rotation
 }
 
 // band is one priority band's tenants.
@@ -88,13 +90,7 @@ func (b *band) tenant(name string, weight float64) *tenant {
 // push queues w at the tail of t, putting t in the rotation if it was not.
 func (b *band) push(t *tenant, w *waiter) {
 	w.t = t
-	w.prev, w.next = t.tail, nil
-	if t.tail != nil {
-		t.tail.next = w
-	} else {
-		t.head = w
-	}
-	t.tail = w
+	w.el = t.q.PushBack(w)
 	t.n++
 	b.n++
 	if !t.active {
@@ -108,17 +104,8 @@ func (b *band) push(t *tenant, w *waiter) {
 // deficit. Tenants with nothing queued are forgotten, so the map holds only tenants waiting.
 func (b *band) remove(w *waiter) {
 	t := w.t
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		t.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		t.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
+	t.q.Remove(w.el)
+	w.el = nil
 	t.n--
 	b.n--
 	if t.n > 0 {
@@ -155,7 +142,7 @@ func (b *band) pop() *waiter {
 				continue
 			}
 		}
-		w := t.head
+		w := t.q.Front().Value.(*waiter)
 		t.deficit--
 		b.remove(w) // moves the rotation on if t is now empty
 		if t.active && t.deficit < 1 {

@@ -338,7 +338,7 @@ func (q *Queue) evictLocked(priority int) bool {
 		if !o.sheddable || o.n == 0 {
 			continue
 		}
-		w := o.heaviest().tail
+		w := o.heaviest().q.Back().Value.(*waiter)
 		q.unqueueLocked(o, w)
 		w.state, w.reason = shed, ReasonEvicted
 		w.err = q.shedError(ReasonEvicted, max(q.estimateLocked(q.waiting, o, q.pool), time.Second))
