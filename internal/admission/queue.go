@@ -173,11 +173,11 @@ func (q *Queue) Acquire(ctx context.Context, p *Pool, t Ticket, d *Decision) (Sl
 	q.metrics.queued(q.model, b.name, 1)
 	q.dispatchLocked() // schedules the poll
 	q.mu.Unlock()
-	return q.wait(ctx, w, b, t, d, now, deadline)
+	return q.wait(ctx, w, b, p, t, d, now, deadline)
 }
 
 // wait blocks until w is granted or shed, ctx ends, or its deadline comes.
-func (q *Queue) wait(ctx context.Context, w *waiter, b *band, t Ticket, d *Decision, since, deadline time.Time) (Slot, error) {
+func (q *Queue) wait(ctx context.Context, w *waiter, b *band, p *Pool, t Ticket, d *Decision, since, deadline time.Time) (Slot, error) {
 	timer := time.NewTimer(deadline.Sub(since))
 	defer timer.Stop()
 	var gone error
@@ -210,7 +210,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, b *band, t Ticket, d *Decis
 		q.metrics.decided(b.name, OutcomeLeft)
 		return Slot{}, fmt.Errorf("admission: the client left the queue of %s: %w", q.model, gone)
 	}
-	return Slot{}, q.shed(d, ReasonDeadline, q.retryAfter(d.Ahead, b, q.pool))
+	return Slot{}, q.shed(d, ReasonDeadline, q.retryAfter(d.Ahead, b, p))
 }
 
 // unqueueLocked takes a waiting w out of the queue.
