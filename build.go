@@ -21,6 +21,7 @@ import (
 	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/sim"
+	"github.com/layer0ai/layer0/internal/enginetok"
 	"github.com/layer0ai/layer0/internal/kvevents"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/metrics"
@@ -455,7 +456,15 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	r := &replica{cfg: ec, policy: pol, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
 	if pc := ec.PrefixCache; pc.Indexed() {
-		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
+		var local prefix.Renderer
+		if r.sim != nil {
+			local = r.sim
+		}
+		render, err := enginetok.Renderer(name, ec, tok, local)
+		if err != nil {
+			return nil, err
+		}
+		r.prefix = prefix.NewReplica(name, render, pc.BlockTokens, pc.CapacityTokens)
 		r.route.Prefix = r.prefix
 		if pc.Mode == config.PrefixPrecise {
 			ep := pc.Events

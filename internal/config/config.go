@@ -454,6 +454,7 @@ func (c *Config) SetDefaults() {
 		c.Log.AccessLog.Format = AccessJSON
 	}
 	c.setPolicyDefaults()
+	c.setTokenizeModels()
 	c.setContextDefaults()
 	c.Store.setDefaults()
 	c.CORS.setDefaults()

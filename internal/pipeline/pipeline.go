@@ -373,7 +373,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
 	if counted {
-		input, err = p.countPrompt(c, name, req)
+		input, err = p.countPrompt(ctx, c, name, req)
 		defer c.putPrompt()
 		if err != nil {
 			return err

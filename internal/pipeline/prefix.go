@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/auth"
@@ -23,12 +24,21 @@ func (p *Pipeline) indexed(name string) bool {
 // counting; the index renders prompts as those engines see them, and the count is the
 // rendering's length — and
 // keeps them on the call for the router and for recording what the replica served.
-func (p *Pipeline) countPrompt(c *Call, name string, req *llm.Request) (int, error) {
+//
+// A replica whose engine tokenizes the prompt itself (prefix_cache.tokenize: engine) renders it
+// again when first weighed, in ctx and for the caller's key — its renderings are kept per key
+// unless the model shares its cached state across keys.
+func (p *Pipeline) countPrompt(ctx context.Context, c *Call, name string, req *llm.Request) (int, error) {
 	if !p.indexed(name) {
 		return p.count(name, req)
 	}
 	c.pr = prefix.GetPrompt()
 	p.prefix.Render(c.pr, req)
+	scope := c.Record.Key
+	if m := p.byID[name]; m != nil && m.ShareAcrossKeys {
+		scope = ""
+	}
+	c.pr.SetScope(ctx, scope)
 	return len(c.pr.Tokens), nil
 }
 
