@@ -87,3 +87,31 @@ func (p *Pipeline) CacheLookup(key *auth.Key, h http.Header, req *llm.Request) (
 	}
 	return p.prefix.LookupOwn(name, key.Name, req), nil
 }
+
+// Prediction is a prefix picker's prediction of the prompt tokens the served replica held,
+// next to what its engine reported serving from its cache.
+type Prediction struct {
+	// Checked is set when the engine's report was compared (the engine reports cached tokens).
+	Checked bool
+	// Predicted and Engine are the picker's and the engine's cached prompt tokens.
+	Predicted, Engine int
+}
+
+// checkPrediction compares what the prefix picker predicted the served replica held of the
+// prompt with what its engine reported serving from its cache, on the record and in the
+// replica's drift check (prefix.Replica.Observe). The engine computes at least the prompt's
+// last token whatever it holds, so the prediction counts at most all tokens but one.
+func (p *Pipeline) checkPrediction(c *Call) {
+	rec := &c.Record
+	d := &rec.Pick
+	if c.pr == nil || d.Picker != "prefix" || d.Chosen < 0 || d.Chosen >= d.N || d.Candidates[d.Chosen].Replica != rec.Engine {
+		return
+	}
+	r := p.prefix.Replica(rec.Engine)
+	u := &rec.Usage
+	n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+	pred := min(d.Candidates[d.Chosen].Cached, max(n-1, 0))
+	if r.Observe(pred, u.CacheReadInputTokens) {
+		rec.Prediction = Prediction{Checked: true, Predicted: pred, Engine: u.CacheReadInputTokens}
+	}
+}

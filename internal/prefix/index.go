@@ -37,6 +37,7 @@ type Replica struct {
 	// so that no prompt of one tenant can be made to stand for another tenant's block.
 	owned *Cache
 	seed  uint64
+	pred  predictions // the last predictions checked against the engine (predict.go)
 }
 
 // NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
@@ -284,12 +285,13 @@ func best(p *Prompt, reps []*Replica, cached []int, match func(*Replica, *Prompt
 type Index struct {
 	render Renderer
 	models map[string][]*Replica
+	byName map[string]*Replica
 }
 
 // NewIndex returns the index of models: canonical name → the replicas that may serve it (nil
 // entries and names without replicas are dropped). render renders the prompts looked up.
 func NewIndex(render Renderer, models map[string][]*Replica) *Index {
-	x := &Index{render: render, models: make(map[string][]*Replica, len(models))}
+	x := &Index{render: render, models: make(map[string][]*Replica, len(models)), byName: map[string]*Replica{}}
 	if render == nil {
 		return x // nothing can be rendered: nothing is indexed
 	}
@@ -298,6 +300,7 @@ func NewIndex(render Renderer, models map[string][]*Replica) *Index {
 		for _, r := range reps {
 			if r != nil {
 				keep = append(keep, r)
+				x.byName[r.name] = r
 			}
 		}
 		if len(keep) > 0 {
@@ -314,6 +317,14 @@ func (x *Index) Replicas(model string) []*Replica {
 		return nil
 	}
 	return x.models[model]
+}
+
+// Replica returns the indexed replica named name; nil when there is none.
+func (x *Index) Replica(name string) *Replica {
+	if x == nil {
+		return nil
+	}
+	return x.byName[name]
 }
 
 // Render sets p to req's prompt as the index renders it.
