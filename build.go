@@ -221,16 +221,22 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 	}
 	pc := cfg.Routing.Prefix
 	prefixPicker := &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}
-	switch cfg.Routing.Picker {
-	case config.PickerRoundRobin:
-		rc.Picker = &route.RoundRobin{}
-	case config.PickerPrefix:
-		rc.Picker = prefixPicker
-	case config.PickerSticky:
-		sc := cfg.Routing.Sticky
-		rc.Picker = &route.Sticky{Header: http.CanonicalHeaderKey(sc.Header), FallbackKey: sc.Fallback == config.StickyFallbackKey,
-			Guard: route.Guard{Imbalance: sc.Imbalance, Slack: int64(sc.Slack)}}
+	picker := func(name string) route.Picker {
+		switch name {
+		case config.PickerRoundRobin:
+			return &route.RoundRobin{}
+		case config.PickerPrefix:
+			return prefixPicker
+		case config.PickerSticky:
+			sc := cfg.Routing.Sticky
+			return &route.Sticky{Header: http.CanonicalHeaderKey(sc.Header), FallbackKey: sc.Fallback == config.StickyFallbackKey,
+				Guard: route.Guard{Imbalance: sc.Imbalance, Slack: int64(sc.Slack)}}
+		case config.PickerP2C:
+			return route.P2C{}
+		}
+		return nil // the table's default
 	}
+	rc.Picker = picker(cfg.Routing.Picker)
 	var models []*pipeline.Model
 	byID := map[string]*pipeline.Model{}
 	engines := map[*route.Replica]pipeline.Engine{}
@@ -257,7 +263,9 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 			}
 			engines[r.route] = info
 		}
-		if cfg.Routing.Picker == "" && len(indexed[id]) > 1 {
+		if mc.Routing.Picker != "" {
+			m.Picker = picker(mc.Routing.Picker) // the model's own
+		} else if cfg.Routing.Picker == "" && len(indexed[id]) > 1 {
 			// Unset picker: a pool of replicas with prefix caches is placed by prefix; any
 			// other pool by p2c (the table's default).
 			m.Picker = prefixPicker

@@ -143,6 +143,16 @@ type Model struct {
 	// Default true; false for a model whose outage should not take the gateway out of a load
 	// balancer.
 	Required *bool `yaml:"required"`
+	// Routing is the model's own routing: its picker, in place of routing.picker.
+	Routing ModelRouting `yaml:"routing"`
+}
+
+// ModelRouting is what a model sets of the routing on its own.
+type ModelRouting struct {
+	// Picker places the model's requests among its replicas, as routing.picker does for every
+	// model (p2c, round_robin, prefix or sticky; the latter two tuned by routing.prefix and
+	// routing.sticky). Default: routing.picker's choice.
+	Picker string `yaml:"picker"`
 }
 
 // Cache is a model's response cache policy.
