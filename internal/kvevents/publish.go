@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -34,14 +35,31 @@ const publishQueue = 4096
 
 // NewPublisher listens on endpoint ("tcp://127.0.0.1:5557") and returns a Publisher of topic.
 func NewPublisher(endpoint, topic string) (*Publisher, error) {
-	sock := zmq4.NewPub(context.Background())
-	if err := sock.Listen(endpoint); err != nil {
+	return newPublisher(endpoint, topic, false)
+}
+
+// DialPublisher connects to a subscriber bound at endpoint (llm-d's topology: the engines
+// connect to the router) and returns a Publisher of topic. The socket reconnects by itself
+// while the subscriber is away.
+func DialPublisher(endpoint, topic string) (*Publisher, error) {
+	return newPublisher(endpoint, topic, true)
+}
+
+func newPublisher(endpoint, topic string, dial bool) (*Publisher, error) {
+	sock := zmq4.NewPub(context.Background(), zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(100))
+	var err error
+	if dial {
+		err = sock.Dial(endpoint)
+	} else {
+		err = sock.Listen(endpoint)
+	}
+	if err != nil {
 		sock.Close()
 		return nil, fmt.Errorf("kvevents: publish on %s: %w", endpoint, err)
 	}
 	p := &Publisher{sock: sock, topic: []byte(topic), q: make(chan []byte, publishQueue), done: make(chan struct{}),
 		endpoint: endpoint}
-	if a := sock.Addr(); a != nil {
+	if a := sock.Addr(); a != nil && !dial {
 		p.endpoint = "tcp://" + a.String()
 	}
 	go p.send()

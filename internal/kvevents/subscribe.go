@@ -58,6 +58,9 @@ type Subscriber struct {
 	messages, malformed, connects, gaps atomic.Uint64
 	tooLarge                            atomic.Uint64
 	warnOnce                            sync.Once
+
+	hub   *hub  // the shared listener of a bound endpoint (bind.go); nil when connecting
+	bound bound // a bound subscription's state
 }
 
 // Reconnection backoff bounds, and the bounds on a connection's setup.
@@ -83,6 +86,10 @@ func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Subscriber{endpoint: endpoint, topic: topic, maxBytes: max(maxBytes, MinMaxBytes), h: h, log: log,
 		cancel: cancel, done: make(chan struct{})}
+	if Binds(endpoint) {
+		subscribeBound(s)
+		return s
+	}
 	go s.run(ctx)
 	return s
 }
@@ -91,6 +98,9 @@ func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger
 func (s *Subscriber) Close() {
 	s.cancel()
 	<-s.done
+	if s.hub != nil {
+		s.hub.unfollow(s)
+	}
 }
 
 // Status returns the subscription's counters.
@@ -176,18 +186,30 @@ func (s *Subscriber) session(ctx context.Context) error {
 		if !first && seq != last+1 {
 			// Lost messages, or the engine restarted behind the same connection.
 			s.gaps.Add(1)
-			s.h.Reset()
+			s.gap(last+1, seq)
 		}
 		first, last = false, seq
-		if err := dec.Decode(frames[2], &b); err != nil {
-			s.malformed.Add(1)
-			s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
-			// The events are lost: what the handler knows may be wrong.
-			s.h.Reset()
-		} else {
-			s.messages.Add(1)
-			s.h.Apply(&b)
-		}
+		s.apply(dec, &b, frames[2])
 		s.next.Store(seq + 1)
 	}
+}
+
+// apply decodes one message's payload into b and hands it to the handler.
+func (s *Subscriber) apply(dec *Decoder, b *Batch, payload []byte) {
+	if err := dec.Decode(payload, b); err != nil {
+		s.malformed.Add(1)
+		s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
+		// The events are lost: what the handler knows may be wrong.
+		s.h.Reset()
+		return
+	}
+	s.messages.Add(1)
+	s.h.Apply(b)
+}
+
+// gap handles the messages from seq from to seq to (excluded) that were lost: what the
+// handler knows may be wrong, so it starts anew.
+func (s *Subscriber) gap(from, to uint64) {
+	_, _ = from, to
+	s.h.Reset()
 }
