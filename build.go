@@ -480,7 +480,8 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 				ep = r.sim.KVEventsEndpoint() // its port resolved
 			}
 			r.prefix.EnablePrecise(prefix.PreciseOptions{Logger: o.logger})
-			r.events = kvevents.Subscribe(ep, pc.EventsTopic, pc.EventsMaxBytes, r.prefix, o.logger.With("engine", name))
+			r.events = kvevents.Subscribe(ep, pc.EventsTopic, pc.EventsMaxBytes, r.prefix, o.logger.With("engine", name),
+				kvevents.WithReplay(pc.Replay))
 		}
 	}
 	base := strings.TrimRight(ec.URL, "/")

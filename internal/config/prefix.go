@@ -36,6 +36,10 @@ type PrefixCache struct {
 	Events string `yaml:"events"`
 	// EventsTopic is the topic subscribed to. Default "" (every topic).
 	EventsTopic string `yaml:"events_topic"`
+	// Replay is the engine's replay endpoint ("tcp://10.0.0.5:5558", vLLM's replay_endpoint of
+	// --kv-events-config), asked for the batches missed after a gap in the events' sequence
+	// instead of emptying the index. Default "" (none).
+	Replay string `yaml:"replay"`
 	// EventsMaxBytes bounds one KV-event message from the engine (its frames together), in
 	// bytes: a publisher that announces a larger frame has its connection closed before the
 	// frame is read, and the subscription reconnects with backoff. Default
@@ -148,6 +152,11 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 	}
 	if pc.EventsMaxBytes != 0 && pc.EventsMaxBytes < minEventsMaxBytes {
 		errs.add(p+".events_max_bytes", "must be at least %d, got %d", minEventsMaxBytes, pc.EventsMaxBytes)
+	}
+	if pc.Replay != "" {
+		if err := CheckZMQEndpoint(pc.Replay); err != nil {
+			errs.add(p+".replay", "%v", err)
+		}
 	}
 	switch pc.Tokenize {
 	case "", TokenizeGateway:
