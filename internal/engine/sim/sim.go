@@ -97,7 +97,7 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 		e.render = bytesRenderer{}
 	}
 	if cfg.KVEvents != "" && e.cache != nil {
-		if e.events, err = newEvents(cfg.KVEvents); err != nil {
+		if e.events, err = newEvents(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -171,6 +171,9 @@ func (e *Engine) Close() error {
 	}
 	e.events.mu.Lock()
 	defer e.events.mu.Unlock()
+	if e.events.replay != nil {
+		_ = e.events.replay.Close()
+	}
 	return e.events.pub.Close()
 }
 
