@@ -146,6 +146,16 @@ type Model struct {
 	// Default true; false for a model whose outage should not take the gateway out of a load
 	// balancer.
 	Required *bool `yaml:"required"`
+	// Routing is the model's own routing: its picker, in place of routing.picker.
+	Routing ModelRouting `yaml:"routing"`
+}
+
+// ModelRouting is what a model sets of the routing on its own.
+type ModelRouting struct {
+	// Picker places the model's requests among its replicas, as routing.picker does for every
+	// model (p2c, round_robin, prefix or sticky; the latter two tuned by routing.prefix and
+	// routing.sticky). Default: routing.picker's choice.
+	Picker string `yaml:"picker"`
 }
 
 // Cache is a model's response cache policy.
@@ -458,6 +468,7 @@ func (c *Config) SetDefaults() {
 		c.Log.AccessLog.Format = AccessJSON
 	}
 	c.setPolicyDefaults()
+	c.setTokenizeModels()
 	c.setContextDefaults()
 	c.Store.setDefaults()
 	c.CORS.setDefaults()

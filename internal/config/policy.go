@@ -371,10 +371,9 @@ func (c *Config) validatePolicy(errs *Errors) {
 	}
 
 	r := &c.Routing
-	switch r.Picker {
-	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
-	default:
-		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin, prefix or sticky)", r.Picker)
+	validatePicker("routing.picker", r.Picker, errs)
+	for _, id := range sortedKeys(c.Models) {
+		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, errs)
 	}
 	r.Prefix.validate(errs)
 	r.Sticky.validate(errs)
@@ -465,4 +464,12 @@ func (c *Config) chainLen(id string) int {
 	}
 	walk(id)
 	return len(in)
+}
+
+func validatePicker(p, picker string, errs *Errors) {
+	switch picker {
+	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
+	default:
+		errs.add(p, "unknown picker %q (want p2c, round_robin, prefix or sticky)", picker)
+	}
 }

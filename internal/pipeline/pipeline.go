@@ -284,6 +284,9 @@ type Record struct {
 	// Pick is what a prefix-aware picker weighed and chose for the last attempt; its Picker is
 	// "" when none decided.
 	Pick route.Decision
+	// Prediction is the prefix picker's prediction of the served replica's cached tokens,
+	// checked against the engine's report (Checked is false when there was none to check).
+	Prediction Prediction
 	// Tries are the first MaxTries attempts in order (Attempts counts them all): for the
 	// decision trace, which must not allocate on the request path.
 	Tries [MaxTries]Try
@@ -381,7 +384,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
 	if counted {
-		input, err = p.countPrompt(c, name, req)
+		input, err = p.countPrompt(ctx, c, name, req)
 		defer c.putPrompt()
 		if err != nil {
 			return err
@@ -482,6 +485,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		s.discard()
 	}
 
+	p.checkPrediction(c)
 	// Settle with the engine's own count: refund or charge the estimate's error.
 	u := &rec.Usage
 	if s.stopped || rec.Passed {

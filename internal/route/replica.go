@@ -214,6 +214,10 @@ type Status struct {
 	// PrefixExact while it follows the engine's KV-cache events (not fallen back to the
 	// approximate estimate).
 	PrefixPrecise, PrefixExact bool
+	// PrefixAgreement is the share, 0 to 1, of the last PrefixChecked predictions of the
+	// replica's cached tokens that equalled its engine's report (prefix.Replica.Agreement).
+	PrefixAgreement float64
+	PrefixChecked   int
 }
 
 // Status returns the replica's state now.
@@ -225,6 +229,7 @@ func (r *Replica) Status() Status {
 	st := Status{Name: r.Name, Outstanding: r.Outstanding(), Utilization: r.Utilization(), Down: r.down.Load(),
 		EjectedUntil: r.ejectedUntil, Breaker: r.state, Latency: r.latency}
 	st.PrefixPrecise, st.PrefixExact = r.Prefix.Precise()
+	st.PrefixAgreement, st.PrefixChecked = r.Prefix.Agreement()
 	return st
 }
 

@@ -74,6 +74,16 @@ type Route struct {
 	Chosen       string      `json:"chosen"`
 	Candidates   []Candidate `json:"candidates"`
 	Skipped      []Skipped   `json:"skipped,omitempty"`
+	// Prediction is the chosen replica's predicted cached tokens next to the engine's report;
+	// nil when the engine reported none to check against.
+	Prediction *Prediction `json:"prediction,omitempty"`
+}
+
+// Prediction is the prefix picker's prediction of the prompt tokens the chosen replica held,
+// and what its engine reported serving from its cache.
+type Prediction struct {
+	Predicted int `json:"predicted_cached_tokens"`
+	Engine    int `json:"engine_cached_tokens"`
 }
 
 // Skipped is a replica that was not weighed, and why: down, ejected, breaker, utilization, or
@@ -170,6 +180,9 @@ func build(e *entry) *Trace {
 		if p.Chosen >= 0 && p.Chosen < p.N {
 			r.Chosen = p.Candidates[p.Chosen].Replica
 		}
+		if pr := rec.Prediction; pr.Checked {
+			r.Prediction = &Prediction{Predicted: pr.Predicted, Engine: pr.Engine}
+		}
 		t.Route = r
 	}
 	for i := 0; i < min(rec.Attempts, pipeline.MaxTries); i++ {
@@ -245,6 +258,9 @@ func (t *Trace) Lines() []string {
 			}
 		}
 		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
+		if p := r.Prediction; p != nil {
+			add("route", "predicted %d cached tokens on %s, the engine reported %d", p.Predicted, r.Chosen, p.Engine)
+		}
 	}
 	from := t.Model // the model the request leaves when it falls back
 	for i, a := range t.Attempts {
