@@ -21,7 +21,12 @@ import (
 // benchGateway serves a gateway over loopback in front of internal/bench's fast upstream (100
 // tokens per answer): model "anth" is the upstream as an anthropic engine, "oai" as an openai
 // engine, "sim" the embedded simulator with zero delays. The access log goes to io.Discard.
-func benchGateway(b *testing.B, http1 string) string {
+func benchGateway(b testing.TB, http1 string) string {
+	return benchGatewayOn(b, http1, func(ln net.Listener) net.Listener { return ln })
+}
+
+// benchGatewayOn is benchGateway with the gateway's listener wrapped by wrap.
+func benchGatewayOn(b testing.TB, http1 string, wrap func(net.Listener) net.Listener) string {
 	b.Helper()
 	up, err := bench.NewUpstream(bench.UpstreamConfig{Tokens: 100})
 	if err != nil {
@@ -56,7 +61,7 @@ models:
 		b.Fatal(err)
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second, HTTP1: http1})
-	go srv.Serve(ln) //nolint:errcheck // ends at Close
+	go srv.Serve(wrap(ln)) //nolint:errcheck // ends at Close
 	b.Cleanup(func() { srv.Close(); g.Close() })
 	return ln.Addr().String()
 }
