@@ -44,10 +44,12 @@ engines:
   anth: {kind: anthropic, url: ` + url + `}
   oai: {kind: openai, url: ` + url + `}
   s: {kind: sim}
+  paced: {kind: sim, sim: {ttft: 2ms, inter_token_latency: 1ms}}
 models:
   anth: {engines: [anth]}
   oai: {engines: [oai]}
   sim: {engines: [s]}
+  paced: {engines: [paced]}
 `))
 	if err != nil {
 		b.Fatal(err)
