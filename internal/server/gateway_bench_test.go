@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -115,34 +113,7 @@ func benchmarkGateway(b *testing.B, front string) {
 			pool := &h1.Pool{Addr: addr}
 			defer pool.CloseIdle()
 			var body []byte
-			roundTrip := func() {
-				c, err := pool.Get(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := c.WriteRequest(req); err != nil {
-					b.Fatal(err)
-				}
-				h, err := c.ReadHead()
-				if err != nil {
-					b.Fatal(err)
-				}
-				body = body[:0]
-				for {
-					p, err := c.Next()
-					body = append(body, p...)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				if h.Status != http.StatusOK || !bytes.HasSuffix(body, []byte(tt.want)) {
-					b.Fatalf("got %d %s, want 200 ending in %q", h.Status, truncate(body), tt.want)
-				}
-				pool.Put(c)
-			}
+			roundTrip := func() { roundTrip(b, pool, req, tt.want, &body) }
 			roundTrip()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -91,10 +91,11 @@ func TestSystemCallsPerRequest(t *testing.T) {
 				req := append(h1.AppendRequest(nil, http.MethodPost, tt.path, addr, len(tt.body), hdr), tt.body...)
 				pool := &h1.Pool{Addr: addr}
 				defer pool.CloseIdle()
-				roundTrip(t, pool, req, tt.want) // the connection is open and the path warm
+				var body []byte
+				roundTrip(t, pool, req, tt.want, &body) // the connection is open and the path warm
 				r0, c0, w0 := cl.reads.Load(), cl.calls.Load(), cl.writes.Load()
 				for range n {
-					roundTrip(t, pool, req, tt.want)
+					roundTrip(t, pool, req, tt.want, &body)
 				}
 				reads := float64(cl.reads.Load()-r0) / n
 				calls := float64(cl.calls.Load()-c0) / n
@@ -108,8 +109,8 @@ func TestSystemCallsPerRequest(t *testing.T) {
 	}
 }
 
-// roundTrip sends req on a connection of pool and reads its answer to its end.
-func roundTrip(t *testing.T, pool *h1.Pool, req []byte, want string) {
+// roundTrip sends req on a connection of pool and reads its answer to its end into *body.
+func roundTrip(t testing.TB, pool *h1.Pool, req []byte, want string, body *[]byte) {
 	t.Helper()
 	c, err := pool.Get(context.Background())
 	if err != nil {
@@ -122,10 +123,10 @@ func roundTrip(t *testing.T, pool *h1.Pool, req []byte, want string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body []byte
+	*body = (*body)[:0]
 	for {
 		p, err := c.Next()
-		body = append(body, p...)
+		*body = append(*body, p...)
 		if err == io.EOF {
 			break
 		}
@@ -133,8 +134,8 @@ func roundTrip(t *testing.T, pool *h1.Pool, req []byte, want string) {
 			t.Fatal(err)
 		}
 	}
-	if h.Status != http.StatusOK || !bytes.HasSuffix(body, []byte(want)) {
-		t.Fatalf("got %d %s, want 200 ending in %q", h.Status, truncate(body), want)
+	if h.Status != http.StatusOK || !bytes.HasSuffix(*body, []byte(want)) {
+		t.Fatalf("got %d %s, want 200 ending in %q", h.Status, truncate(*body), want)
 	}
 	pool.Put(c)
 }
