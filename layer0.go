@@ -35,8 +35,6 @@ import (
 
 // Re-exported canonical types, so an application can build requests and consume events.
 type (
-	// Config is the whole configuration; see docs/config.md.
-	Config = config.Config
 	// Request is the canonical request every client format decodes into.
 	Request = llm.Request
 	// Message is one turn of a conversation.
@@ -128,66 +126,6 @@ const (
 	FormatOpenAI    = llm.FormatOpenAI
 	FormatBinary    = llm.FormatBinary
 )
-
-// The configuration's parts, so that an application can build or change a configuration in
-// code: cfg.Engines["gpu"] = layer0.Engine{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
-// A field left zero takes its default (New and Reload fill them in, as LoadConfig does); each
-// field's comment gives its unit and default.
-type (
-	// Server configures the listener and the request limits.
-	Server = config.Server
-	// TLS names the certificate and key files of an HTTPS listener.
-	TLS = config.TLS
-	// Engine is one backend replica's configuration; see also Backend and WithEngine.
-	Engine = config.Engine
-	// Timeouts bound the calls to an engine.
-	Timeouts = config.Timeouts
-	// Sim configures the embedded simulated engine.
-	Sim = config.Sim
-	// SimFail injects failures into the simulated engine.
-	SimFail = config.SimFail
-	// Model is a model id clients may ask for, served by a pool of engines.
-	Model = config.Model
-	// Auth holds the settings of authentication beyond the keys themselves.
-	Auth = config.Auth
-	// Log configures the process log and the access log.
-	Log = config.Log
-	// Key is an API key clients present, declared by its SHA-256 hash.
-	Key = config.Key
-	// Rates are the rate limits of a key or of the whole gateway.
-	Rates = config.Rates
-	// Limits are the global rate limits and the request size limits.
-	Limits = config.Limits
-	// Split routes one name to several models by weight.
-	Split = config.Split
-	// SplitTarget is one model of a Split and its weight.
-	SplitTarget = config.SplitTarget
-	// Routing configures replica picking, health, fallbacks and retries.
-	Routing = config.Routing
-	// RetryBudget bounds the retries on another replica of the same model.
-	RetryBudget = config.RetryBudget
-	// Ejection configures passive outlier ejection.
-	Ejection = config.Ejection
-	// Breaker configures each replica's circuit breaker.
-	Breaker = config.Breaker
-	// Health configures active health checks.
-	Health = config.Health
-	// ConfigErrors lists every problem LoadConfig, New or Reload found in a configuration.
-	ConfigErrors = config.Errors
-)
-
-// Built-in engine kinds (Engine.Kind); WithEngine adds an application's own.
-const (
-	KindSim       = config.KindSim
-	KindOpenAI    = config.KindOpenAI
-	KindAnthropic = config.KindAnthropic
-	KindLayer0    = config.KindLayer0
-)
-
-// PickerRoundRobin is the Routing.Picker that takes a model's replicas in turn (the default,
-// "", places by prefix cache a model with more than one replica of an engine with a prefix
-// cache, and picks the least loaded of two drawn at random for the others).
-const PickerRoundRobin = config.PickerRoundRobin
 
 // DefaultConfig returns the embedded default: the sim engine serving the model "sim".
 func DefaultConfig() *Config { return config.Default() }
@@ -405,13 +343,8 @@ func (g *Gateway) snapshot() *server.Snapshot { return &g.acquire().snap }
 // server.max_new_connections_per_source, server.new_connection_timeout).
 func (g *Gateway) Listen(addr string) (net.Listener, error) {
 	s := g.Config().Server
-	capped := s.MaxConnections
-	if fit := fdBudget(); fit > 0 && capped > fit {
-		g.logger.Warn("server.max_connections lowered to fit the file descriptor limit", "configured", capped, "effective", fit)
-		capped = fit
-	}
-	return server.Listen(addr, server.ConnLimit{Max: capped, Refused: g.listener.Refused, Logger: g.logger,
-		MaxNew: min(s.MaxNewConnections, capped), MaxNewPerSource: max(s.MaxNewConnectionsPerSource, 0),
+	return server.Listen(addr, server.ConnLimit{Max: s.MaxConnections, Refused: g.listener.Refused, Logger: g.logger,
+		MaxNew: min(s.MaxNewConnections, s.MaxConnections), MaxNewPerSource: max(s.MaxNewConnectionsPerSource, 0), FitFDs: true,
 		NewTimeout: s.NewConnectionTimeout, MaxQUICHandshakes: s.MaxQUICHandshakes})
 }
 

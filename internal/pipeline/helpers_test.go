@@ -12,6 +12,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -147,11 +148,11 @@ type forwarder struct {
 
 func (f *forwarder) Format() llm.Format { return f.format }
 
-func (f *forwarder) Forward(_ context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
+func (f *forwarder) Forward(_ context.Context, p *passthrough.Pass, w passthrough.Writer) (passthrough.Result, error) {
 	f.calls.Add(1)
 	f.received.Store(p.Model)
 	if f.err != nil && f.cutAt == 0 {
-		return engine.PassResult{}, f.err
+		return passthrough.Result{}, f.err
 	}
 	b := f.body
 	if f.cutAt > 0 {
@@ -159,12 +160,12 @@ func (f *forwarder) Forward(_ context.Context, p *engine.Pass, w engine.Writer) 
 	}
 	n, err := io.WriteString(w, b)
 	if err != nil {
-		return engine.PassResult{Bytes: int64(n)}, err
+		return passthrough.Result{Bytes: int64(n)}, err
 	}
 	if f.cutAt > 0 {
-		return engine.PassResult{Bytes: int64(n)}, f.err
+		return passthrough.Result{Bytes: int64(n)}, f.err
 	}
-	return engine.PassResult{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
+	return passthrough.Result{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
 }
 
 // rig is a pipeline over named fake engines.
