@@ -39,10 +39,5 @@ func (g *Gateway) ListenAndServe(ctx context.Context, ready func(Serving)) error
 // returns nil). ln and admin, best made with Listen, are closed when Serve returns. Close the
 // gateway after Serve returns.
 func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener, ready func(Serving)) error {
-	cfg := g.Config()
-	return server.Run(ctx, ln, admin, server.RunOptions{Handler: g, Admin: g.AdminHandler(),
-		Listen: server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, IdleTimeout: cfg.Server.IdleTimeout,
-			MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Logger: g.logger, HTTP1: cfg.Server.HTTP1},
-		CertFile: cfg.Server.TLS.CertFile, KeyFile: cfg.Server.TLS.KeyFile, HTTP3: cfg.Server.HTTP3,
-		Drain: cfg.Server.ShutdownTimeout, Ready: ready})
+	return g.g.Serve(ctx, ln, admin, ready)
 }

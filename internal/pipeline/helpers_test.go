@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/fakeclock"
@@ -190,21 +191,21 @@ type rigOptions struct {
 	firstByte time.Duration
 	splits    []route.Split
 	aliases   map[string]string
-	policy    route.Policy
 	rand      func(int) int
 }
 
 func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{reps: map[string]*route.Replica{}, clock: newClock()}
-	o.policy.Now = r.clock.Now
+	pol := policy()
+	pol.Now = r.clock.Now
 	infos := map[*route.Replica]Engine{}
 	for name, e := range engines {
 		eng, ok := e.(engine.Engine)
 		if !ok {
 			t.Fatalf("engine %s is not an engine", name)
 		}
-		rep := route.NewReplica(name, eng, o.policy)
+		rep := route.NewReplica(name, eng, pol)
 		r.reps[name] = rep
 		infos[rep] = Engine{URL: "http://" + name + ".example:8000", FirstByte: o.firstByte}
 	}
@@ -216,8 +217,8 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 		}
 		rms = append(rms, rm)
 	}
-	table, err := route.New(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
-		Rand: o.rand, Picker: &route.RoundRobin{}})
+	table, err := route.New(routing(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
+		Rand: o.rand, Picker: &route.RoundRobin{}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,10 +226,7 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.lim, err = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.lim = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
 	r.p, err = New(Config{Keys: keys, Limits: r.lim, Sizes: o.sizes, Routes: table, Engines: infos,
 		Tokens: wordCounter{}})
 	if err != nil {
@@ -265,4 +263,20 @@ func (r *rig) serve(req *llm.Request, key string, sink llm.Sink) (*Call, error) 
 	c := &Call{Request: req, Sink: sink, Header: h}
 	c.Record.Start = time.Now()
 	return c, r.p.Serve(context.Background(), c)
+}
+
+// routing gives c the default configuration's routing values, as the gateway gives the table
+// the configuration's (filled in by internal/config).
+func routing(c route.Config) route.Config {
+	r := config.Default().Routing
+	c.UtilizationThreshold = r.FallbackUtilizationThreshold
+	c.Budget = route.BudgetConfig{Ratio: r.RetryBudget.Ratio, MinRetries: r.RetryBudget.MinRetries, Window: r.RetryBudget.Window}
+	c.RecheckAfter = r.Health.Interval
+	return c
+}
+
+// policy is the default configuration's replica policy.
+func policy() route.Policy {
+	r := config.Default().Routing
+	return route.PolicyOf(r.Ejection, r.Breaker, r.Health)
 }
