@@ -387,7 +387,7 @@ func (c *Config) SetDefaults() {
 		s.IdleTimeout = 120 * time.Second
 	}
 	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1NetHTTP
+		s.HTTP1 = HTTP1Lean
 	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
