@@ -66,7 +66,7 @@ func main() {
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections for the saturation runs")
 	fs.IntVar(&o.streams, "streams", 10000, "concurrent open streams for the memory test (0 skips)")
 	fs.BoolVar(&o.proxy, "proxy", true, "also measure a bare net/http proxy, the floor of layer0's design, at saturation and at the target rate")
-	fs.StringVar(&o.http1, "http1", "net/http", "server of the gateway's cleartext HTTP/1.1: net/http or lean (config server.http1)")
+	fs.StringVar(&o.http1, "http1", "lean", "server of the gateway's cleartext HTTP/1.1: net/http or lean (config server.http1)")
 	fs.BoolVar(&o.protocols, "protocols", true, "also compare HTTP/1.1, HTTP/2 (TLS) and HTTP/3 (QUIC) through layer0: time to first token and bytes on the wire")
 	fs.Float64Var(&o.protoRate, "protocol-rate", 100, "open-loop rate of the protocol comparison, req/s")
 	fs.IntVar(&o.protoRounds, "protocol-rounds", 3, "rounds of the protocol comparison, each protocol once per round")

@@ -64,6 +64,9 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Responses configures the Responses API's stored responses (docs/responses.md).
 	Responses Responses `yaml:"responses"`
+	// Admission queues requests in front of saturated pools, by priority and weight
+	// (docs/admission.md); off by default.
+	Admission Admission `yaml:"admission"`
 }
 
 // Engine kinds.
@@ -143,6 +146,16 @@ type Model struct {
 	// Default true; false for a model whose outage should not take the gateway out of a load
 	// balancer.
 	Required *bool `yaml:"required"`
+	// Routing is the model's own routing: its picker, in place of routing.picker.
+	Routing ModelRouting `yaml:"routing"`
+}
+
+// ModelRouting is what a model sets of the routing on its own.
+type ModelRouting struct {
+	// Picker places the model's requests among its replicas, as routing.picker does for every
+	// model (p2c, round_robin, prefix or sticky; the latter two tuned by routing.prefix and
+	// routing.sticky). Default: routing.picker's choice.
+	Picker string `yaml:"picker"`
 }
 
 // Cache is a model's response cache policy.
@@ -359,6 +372,7 @@ func withPath(msg string, paths map[int]string) string {
 // configuration came from.
 func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
+	c.Admission.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -373,7 +387,7 @@ func (c *Config) SetDefaults() {
 		s.IdleTimeout = 120 * time.Second
 	}
 	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1NetHTTP
+		s.HTTP1 = HTTP1Lean
 	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
@@ -454,6 +468,7 @@ func (c *Config) SetDefaults() {
 		c.Log.AccessLog.Format = AccessJSON
 	}
 	c.setPolicyDefaults()
+	c.setTokenizeModels()
 	c.setContextDefaults()
 	c.Store.setDefaults()
 	c.CORS.setDefaults()
@@ -503,6 +518,7 @@ func (e *Errors) Error() string {
 func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
+	c.validateAdmission(errs)
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
 	}

@@ -28,6 +28,15 @@ type Key struct {
 	// (when no admin address is set), as the admin listener serves them; it implies Debug.
 	// Default false.
 	Admin bool `yaml:"admin"`
+	// Priority names the admission band of the key's requests (admission.bands). Default:
+	// admission.default_band.
+	Priority string `yaml:"priority"`
+	// AllowPriority lists the admission bands the key may ask for with the X-Layer0-Priority
+	// header ("*" for any). Default none: the header may only name the key's own band.
+	AllowPriority []string `yaml:"allow_priority"`
+	// Weight is the key's share of its band's capacity when the pool is saturated, relative to
+	// the other keys waiting in the band. Default 1.
+	Weight float64 `yaml:"weight"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on
@@ -362,10 +371,9 @@ func (c *Config) validatePolicy(errs *Errors) {
 	}
 
 	r := &c.Routing
-	switch r.Picker {
-	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
-	default:
-		errs.add("routing.picker", "unknown picker %q (want p2c, round_robin, prefix or sticky)", r.Picker)
+	validatePicker("routing.picker", r.Picker, errs)
+	for _, id := range sortedKeys(c.Models) {
+		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, errs)
 	}
 	r.Prefix.validate(errs)
 	r.Sticky.validate(errs)
@@ -456,4 +464,12 @@ func (c *Config) chainLen(id string) int {
 	}
 	walk(id)
 	return len(in)
+}
+
+func validatePicker(p, picker string, errs *Errors) {
+	switch picker {
+	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
+	default:
+		errs.add(p, "unknown picker %q (want p2c, round_robin, prefix or sticky)", picker)
+	}
 }

@@ -36,12 +36,40 @@ type PrefixCache struct {
 	Events string `yaml:"events"`
 	// EventsTopic is the topic subscribed to. Default "" (every topic).
 	EventsTopic string `yaml:"events_topic"`
+	// Replay is the engine's replay endpoint ("tcp://10.0.0.5:5558", vLLM's replay_endpoint of
+	// --kv-events-config), asked for the batches missed after a gap in the events' sequence
+	// instead of emptying the index. Default "" (none).
+	Replay string `yaml:"replay"`
 	// EventsMaxBytes bounds one KV-event message from the engine (its frames together), in
 	// bytes: a publisher that announces a larger frame has its connection closed before the
 	// frame is read, and the subscription reconnects with backoff. Default
 	// DefaultEventsMaxBytes (16 MiB) in precise mode; at least 4096.
 	EventsMaxBytes int `yaml:"events_max_bytes"`
+	// Tokenize is whose tokenizer keys the replica's blocks: "gateway" (the gateway's chat
+	// templates and cl100k_base; the default, also when unset) or "engine" (the engine's own: vLLM's and SGLang's
+	// POST /tokenize for kind openai, the simulator's tokenizer for kind sim). An engine that
+	// tokenizes otherwise than the gateway agrees with precise mode only with "engine".
+	Tokenize string `yaml:"tokenize"`
+	// TokenizeURL is the engine's tokenize endpoint with tokenize: engine. Default: the URL's
+	// root (without a trailing /v1) and /tokenize.
+	TokenizeURL string `yaml:"tokenize_url"`
+	// TokenizeModel is the model named in tokenize requests. Default: the upstream_model of
+	// the first model (by name) served by the engine.
+	TokenizeModel string `yaml:"tokenize_model"`
+	// TokenizeCacheTokens bounds the engine's renderings kept (by tenant and prompt), in
+	// tokens of 4 bytes. Default DefaultTokenizeCacheTokens; -1 keeps none.
+	TokenizeCacheTokens int `yaml:"tokenize_cache_tokens"`
 }
+
+// Tokenizers of the prefix index (PrefixCache.Tokenize).
+const (
+	TokenizeGateway = "gateway"
+	TokenizeEngine  = "engine"
+)
+
+// DefaultTokenizeCacheTokens is the default bound of an engine tokenizer's renderings: 4 M
+// tokens, 16 MiB.
+const DefaultTokenizeCacheTokens = 4 << 20
 
 // DefaultEventsMaxBytes is the default bound on a KV-event message: 16 MiB. A vLLM batch holds
 // the events of one scheduler step, about 5 bytes per token stored and up to 35 per block hash
@@ -97,6 +125,15 @@ func (e *Engine) setPrefixDefaults() {
 	if pc.Mode == "" {
 		pc.Mode = PrefixApproximate
 	}
+	if pc.Tokenize == TokenizeEngine {
+		if pc.TokenizeURL == "" && e.Kind == KindOpenAI {
+			root := strings.TrimSuffix(strings.TrimRight(e.URL, "/"), "/v1")
+			pc.TokenizeURL = root + "/tokenize"
+		}
+		if pc.TokenizeCacheTokens == 0 {
+			pc.TokenizeCacheTokens = DefaultTokenizeCacheTokens
+		}
+	}
 	if pc.Mode == PrefixPrecise && pc.EventsMaxBytes == 0 {
 		pc.EventsMaxBytes = DefaultEventsMaxBytes
 	}
@@ -115,6 +152,23 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 	}
 	if pc.EventsMaxBytes != 0 && pc.EventsMaxBytes < minEventsMaxBytes {
 		errs.add(p+".events_max_bytes", "must be at least %d, got %d", minEventsMaxBytes, pc.EventsMaxBytes)
+	}
+	if pc.Replay != "" {
+		if err := CheckZMQEndpoint(pc.Replay); err != nil {
+			errs.add(p+".replay", "%v", err)
+		}
+	}
+	switch pc.Tokenize {
+	case "", TokenizeGateway:
+	case TokenizeEngine:
+		if e.Kind != KindOpenAI && e.Kind != KindSim {
+			errs.add(p+".tokenize", "engine needs kind openai (POST /tokenize) or sim, not %s", e.Kind)
+		}
+		if pc.TokenizeCacheTokens < -1 {
+			errs.add(p+".tokenize_cache_tokens", "must be positive, or -1 to keep none")
+		}
+	default:
+		errs.add(p+".tokenize", "unknown tokenizer %q (want gateway or engine)", pc.Tokenize)
 	}
 	switch pc.Mode {
 	case PrefixApproximate:
@@ -139,6 +193,22 @@ func (e *Engine) validatePrefix(p string, errs *Errors) {
 	if e.Kind == KindSim && pc.BlockTokens != e.Sim.BlockTokens {
 		errs.add(p+".block_tokens", "must equal sim.block_tokens (%d): the index keys blocks as the engine does, got %d",
 			e.Sim.BlockTokens, pc.BlockTokens)
+	}
+}
+
+// setTokenizeModels names, for each engine tokenizing with its own tokenizer and no
+// tokenize_model, the upstream model of the first model (by name) that it serves.
+func (c *Config) setTokenizeModels() {
+	for _, id := range sortedKeys(c.Models) {
+		m := c.Models[id]
+		for _, name := range m.Engines {
+			e, ok := c.Engines[name]
+			if !ok || e.PrefixCache.Tokenize != TokenizeEngine || e.PrefixCache.TokenizeModel != "" {
+				continue
+			}
+			e.PrefixCache.TokenizeModel = m.UpstreamModel
+			c.Engines[name] = e
+		}
 	}
 }
 

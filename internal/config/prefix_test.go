@@ -135,3 +135,25 @@ func TestPrefixRoutingConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixBoundEndpoint: a * host is accepted (the engines connect to layer0), and the
+// engine's tokenizer takes its defaults from the engine's URL and its first model.
+func TestPrefixBoundEndpoint(t *testing.T) {
+	c, err := Parse([]byte(`
+engines:
+  v: {kind: openai, url: "http://10.0.0.5:8000/v1", prefix_cache: {mode: precise, events: "tcp://*:5557", events_topic: "kv@10.0.0.5:8000@", tokenize: engine}}
+models:
+  b: {engines: [v], upstream_model: llama}
+  a: {engines: [v], upstream_model: qwen}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := c.Engines["v"].PrefixCache
+	if pc.TokenizeURL != "http://10.0.0.5:8000/tokenize" || pc.TokenizeModel != "qwen" || pc.TokenizeCacheTokens != DefaultTokenizeCacheTokens {
+		t.Errorf("%+v", pc)
+	}
+	if _, err := Parse([]byte("engines:\n  a: {kind: anthropic, url: \"http://x\", prefix_cache: {tokenize: engine, capacity_tokens: 1024}}\nmodels:\n  m: {engines: [a]}\n")); err == nil {
+		t.Error("tokenize: engine accepted for an anthropic engine")
+	}
+}

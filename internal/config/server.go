@@ -73,7 +73,7 @@ type Server struct {
 	TLS TLS `yaml:"tls"`
 	// HTTP1 chooses the server of cleartext HTTP/1.1 connections: "net/http" (Go's) or "lean"
 	// (layer0's own: less work per request, stricter parsing). TLS, HTTP/2 and h2c are served
-	// by Go's either way. Default "net/http".
+	// by Go's either way. Default "lean".
 	HTTP1 string `yaml:"http1"`
 	// HTTP3 also serves HTTP/3 (QUIC) over UDP on the same port, advertised to TLS clients with
 	// Alt-Svc. Only with TLS. Default false.

@@ -32,6 +32,20 @@ type Sim struct {
 	// one) on which the simulator publishes its KV-cache events as vLLM does (BlockStored,
 	// BlockRemoved, AllBlocksCleared), for the prefix index's precise mode. Default "" (none).
 	KVEvents string `yaml:"kv_events"`
+	// KVEventsConnect makes the simulator connect to KVEvents instead of binding it, as vLLM's
+	// publisher does to llm-d's router (which binds). Default false.
+	KVEventsConnect bool `yaml:"kv_events_connect"`
+	// KVEventsTopic is the topic the events are published under. Default "".
+	KVEventsTopic string `yaml:"kv_events_topic"`
+	// KVReplay, when set, is the endpoint of a replay server of the last 1,024 batches, as vLLM's
+	// replay_endpoint ("tcp://127.0.0.1:5558"; port 0 picks a free one). Default "" (none).
+	KVReplay string `yaml:"kv_replay"`
+	// Tokenizer is how the simulator renders and tokenizes a prompt: "cl100k" (the gateway's
+	// own chat framing and cl100k_base; the default, also when unset) or "bytes" (another template, one token a
+	// byte: an engine whose token ids are not the gateway's, as a vLLM serving another model's
+	// vocabulary is; the gateway's prefix index then agrees with it only by asking it for the
+	// tokens, prefix_cache.tokenize: engine).
+	Tokenizer string `yaml:"tokenizer"`
 	// Fail injects failures, for tests.
 	Fail SimFail `yaml:"fail"`
 }
@@ -81,6 +95,7 @@ func (s *Sim) SetDefaults() {
 	if s.Mode == "" {
 		s.Mode = "lorem"
 	}
+
 	if s.ContextWindow == 0 {
 		s.ContextWindow = 200000
 	}
@@ -106,6 +121,11 @@ func (s *Sim) validate(p string, errs *Errors) {
 	case "", "fast", "realistic":
 	default:
 		errs.add(p+".preset", "unknown preset %q (want fast or realistic)", s.Preset)
+	}
+	switch s.Tokenizer {
+	case "", SimTokenizerCL100K, SimTokenizerBytes:
+	default:
+		errs.add(p+".tokenizer", "unknown tokenizer %q (want cl100k or bytes)", s.Tokenizer)
 	}
 	switch s.Mode {
 	case "lorem", "echo":
@@ -135,6 +155,11 @@ func (s *Sim) validate(p string, errs *Errors) {
 	if s.ContextWindow < 0 {
 		errs.add(p+".context_window", "must not be negative")
 	}
+	if s.KVReplay != "" {
+		if err := CheckZMQEndpoint(s.KVReplay); err != nil {
+			errs.add(p+".kv_replay", "%v", err)
+		}
+	}
 	if s.KVEvents != "" {
 		if err := CheckZMQEndpoint(s.KVEvents); err != nil {
 			errs.add(p+".kv_events", "%v", err)
@@ -150,3 +175,9 @@ func (s *Sim) validate(p string, errs *Errors) {
 		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
 	}
 }
+
+// The simulator's tokenizers (Sim.Tokenizer).
+const (
+	SimTokenizerCL100K = "cl100k"
+	SimTokenizerBytes  = "bytes"
+)

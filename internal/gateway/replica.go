@@ -10,6 +10,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine/sim"
+	"github.com/layer0ai/layer0/internal/enginetok"
 	"github.com/layer0ai/layer0/internal/kvevents"
 	"github.com/layer0ai/layer0/internal/metrics"
 	"github.com/layer0ai/layer0/internal/prefix"
@@ -80,7 +81,16 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 	r := &replica{cfg: ec, route: route.NewReplica(name, e, p)}
 	r.sim, _ = e.(*sim.Engine)
 	if pc := ec.PrefixCache; pc.Indexed() {
-		r.prefix = prefix.NewReplica(name, tok, pc.BlockTokens, pc.CapacityTokens)
+		var local prefix.Renderer
+		if r.sim != nil {
+			local = r.sim
+		}
+		render, err := enginetok.Renderer(name, ec, tok, local)
+		if err != nil {
+			_ = e.Close() // never used: nothing to report beyond err
+			return nil, err
+		}
+		r.prefix = prefix.NewReplica(name, render, pc.BlockTokens, pc.CapacityTokens)
 		r.route.Prefix = r.prefix
 		if pc.Mode == config.PrefixPrecise {
 			ep := pc.Events
@@ -88,7 +98,8 @@ func newReplica(name string, ec config.Engine, pol policyKey, tok *tokenizer.Cod
 				ep = r.sim.KVEventsEndpoint() // its port resolved
 			}
 			r.prefix.EnablePrecise(prefix.PreciseOptions{Logger: o.Logger})
-			r.events = kvevents.Subscribe(ep, pc.EventsTopic, pc.EventsMaxBytes, r.prefix, o.Logger.With("engine", name))
+			r.events = kvevents.Subscribe(ep, pc.EventsTopic, pc.EventsMaxBytes, r.prefix, o.Logger.With("engine", name),
+				kvevents.WithReplay(pc.Replay))
 		}
 	}
 	base := strings.TrimRight(ec.URL, "/")

@@ -34,17 +34,26 @@ type pickerKey struct {
 func newPickers(rc config.Routing) pickers {
 	pc := rc.Prefix
 	p := pickers{prefix: &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}}
-	switch rc.Picker {
+	p.fixed = p.named(rc, rc.Picker)
+	return p
+}
+
+// named returns the picker a routing.picker (or a model's routing.picker) names; nil for "",
+// the route table's default. The prefix picker is the one of the section; the others are new.
+func (p pickers) named(rc config.Routing, name string) route.Picker {
+	switch name {
 	case config.PickerRoundRobin:
-		p.fixed = &route.RoundRobin{}
+		return &route.RoundRobin{}
 	case config.PickerPrefix:
-		p.fixed = p.prefix
+		return p.prefix
 	case config.PickerSticky:
 		sc := rc.Sticky
-		p.fixed = &route.Sticky{Header: http.CanonicalHeaderKey(sc.Header), FallbackKey: sc.Fallback == config.StickyFallbackKey,
+		return &route.Sticky{Header: http.CanonicalHeaderKey(sc.Header), FallbackKey: sc.Fallback == config.StickyFallbackKey,
 			Guard: route.Guard{Imbalance: sc.Imbalance, Slack: int64(sc.Slack)}}
+	case config.PickerP2C:
+		return route.P2C{}
 	}
-	return p
+	return nil
 }
 
 // routes is what the pipeline routes with: the route table, the models it lists, what it needs
@@ -112,7 +121,9 @@ func (g *generation) model(rt *routes, id string) route.Model {
 		}
 		rt.engines[r.route] = info
 	}
-	if g.cfg.Routing.Picker == "" && len(rt.indexed[id]) > 1 {
+	if mc.Routing.Picker != "" {
+		m.Picker = g.parts.pickers.Value().named(g.cfg.Routing, mc.Routing.Picker) // the model's own
+	} else if g.cfg.Routing.Picker == "" && len(rt.indexed[id]) > 1 {
 		// Unset picker: a pool of replicas with prefix caches is placed by prefix; any
 		// other pool by p2c (the table's default).
 		m.Picker = g.parts.pickers.Value().prefix

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -34,15 +35,34 @@ const publishQueue = 4096
 
 // NewPublisher listens on endpoint ("tcp://127.0.0.1:5557") and returns a Publisher of topic.
 func NewPublisher(endpoint, topic string) (*Publisher, error) {
-	sock := zmq4.NewPub(context.Background())
-	if err := sock.Listen(endpoint); err != nil {
-		sock.Close()
-		return nil, fmt.Errorf("kvevents: publish on %s: %w", endpoint, err)
+	return newPublisher(endpoint, topic, false)
+}
+
+// DialPublisher connects to a subscriber bound at endpoint (llm-d's topology: the engines
+// connect to the router) and returns a Publisher of topic. The socket reconnects by itself
+// while the subscriber is away.
+func DialPublisher(endpoint, topic string) (*Publisher, error) {
+	return newPublisher(endpoint, topic, true)
+}
+
+func newPublisher(endpoint, topic string, dial bool) (*Publisher, error) {
+	sock := zmq4.NewPub(context.Background(), zmq4.WithDialerRetry(50*time.Millisecond), zmq4.WithDialerMaxRetries(100))
+	if !dial {
+		if err := sock.Listen(endpoint); err != nil {
+			sock.Close()
+			return nil, fmt.Errorf("kvevents: publish on %s: %w", endpoint, err)
+		}
 	}
 	p := &Publisher{sock: sock, topic: []byte(topic), q: make(chan []byte, publishQueue), done: make(chan struct{}),
 		endpoint: endpoint}
-	if a := sock.Addr(); a != nil {
+	if a := sock.Addr(); a != nil && !dial {
 		p.endpoint = "tcp://" + a.String()
+	}
+	if dial {
+		// Connected in the background, with retries, as a ZeroMQ socket does: the subscriber
+		// may bind after the engine starts. Batches published meanwhile are dropped, as a PUB
+		// socket without subscribers drops them.
+		go func() { _ = sock.Dial(endpoint) }()
 	}
 	go p.send()
 	return p, nil
@@ -60,7 +80,7 @@ func (p *Publisher) Publish(payload []byte) bool {
 		return false
 	}
 	select {
-	case p.q <- append([]byte(nil), payload...):
+	case p.q <- append([]byte{}, payload...): // never nil: nil is Skip
 		p.published.Add(1)
 		return true
 	default:
@@ -73,6 +93,10 @@ func (p *Publisher) send() {
 	defer close(p.done)
 	var seq uint64
 	for payload := range p.q {
+		if payload == nil {
+			seq++ // Skip: the batch is lost on the way
+			continue
+		}
 		var s [8]byte
 		binary.BigEndian.PutUint64(s[:], seq)
 		seq++
@@ -93,6 +117,16 @@ func (p *Publisher) Close() error {
 	p.mu.Unlock()
 	<-p.done
 	return p.sock.Close()
+}
+
+// Skip loses the next batch on the way, its sequence number taken (for tests of a gap).
+func (p *Publisher) Skip() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.q <- nil
+		p.published.Add(1)
+	}
 }
 
 // Published returns how many batches Publish accepted (queued or sent): the sequence number

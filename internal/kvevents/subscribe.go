@@ -39,6 +39,9 @@ type SubscriberStatus struct {
 	// Next is the sequence number expected next on the current connection: the last one
 	// received and applied, plus one; 0 before the first.
 	Next uint64
+	// Replays counts the gaps repaired from the engine's replay endpoint, ReplayFailures those
+	// it could not repair (the index then started anew).
+	Replays, ReplayFailures uint64
 }
 
 // Subscriber follows one engine's publisher: it connects (and reconnects, with backoff, while
@@ -58,6 +61,12 @@ type Subscriber struct {
 	messages, malformed, connects, gaps atomic.Uint64
 	tooLarge                            atomic.Uint64
 	warnOnce                            sync.Once
+
+	hub    *hub   // the shared listener of a bound endpoint (bind.go); nil when connecting
+	bound  bound  // a bound subscription's state
+	replay string // the engine's replay endpoint (replay.go); "" for none
+
+	replays, replayFailures atomic.Uint64
 }
 
 // Reconnection backoff bounds, and the bounds on a connection's setup.
@@ -76,13 +85,20 @@ const MinMaxBytes = 4096
 // MinMaxBytes): a publisher that announces a larger frame has its connection closed, and the
 // subscription reconnects after the usual backoff. log receives the connection changes (nil:
 // discarded).
-func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger) *Subscriber {
+func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger, opts ...Option) *Subscriber {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Subscriber{endpoint: endpoint, topic: topic, maxBytes: max(maxBytes, MinMaxBytes), h: h, log: log,
 		cancel: cancel, done: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	if Binds(endpoint) {
+		subscribeBound(s)
+		return s
+	}
 	go s.run(ctx)
 	return s
 }
@@ -91,12 +107,16 @@ func Subscribe(endpoint, topic string, maxBytes int, h Handler, log *slog.Logger
 func (s *Subscriber) Close() {
 	s.cancel()
 	<-s.done
+	if s.hub != nil {
+		s.hub.unfollow(s)
+	}
 }
 
 // Status returns the subscription's counters.
 func (s *Subscriber) Status() SubscriberStatus {
 	return SubscriberStatus{Connected: s.connected.Load(), Messages: s.messages.Load(), Malformed: s.malformed.Load(),
-		Connects: s.connects.Load(), Gaps: s.gaps.Load(), TooLarge: s.tooLarge.Load(), Next: s.next.Load()}
+		Connects: s.connects.Load(), Gaps: s.gaps.Load(), TooLarge: s.tooLarge.Load(), Next: s.next.Load(),
+		Replays: s.replays.Load(), ReplayFailures: s.replayFailures.Load()}
 }
 
 func (s *Subscriber) run(ctx context.Context) {
@@ -176,18 +196,45 @@ func (s *Subscriber) session(ctx context.Context) error {
 		if !first && seq != last+1 {
 			// Lost messages, or the engine restarted behind the same connection.
 			s.gaps.Add(1)
-			s.h.Reset()
+			s.gap(last+1, seq)
 		}
 		first, last = false, seq
-		if err := dec.Decode(frames[2], &b); err != nil {
-			s.malformed.Add(1)
-			s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
-			// The events are lost: what the handler knows may be wrong.
-			s.h.Reset()
-		} else {
-			s.messages.Add(1)
-			s.h.Apply(&b)
-		}
+		s.apply(dec, &b, frames[2])
 		s.next.Store(seq + 1)
 	}
+}
+
+// apply decodes one message's payload into b and hands it to the handler.
+func (s *Subscriber) apply(dec *Decoder, b *Batch, payload []byte) {
+	if err := dec.Decode(payload, b); err != nil {
+		s.malformed.Add(1)
+		s.log.Debug("kv events: malformed batch", "endpoint", s.endpoint, "err", err)
+		// The events are lost: what the handler knows may be wrong.
+		s.h.Reset()
+		return
+	}
+	s.messages.Add(1)
+	s.h.Apply(b)
+}
+
+// gap handles the messages from seq from to seq to (excluded) that were lost: asked of the
+// engine's replay endpoint and applied in order when it has them all, else the handler starts
+// anew (what it knows may be wrong). A sequence that went back (the engine restarted) cannot be
+// replayed.
+func (s *Subscriber) gap(from, to uint64) {
+	if s.replay != "" && to > from {
+		payloads, err := s.replayed(from, to)
+		if err == nil {
+			s.replays.Add(1)
+			dec := NewDecoder()
+			var b Batch
+			for _, p := range payloads {
+				s.apply(dec, &b, p)
+			}
+			return
+		}
+		s.replayFailures.Add(1)
+		s.log.Warn("kv events: a gap could not be replayed; the index starts anew", "endpoint", s.endpoint, "err", err)
+	}
+	s.h.Reset()
 }

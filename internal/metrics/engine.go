@@ -11,7 +11,7 @@ import (
 type engineCollector struct {
 	src func() []route.Status
 
-	up, outstanding, util, ejected, breaker, latency, precise *prometheus.Desc
+	up, outstanding, util, ejected, breaker, latency, precise, agreement *prometheus.Desc
 }
 
 // WatchEngines registers engine health metrics read from src at each scrape: src returns the
@@ -27,13 +27,14 @@ func (m *Metrics) WatchEngines(src func() []route.Status) error {
 		breaker:     prometheus.NewDesc("layer0_engine_breaker_state", "The engine replica's circuit breaker: 0 closed, 1 open, 2 half-open.", l, nil),
 		latency:     prometheus.NewDesc("layer0_engine_latency_seconds", "Moving average of the engine replica's successful attempts' duration.", l, nil),
 		precise:     prometheus.NewDesc("layer0_engine_prefix_precise", "For an engine replica whose prefix index is configured precise: 1 while it follows the engine's KV-cache events, 0 while it falls back to the approximate estimate (not connected, or layer0's tokenization does not agree with the engine's).", l, nil),
+		agreement:   prometheus.NewDesc("layer0_engine_prefix_prediction_agreement", "Share, 0 to 1, of the engine replica's last 64 checked predictions of a request's cached prompt tokens that equalled what the engine reported serving from its cache.", l, nil),
 	}
 	return m.reg.Register(c)
 }
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.outstanding, c.util, c.ejected, c.breaker, c.latency, c.precise} {
+	for _, d := range []*prometheus.Desc{c.up, c.outstanding, c.util, c.ejected, c.breaker, c.latency, c.precise, c.agreement} {
 		ch <- d
 	}
 }
@@ -54,6 +55,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.latency, s.Latency.Seconds())
 		if s.PrefixPrecise {
 			gauge(c.precise, b2f(s.PrefixExact))
+		}
+		if s.PrefixChecked > 0 {
+			gauge(c.agreement, s.PrefixAgreement)
 		}
 	}
 }

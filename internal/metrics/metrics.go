@@ -86,6 +86,9 @@ type Metrics struct {
 	retries   *prometheus.CounterVec
 	limited   *prometheus.CounterVec
 	cache     *prometheus.CounterVec
+	predErr   *prometheus.HistogramVec
+	predicted *prometheus.CounterVec
+	reported  *prometheus.CounterVec
 
 	mu     sync.RWMutex
 	series map[seriesKey]*series
@@ -159,6 +162,19 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			Name: "layer0_cache_requests_total",
 			Help: "Requests of models with a response cache, by model asked for and what the cache did (hit, coalesced, miss, refresh, bypass).",
 		}, []string{"model", "result"}),
+		predErr: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "layer0_prefix_prediction_error_tokens",
+			Help:    "For each answer whose engine reports cached prompt tokens, the prefix picker's prediction of them less the engine's report, in absolute value, by engine replica.",
+			Buckets: []float64{0, 16, 64, 256, 1024, 4096, 16384},
+		}, []string{"engine"}),
+		predicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_prefix_predicted_cached_tokens_total",
+			Help: "Cached prompt tokens the prefix picker predicted for the answers checked against their engine's report, by engine replica (the ratio to layer0_prefix_engine_cached_tokens_total is the prediction's bias).",
+		}, []string{"engine"}),
+		reported: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_prefix_engine_cached_tokens_total",
+			Help: "Cached prompt tokens the engines reported for the answers whose prediction was checked, by engine replica.",
+		}, []string{"engine"}),
 		series: map[seriesKey]*series{},
 	}
 	fb := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -177,7 +193,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.Go},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, build} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, m.predErr, m.predicted, m.reported, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}
@@ -225,6 +241,11 @@ func (m *Metrics) Observe(r *pipeline.Record, rt string, total time.Duration) {
 	}
 	if r.Attempts > 1 {
 		s.retries.Add(float64(r.Attempts - 1))
+	}
+	if pr := &r.Prediction; pr.Checked {
+		m.predErr.WithLabelValues(r.Engine).Observe(float64(max(pr.Predicted-pr.Engine, pr.Engine-pr.Predicted)))
+		m.predicted.WithLabelValues(r.Engine).Add(float64(pr.Predicted))
+		m.reported.WithLabelValues(r.Engine).Add(float64(pr.Engine))
 	}
 	for _, reason := range r.Fallbacks {
 		c, ok := m.fallbacks[reason]

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/auth"
@@ -23,12 +24,21 @@ func (p *Pipeline) indexed(name string) bool {
 // counting; the index renders prompts as those engines see them, and the count is the
 // rendering's length — and
 // keeps them on the call for the router and for recording what the replica served.
-func (p *Pipeline) countPrompt(c *Call, name string, req *llm.Request) (int, error) {
+//
+// A replica whose engine tokenizes the prompt itself (prefix_cache.tokenize: engine) renders it
+// again when first weighed, in ctx and for the caller's key — its renderings are kept per key
+// unless the model shares its cached state across keys.
+func (p *Pipeline) countPrompt(ctx context.Context, c *Call, name string, req *llm.Request) (int, error) {
 	if !p.indexed(name) {
 		return p.count(name, req)
 	}
 	c.pr = prefix.GetPrompt()
 	p.prefix.Render(c.pr, req)
+	scope := c.Record.Key
+	if m := p.byID[name]; m != nil && m.ShareAcrossKeys {
+		scope = ""
+	}
+	c.pr.SetScope(ctx, scope)
 	return len(c.pr.Tokens), nil
 }
 
@@ -76,4 +86,32 @@ func (p *Pipeline) CacheLookup(key *auth.Key, h http.Header, req *llm.Request) (
 		return p.prefix.Lookup(name, req), nil
 	}
 	return p.prefix.LookupOwn(name, key.Name, req), nil
+}
+
+// Prediction is a prefix picker's prediction of the prompt tokens the served replica held,
+// next to what its engine reported serving from its cache.
+type Prediction struct {
+	// Checked is set when the engine's report was compared (the engine reports cached tokens).
+	Checked bool
+	// Predicted and Engine are the picker's and the engine's cached prompt tokens.
+	Predicted, Engine int
+}
+
+// checkPrediction compares what the prefix picker predicted the served replica held of the
+// prompt with what its engine reported serving from its cache, on the record and in the
+// replica's drift check (prefix.Replica.Observe). The engine computes at least the prompt's
+// last token whatever it holds, so the prediction counts at most all tokens but one.
+func (p *Pipeline) checkPrediction(c *Call) {
+	rec := &c.Record
+	d := &rec.Pick
+	if c.pr == nil || d.Picker != "prefix" || d.Chosen < 0 || d.Chosen >= d.N || d.Candidates[d.Chosen].Replica != rec.Engine {
+		return
+	}
+	r := p.prefix.Replica(rec.Engine)
+	u := &rec.Usage
+	n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+	pred := min(d.Candidates[d.Chosen].Cached, max(n-1, 0))
+	if r.Observe(pred, u.CacheReadInputTokens) {
+		rec.Prediction = Prediction{Checked: true, Predicted: pred, Engine: u.CacheReadInputTokens}
+	}
 }

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
@@ -36,6 +37,7 @@ type Replica struct {
 	// so that no prompt of one tenant can be made to stand for another tenant's block.
 	owned *Cache
 	seed  uint64
+	pred  predictions // the last predictions checked against the engine (predict.go)
 }
 
 // NewReplica returns the index of the replica name, whose engine caches blocks of blockTokens
@@ -99,7 +101,7 @@ func (r *Replica) RecordPrompt(p *Prompt) {
 	if r == nil {
 		return
 	}
-	keys := p.Keys(r.block)
+	keys := r.keys(p)
 	r.cache.Insert(keys)
 	if r.exact != nil {
 		r.exact.expect(r.name, keys)
@@ -113,7 +115,7 @@ func (r *Replica) RecordFor(p *Prompt, tenant string) {
 		return
 	}
 	r.RecordPrompt(p)
-	r.owned.Insert(p.ownedKeys(r.block, r.tenant(tenant)))
+	r.owned.Insert(p.ownedKeys(r.keys(p), r.tenant(tenant)))
 }
 
 // tenant is the value the keys of tenant's blocks are mixed with.
@@ -130,7 +132,7 @@ func (r *Replica) MatchOwn(p *Prompt, tenant string) int {
 	if n == 0 {
 		return 0
 	}
-	return min(n, r.owned.Match(p.ownedKeys(r.block, r.tenant(tenant)))*r.block)
+	return min(n, r.owned.Match(p.ownedKeys(r.keys(p), r.tenant(tenant)))*r.block)
 }
 
 // Match returns how many of p's tokens the replica holds: its cached leading blocks times the
@@ -140,21 +142,34 @@ func (r *Replica) Match(p *Prompt) int {
 	if r == nil {
 		return 0
 	}
+	keys := r.keys(p)
 	if r.exact != nil && r.exact.active() {
-		return r.exact.match(p.Keys(r.block)) * r.block
+		return r.exact.match(keys) * r.block
 	}
-	return r.cache.Match(p.Keys(r.block)) * r.block
+	return r.cache.Match(keys) * r.block
 }
+
+// keys returns the chained keys of p's blocks as the replica's engine sees them: rendered by
+// the replica's renderer (the gateway's, or the engine's own tokenizer) in its block size.
+func (r *Replica) keys(p *Prompt) []uint64 { return p.keysFor(r.render, r.block) }
 
 // Prompt is a rendered prompt, its tokens and its block keys for one block size, computed once
 // and reused for every replica of that block size. Get one with GetPrompt and return it with
 // PutPrompt; the zero value is ready to use. A Prompt is not safe for concurrent use.
 type Prompt struct {
-	// Tokens are the prompt's token ids as the engine sees them.
+	// Tokens are the prompt's token ids as the gateway's renderer sees them.
 	Tokens []uint32
 	block  int // the block size keys holds keys of; 0 when none
 	keys   []uint64
 	owned  []uint64 // keys mixed with a tenant (ownedKeys), rewritten on each call
+
+	// What other renderers need to render the prompt their way (engine.go): the request, and
+	// the context and tenant scope of an engine's tokenizer.
+	base  Renderer // rendered Tokens; nil when set by SetTokens
+	req   *llm.Request
+	ctx   context.Context
+	scope string
+	alts  []alt // the prompt rendered by other renderers, on demand
 }
 
 var prompts = sync.Pool{New: func() any { return new(Prompt) }}
@@ -178,12 +193,18 @@ func PutPrompt(p *Prompt) {
 // Reset empties p, keeping its buffers.
 func (p *Prompt) Reset() {
 	p.Tokens, p.keys, p.owned, p.block = p.Tokens[:0], p.keys[:0], p.owned[:0], 0
+	p.base, p.req, p.ctx, p.scope = nil, nil, nil, ""
+	p.alts = p.alts[:0]
 }
 
-// Render sets p to req's prompt as render renders it.
+// Render sets p to req's prompt as render renders it, keeping its scope (SetScope). req must
+// stay valid while p is used: a replica that renders prompts its own way (an engine's
+// tokenizer) renders it again.
 func (p *Prompt) Render(render Renderer, req *llm.Request) {
+	ctx, scope := p.ctx, p.scope
 	p.Reset()
 	p.Tokens = render.AppendRequest(p.Tokens, req)
+	p.base, p.req, p.ctx, p.scope = render, req, ctx, scope
 }
 
 // SetTokens sets p to the prompt of token ids toks (copied).
@@ -202,11 +223,9 @@ func (p *Prompt) Keys(block int) []uint64 {
 	return p.keys
 }
 
-// ownedKeys returns the keys of p's full blocks of block tokens mixed with a tenant's value t:
-// a chain as the keys are (each depends on the blocks before it), in a buffer valid until the
-// next call.
-func (p *Prompt) ownedKeys(block int, t uint64) []uint64 {
-	keys := p.Keys(block)
+// ownedKeys returns keys, a prompt's block keys, mixed with a tenant's value t: a chain as the
+// keys are (each depends on the blocks before it), in a buffer valid until the next call.
+func (p *Prompt) ownedKeys(keys []uint64, t uint64) []uint64 {
 	p.owned = p.owned[:0]
 	for _, k := range keys {
 		p.owned = append(p.owned, Mix(k^t))
@@ -266,12 +285,13 @@ func best(p *Prompt, reps []*Replica, cached []int, match func(*Replica, *Prompt
 type Index struct {
 	render Renderer
 	models map[string][]*Replica
+	byName map[string]*Replica
 }
 
 // NewIndex returns the index of models: canonical name → the replicas that may serve it (nil
 // entries and names without replicas are dropped). render renders the prompts looked up.
 func NewIndex(render Renderer, models map[string][]*Replica) *Index {
-	x := &Index{render: render, models: make(map[string][]*Replica, len(models))}
+	x := &Index{render: render, models: make(map[string][]*Replica, len(models)), byName: map[string]*Replica{}}
 	if render == nil {
 		return x // nothing can be rendered: nothing is indexed
 	}
@@ -280,6 +300,7 @@ func NewIndex(render Renderer, models map[string][]*Replica) *Index {
 		for _, r := range reps {
 			if r != nil {
 				keep = append(keep, r)
+				x.byName[r.name] = r
 			}
 		}
 		if len(keep) > 0 {
@@ -298,27 +319,37 @@ func (x *Index) Replicas(model string) []*Replica {
 	return x.models[model]
 }
 
+// Replica returns the indexed replica named name; nil when there is none.
+func (x *Index) Replica(name string) *Replica {
+	if x == nil {
+		return nil
+	}
+	return x.byName[name]
+}
+
 // Render sets p to req's prompt as the index renders it.
 func (x *Index) Render(p *Prompt, req *llm.Request) { p.Render(x.render, req) }
 
 // Lookup renders req's prompt and returns how much of it the best replica of the canonical
 // name model holds, whoever sent it. It runs nothing and changes nothing.
 func (x *Index) Lookup(model string, req *llm.Request) Match {
-	return x.lookup(model, req, (*Replica).Match)
+	return x.lookup(model, "", req, (*Replica).Match)
 }
 
 // LookupOwn is Lookup counting only what tenant's own requests left in the replicas
 // (Replica.MatchOwn).
 func (x *Index) LookupOwn(model, tenant string, req *llm.Request) Match {
-	return x.lookup(model, req, func(r *Replica, p *Prompt) int { return r.MatchOwn(p, tenant) })
+	return x.lookup(model, tenant, req, func(r *Replica, p *Prompt) int { return r.MatchOwn(p, tenant) })
 }
 
-func (x *Index) lookup(model string, req *llm.Request, match func(*Replica, *Prompt) int) Match {
+// lookup is Lookup and LookupOwn's work; scope is the tenant an engine's tokenizer renders for.
+func (x *Index) lookup(model, scope string, req *llm.Request, match func(*Replica, *Prompt) int) Match {
 	if x == nil || x.render == nil {
 		return Match{Replica: -1}
 	}
 	p := GetPrompt()
 	p.Render(x.render, req)
+	p.SetScope(context.Background(), scope)
 	m := best(p, x.models[model], nil, match)
 	PutPrompt(p)
 	return m

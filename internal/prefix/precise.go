@@ -23,7 +23,8 @@ import (
 //   - a BlockStored of another block size than the replica's switches it to approximate mode
 //     at once;
 //   - the first block of each of the first PreciseOptions.Checks prompts served there must
-//     show up in the events within PreciseOptions.Grace; when fewer than half do, layer0's
+//     show up in the events within PreciseOptions.Grace (held when the prompt was served, or
+//     stored since: a block evicted again before the check still counts); when fewer than half do, layer0's
 //     tokenization does not agree with the engine's and the replica falls back to approximate
 //     mode.
 //
@@ -90,8 +91,9 @@ type keyed struct {
 }
 
 type check struct {
-	key uint64
-	at  time.Time
+	key  uint64
+	at   time.Time
+	seen bool // the block was held when the prompt was served, or stored since
 }
 
 // maxPending bounds the prompts waiting to be checked.
@@ -216,6 +218,11 @@ func (r *Replica) Apply(b *kvevents.Batch) {
 				continue
 			}
 			x.store(e, r.block)
+			if !e.HasParent && len(e.Tokens) >= r.block && x.verdict.Load() == checking {
+				// A prompt's first block, which the agreement check looks for: seen now, so
+				// that its eviction before the check does not count against the agreement.
+				x.saw(HashTokens(fnvOffset, e.Tokens[:r.block]))
+			}
 		case kvevents.BlockRemoved:
 			x.remove(e.Hashes)
 		}
@@ -320,12 +327,26 @@ func (x *precise) expect(name string, keys []uint64) {
 	if len(keys) == 0 || x.verdict.Load() != checking {
 		return
 	}
+	x.mu.RLock()
+	_, held := x.keys[keys[0]]
+	x.mu.RUnlock()
 	x.checkMu.Lock()
 	if len(x.pending) < maxPending {
-		x.pending = append(x.pending, check{key: keys[0], at: x.opt.Now()})
+		x.pending = append(x.pending, check{key: keys[0], at: x.opt.Now(), seen: held})
 	}
 	x.checkMu.Unlock()
 	x.settle(name)
+}
+
+// saw marks the prompts waiting to be checked whose first block is key as seen.
+func (x *precise) saw(key uint64) {
+	x.checkMu.Lock()
+	for i := range x.pending {
+		if x.pending[i].key == key {
+			x.pending[i].seen = true
+		}
+	}
+	x.checkMu.Unlock()
 }
 
 // settle checks the prompts served more than the grace ago, and decides the agreement once
@@ -346,9 +367,12 @@ func (x *precise) settle(name string) {
 		if !x.connected.Load() {
 			continue // nothing could be seen: not evidence either way
 		}
-		x.mu.RLock()
-		_, ok := x.keys[c.key]
-		x.mu.RUnlock()
+		ok := c.seen
+		if !ok {
+			x.mu.RLock()
+			_, ok = x.keys[c.key]
+			x.mu.RUnlock()
+		}
 		x.checked++
 		if ok {
 			x.matched++

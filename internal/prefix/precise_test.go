@@ -2,10 +2,12 @@ package prefix
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/kvevents"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 )
 
@@ -267,4 +269,34 @@ func TestPreciseMemoryBound(t *testing.T) {
 	} else {
 		t.Logf("a precise replica of 1 M tokens takes %d bytes", got)
 	}
+}
+
+// TestPredictionDrift: a precise replica whose predictions stop matching the engine's reports
+// falls back by itself; an engine that never reports cached tokens is no evidence.
+func TestPredictionDrift(t *testing.T) {
+	r := NewReplica("r", fixedRenderer{}, 16, 16*64).EnablePrecise(PreciseOptions{})
+	r.SetConnected(true)
+	for range 2 * PredictionWindow {
+		if r.Observe(32, 0) {
+			t.Fatal("counted before the engine reported any cached tokens")
+		}
+	}
+	for range PredictionWindow {
+		r.Observe(32, 32)
+	}
+	if share, n := r.Agreement(); share != 1 || n != PredictionWindow {
+		t.Fatalf("agreement %v over %d", share, n)
+	}
+	for range PredictionWindow/2 + 1 {
+		r.Observe(64, 0)
+	}
+	if m, why := r.Mode(); m != "approximate" || !strings.Contains(why, "predictions drift: 31 of the last 64") {
+		t.Fatalf("mode %s (%s)", m, why)
+	}
+}
+
+type fixedRenderer struct{}
+
+func (fixedRenderer) AppendRequest(dst []uint32, _ *llm.Request) []uint32 {
+	return append(dst, 1, 2, 3)
 }

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -21,7 +19,12 @@ import (
 // benchGateway serves a gateway over loopback in front of internal/bench's fast upstream (100
 // tokens per answer): model "anth" is the upstream as an anthropic engine, "oai" as an openai
 // engine, "sim" the embedded simulator with zero delays. The access log goes to io.Discard.
-func benchGateway(b *testing.B, http1 string) string {
+func benchGateway(b testing.TB, http1 string) string {
+	return benchGatewayOn(b, http1, func(ln net.Listener) net.Listener { return ln })
+}
+
+// benchGatewayOn is benchGateway with the gateway's listener wrapped by wrap.
+func benchGatewayOn(b testing.TB, http1 string, wrap func(net.Listener) net.Listener) string {
 	b.Helper()
 	up, err := bench.NewUpstream(bench.UpstreamConfig{Tokens: 100})
 	if err != nil {
@@ -39,10 +42,12 @@ engines:
   anth: {kind: anthropic, url: ` + url + `}
   oai: {kind: openai, url: ` + url + `}
   s: {kind: sim}
+  paced: {kind: sim, sim: {ttft: 2ms, inter_token_latency: 1ms}}
 models:
   anth: {engines: [anth]}
   oai: {engines: [oai]}
   sim: {engines: [s]}
+  paced: {engines: [paced]}
 `))
 	if err != nil {
 		b.Fatal(err)
@@ -56,7 +61,7 @@ models:
 		b.Fatal(err)
 	}
 	srv := server.HTTPServer(g, server.ListenOptions{ReadHeaderTimeout: 5 * time.Second, HTTP1: http1})
-	go srv.Serve(ln) //nolint:errcheck // ends at Close
+	go srv.Serve(wrap(ln)) //nolint:errcheck // ends at Close
 	b.Cleanup(func() { srv.Close(); g.Close() })
 	return ln.Addr().String()
 }
@@ -108,34 +113,7 @@ func benchmarkGateway(b *testing.B, front string) {
 			pool := &h1.Pool{Addr: addr}
 			defer pool.CloseIdle()
 			var body []byte
-			roundTrip := func() {
-				c, err := pool.Get(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := c.WriteRequest(req); err != nil {
-					b.Fatal(err)
-				}
-				h, err := c.ReadHead()
-				if err != nil {
-					b.Fatal(err)
-				}
-				body = body[:0]
-				for {
-					p, err := c.Next()
-					body = append(body, p...)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				if h.Status != http.StatusOK || !bytes.HasSuffix(body, []byte(tt.want)) {
-					b.Fatalf("got %d %s, want 200 ending in %q", h.Status, truncate(body), tt.want)
-				}
-				pool.Put(c)
-			}
+			roundTrip := func() { roundTrip(b, pool, req, tt.want, &body) }
 			roundTrip()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/kvevents"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
@@ -18,6 +19,9 @@ type events struct {
 	mu       sync.Mutex // orders the cache's changes with their batches
 	endpoint string     // the address bound, port 0 resolved
 	pub      *kvevents.Publisher
+	cfg      config.Sim
+	replay   *kvevents.ReplayServer // the last batches, for a subscriber's gap; nil when none
+	drop     int                    // batches to lose on the way (DropKVEvents)
 	enc      *kvevents.Encoder
 	batch    []kvevents.Event
 	evicted  []uint64
@@ -31,12 +35,35 @@ const engineSalt = 0x6b76_6576_656e_7473
 // engineHash is the hash the simulator publishes for the block layer0 keys key.
 func engineHash(key uint64) kvevents.Hash { return kvevents.Hash(prefix.Mix(key ^ engineSalt)) }
 
-func newEvents(endpoint string) (*events, error) {
-	pub, err := kvevents.NewPublisher(endpoint, "")
+func newEvents(cfg config.Sim) (*events, error) {
+	pub, err := newPublisher(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ev := &events{endpoint: pub.Endpoint(), pub: pub, enc: kvevents.NewEncoder(), cfg: cfg}
+	if cfg.KVReplay != "" {
+		if ev.replay, err = kvevents.NewReplayServer(cfg.KVReplay, replayBatches); err != nil {
+			pub.Close()
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
+	return ev, nil
+}
+
+// replayBatches is how many batches the replay server keeps.
+const replayBatches = 1024
+
+// newPublisher binds the events' endpoint, or connects to it (KVEventsConnect).
+func newPublisher(cfg config.Sim) (*kvevents.Publisher, error) {
+	open := kvevents.NewPublisher
+	if cfg.KVEventsConnect {
+		open = kvevents.DialPublisher
+	}
+	pub, err := open(cfg.KVEvents, cfg.KVEventsTopic)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return &events{endpoint: pub.Endpoint(), pub: pub, enc: kvevents.NewEncoder()}, nil
+	return pub, nil
 }
 
 // prefill is Engine.prefill's lookup and insertion when events are published: one batch per
@@ -87,6 +114,14 @@ func (ev *events) publishLocked() {
 	if err != nil {
 		return // the events are built here: an encoding error is a bug, and the batch is lost as if dropped
 	}
+	if ev.replay != nil {
+		ev.replay.Keep(ev.pub.Published(), p)
+	}
+	if ev.drop > 0 {
+		ev.drop--
+		ev.pub.Skip()
+		return
+	}
 	ev.pub.Publish(p)
 }
 
@@ -97,12 +132,34 @@ func (ev *events) restart() error {
 	if err := ev.pub.Close(); err != nil {
 		return fmt.Errorf("sim: close kv events: %w", err)
 	}
-	pub, err := kvevents.NewPublisher(ev.endpoint, "")
+	cfg := ev.cfg
+	cfg.KVEvents = ev.endpoint
+	pub, err := newPublisher(cfg)
 	if err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return err
 	}
 	ev.pub = pub
 	return nil
+}
+
+// DropKVEvents loses the engine's next n event batches on the way to its subscribers (their
+// sequence numbers taken, the replay server keeping them), for tests of a gap.
+func (e *Engine) DropKVEvents(n int) {
+	if e.events == nil {
+		return
+	}
+	e.events.mu.Lock()
+	e.events.drop += n
+	e.events.mu.Unlock()
+}
+
+// KVReplayEndpoint returns the endpoint of the engine's replay server (its port resolved); ""
+// when it has none.
+func (e *Engine) KVReplayEndpoint() string {
+	if e.events == nil || e.events.replay == nil {
+		return ""
+	}
+	return e.events.replay.Endpoint()
 }
 
 // KVEventsEndpoint returns the endpoint the engine publishes its KV-cache events on (the port

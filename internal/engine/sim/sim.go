@@ -50,11 +50,13 @@ const (
 // Engine is the simulated engine. It implements engine.Engine and engine.Counter; it is safe
 // for concurrent use. Create it with New.
 type Engine struct {
-	cfg   config.Sim
-	tok   *tokenizer.Codec
-	lex   *lexicon
-	slots admission
-	cache *prefix.Cache // the prefix KV cache, in blocks; nil when disabled
+	cfg config.Sim
+	tok *tokenizer.Codec
+	// render renders a prompt into the token ids its KV cache holds (config.Sim.Tokenizer).
+	render prefix.Renderer
+	lex    *lexicon
+	slots  admission
+	cache  *prefix.Cache // the prefix KV cache, in blocks; nil when disabled
 	// events publishes the cache's changes (config.Sim.KVEvents); nil when not published.
 	events *events
 
@@ -84,14 +86,18 @@ func New(cfg config.Sim, tok *tokenizer.Codec) (*Engine, error) {
 	e := &Engine{
 		cfg:      cfg,
 		tok:      tok,
+		render:   tok,
 		lex:      lex,
 		slots:    admission{limit: cfg.MaxConcurrency, maxWait: cfg.MaxQueue},
 		cache:    prefix.NewCache(cfg.KVCacheTokens / cfg.BlockTokens),
 		kvBlocks: int64(cfg.KVCacheTokens / cfg.BlockTokens),
 	}
 	e.runs.New = func() any { return new(run) }
+	if cfg.Tokenizer == config.SimTokenizerBytes {
+		e.render = bytesRenderer{}
+	}
 	if cfg.KVEvents != "" && e.cache != nil {
-		if e.events, err = newEvents(cfg.KVEvents); err != nil {
+		if e.events, err = newEvents(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -114,6 +120,9 @@ func (e *Engine) Simulated() bool { return true }
 // CountTokens implements engine.Counter: the prompt's tokens as the engine sees them, framing
 // included (tokenizer.CountRequest).
 func (e *Engine) CountTokens(req *llm.Request) (int, error) {
+	if e.cfg.Tokenizer == config.SimTokenizerBytes {
+		return len(appendBytesPrompt(nil, req, true)), nil
+	}
 	return e.tok.CountRequest(req), nil
 }
 
@@ -162,6 +171,9 @@ func (e *Engine) Close() error {
 	}
 	e.events.mu.Lock()
 	defer e.events.mu.Unlock()
+	if e.events.replay != nil {
+		_ = e.events.replay.Close()
+	}
 	return e.events.pub.Close()
 }
 
@@ -181,7 +193,7 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 	defer e.putRun(r)
 	r.reset(e, ctx, sink)
 
-	r.prompt = e.tok.AppendRequest(r.prompt[:0], req)
+	r.prompt = e.render.AppendRequest(r.prompt[:0], req)
 	n := len(r.prompt)
 	if n > e.cfg.ContextWindow {
 		return &apierr.Error{Kind: apierr.InvalidRequest, Param: "messages", Code: "context_length_exceeded",
