@@ -351,13 +351,3 @@ func (c *redisRate) fallbackPeek(ctx context.Context, now time.Time, r Rate) (St
 	c.seedLocal()
 	return c.local.Peek(ctx, now, c.localRate(r))
 }
-
-// pair decodes a script's {n, flag} reply.
-func pair(v []any) (int64, bool) {
-	if len(v) != 2 {
-		return 0, false
-	}
-	n, _ := v[0].(int64)
-	f, _ := v[1].(int64)
-	return n, f == 1
-}

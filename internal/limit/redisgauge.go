@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"fmt"
+	"github.com/layer0ai/layer0/internal/store"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -498,7 +499,7 @@ func (g *redisGauge) Value(ctx context.Context) (int64, error) {
 		}
 		return 0, fmt.Errorf("limit: redis: %w", err)
 	}
-	n, _ := pair(v)
+	n, _ := store.Pair(v)
 	return n, nil
 }
 

@@ -20,15 +20,25 @@ func (s *Redis) Stale() {
 
 // Renew implements store.Keeper: it renews the leases of the gauges holding slots.
 func (s *Redis) Renew() {
+	gs, _ := s.cells()
+	for _, g := range gs {
+		g.renew()
+	}
+}
+
+// cells returns the store's gauges and rate cells now.
+func (s *Redis) cells() ([]*redisGauge, []*redisRate) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	gs := make([]*redisGauge, 0, len(s.gauges))
 	for _, g := range s.gauges {
 		gs = append(gs, g)
 	}
-	s.mu.Unlock()
-	for _, g := range gs {
-		g.renew()
+	rs := make([]*redisRate, 0, len(s.rates))
+	for _, c := range s.rates {
+		rs = append(rs, c)
 	}
+	return gs, rs
 }
 
 // Restore implements store.Keeper.
@@ -39,16 +49,7 @@ func (s *Redis) Restore() { s.restore() }
 // and each rate cell's state as it last saw it and what it took locally. It runs on the renewal
 // loop or the probe, never on a request.
 func (s *Redis) restore() {
-	s.mu.Lock()
-	gs := make([]*redisGauge, 0, len(s.gauges))
-	for _, g := range s.gauges {
-		gs = append(gs, g)
-	}
-	rs := make([]*redisRate, 0, len(s.rates))
-	for _, c := range s.rates {
-		rs = append(rs, c)
-	}
-	s.mu.Unlock()
+	gs, rs := s.cells()
 	for _, g := range gs {
 		g.adoptLocal()
 		g.markStale()

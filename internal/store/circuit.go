@@ -96,8 +96,8 @@ func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args .
 	return v, nil
 }
 
-// pair decodes a script's {n, flag} reply.
-func pair(v []any) (int64, bool) {
+// Pair decodes a script's {n, flag} reply (flag: 1 for true), as users' scripts return too.
+func Pair(v []any) (int64, bool) {
 	if len(v) != 2 {
 		return 0, false
 	}

@@ -97,7 +97,7 @@ func (s *Redis) beat() {
 		s.Failed(ctx, err)
 		return
 	}
-	n, had := pair(v)
+	n, had := Pair(v)
 	now := time.Now()
 	last := s.health.beatOK.Swap(now.UnixNano())
 	s.health.live.Store(n)
