@@ -28,6 +28,7 @@ import (
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/spend"
 	"github.com/layer0ai/layer0/internal/telemetry"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream"
@@ -51,6 +52,8 @@ type generation struct {
 	// redis is the shared store of the limit counters; nil with the in-memory store. A reload
 	// with the same store settings keeps it.
 	redis *limit.Redis
+	// ledger keeps the budgets' counters (internal/spend), kept by a reload with the same store.
+	ledger spend.Ledger
 	// stored keeps the Responses API's stored responses in this process: made by the first
 	// generation, kept by every reload (responses is read at start).
 	stored *conversation.Memory
@@ -335,6 +338,19 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		rcache.Adopt(old.pipe.Cache())
 	}
 
+	var sh spend.Shared
+	var oldLedger spend.Ledger
+	if g.redis != nil {
+		sh = spend.Shared{Client: g.redis.Client(), Circuit: g.redis}
+	}
+	if old != nil {
+		oldLedger = old.ledger
+	}
+	var sp *spend.Spender
+	if g.ledger, sp, err = spend.Build(cfg, oldLedger, sh, o.logger); err != nil {
+		g.closeStore(old, 0)
+		return nil, fmt.Errorf("layer0: %w", err)
+	}
 	g.pipe, err = pipeline.New(pipeline.Config{
 		Keys:   keys,
 		Limits: lim,
@@ -347,6 +363,7 @@ func build(cfg *Config, old *generation, o *options) (gen *generation, err error
 		Cache:   rcache,
 		Offload: offloadTargets(cfg.OffloadTargets),
 		Prefix:  prefix.NewIndex(tok, indexed),
+		Spend:   sp,
 	})
 	if err != nil {
 		g.closeStore(old, 0)
@@ -428,12 +445,13 @@ func (g *generation) closeStore(next *generation, grace time.Duration) {
 	if g == nil || g.redis == nil || (next != nil && next.redis == g.redis) {
 		return
 	}
-	st := g.redis
+	st, ledger := g.redis, g.ledger
 	if grace <= 0 {
+		spend.Close(ledger)
 		_ = st.Close()
 		return
 	}
-	time.AfterFunc(grace, func() { _ = st.Close() })
+	time.AfterFunc(grace, func() { spend.Close(ledger); _ = st.Close() })
 }
 
 // newReplica builds an engine and its routing state.

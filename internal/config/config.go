@@ -64,6 +64,13 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Responses configures the Responses API's stored responses (docs/responses.md).
 	Responses Responses `yaml:"responses"`
+	// Prices say what each model's tokens (or engine time) cost (docs/spend.md). Default none:
+	// requests cost nothing.
+	Prices map[string]ModelPrice `yaml:"prices"`
+	// Teams group keys (keys[].team) under budgets of their own. Default none.
+	Teams map[string]Team `yaml:"teams"`
+	// Spend configures costs and the global budgets (docs/spend.md).
+	Spend Spend `yaml:"spend"`
 }
 
 // Engine kinds.
@@ -359,6 +366,7 @@ func withPath(msg string, paths map[int]string) string {
 // configuration came from.
 func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
+	c.Spend.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -626,6 +634,7 @@ func (c *Config) Validate(kinds ...string) error {
 	c.Store.validate(errs)
 	c.validateCORS(errs)
 	c.Telemetry.validate(errs)
+	c.validateSpend(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -28,6 +28,11 @@ type Key struct {
 	// (when no admin address is set), as the admin listener serves them; it implies Debug.
 	// Default false.
 	Admin bool `yaml:"admin"`
+	// Team is the team the key belongs to (a name under teams), whose budgets its requests
+	// count against too. Default none.
+	Team string `yaml:"team"`
+	// Budgets limit what the key spends (docs/spend.md). Default none.
+	Budgets []Budget `yaml:"budgets"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on

@@ -84,6 +84,11 @@ func (s *Redis) Live() int { return int(s.health.live.Load()) }
 // divisor is what each limit is divided by while Redis is unreachable.
 func (s *Redis) divisor() int64 { return max(s.health.live.Load(), int64(s.c.Replicas), 1) }
 
+// Divisor is what each limit is divided by while Redis is unreachable — the live replicas as
+// Redis last reported them, at least the configured floor — for another user of the store that
+// shares a budget between the replicas the same way (the spend ledger).
+func (s *Redis) Divisor() int64 { return s.divisor() }
+
 // share is a limit's part for one replica while Redis is unreachable.
 func (s *Redis) share(n int64) int64 { return max(n/s.divisor(), 1) }
 

@@ -1,0 +1,320 @@
+package spend
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Circuit is the shared store's view of Redis, kept by the rate limits' store on the same
+// client (limit.Redis): whether Redis is reachable, and how many replicas are live.
+type Circuit interface {
+	// Use reports whether to try Redis now; when not, the operation is counted as an error.
+	Use() bool
+	// Fail records an operation that failed; a lost connection marks Redis unreachable until a
+	// probe answers.
+	Fail(ctx context.Context, err error)
+	// Divisor is what each limit is divided by while Redis is unreachable: the live replicas,
+	// at least the configured floor.
+	Divisor() int64
+}
+
+// ErrUnavailable is the error of a reservation while Redis is unreachable and the store is set
+// to deny.
+var ErrUnavailable = errors.New("spend: the shared store is unreachable")
+
+// RedisConfig configures a Redis ledger.
+type RedisConfig struct {
+	// Client is the connection, shared with the rate limits' store. Required; not closed here.
+	Client redis.UniversalClient
+	// Circuit says whether Redis is reachable, and the live replicas. Required.
+	Circuit Circuit
+	// Timeout bounds one round trip. Default 1s.
+	Timeout time.Duration
+	// Deny refuses reservations (503) while Redis is unreachable, instead of spending this
+	// replica's share of what was left.
+	Deny bool
+	// LeaseTTL is how long this replica's reservations outlive its last renewal (it renews every
+	// third of it, at most every 250ms). Default 10s.
+	LeaseTTL time.Duration
+	// Prefix starts every key. Default "layer0:".
+	Prefix string
+	// ReplicaID names this replica's reservations. Default: the host name and a random suffix.
+	ReplicaID string
+	// Logger receives a line when this replica writes its reservations back. Default: discard.
+	Logger *slog.Logger
+}
+
+// Redis is the Ledger shared by every replica on one Redis: each operation is one Lua script
+// (one round trip) on all of a request's cells. Close it when done (the client stays open).
+type Redis struct {
+	c      RedisConfig
+	ttlMS  string
+	every  time.Duration
+	me     string
+	leases string
+	seq    atomic.Uint64
+
+	// ops hold it shared; a write-back (restore) holds it alone, so that no reservation or
+	// settlement runs while the replica's reservations are written again.
+	ops sync.RWMutex
+
+	mu      sync.Mutex
+	seen    map[string]seenCell // each cell as Redis last answered: spending and reservations
+	held    map[uint64]*holdRec // this replica's reservations outstanding
+	pending []pendingSettle     // settlements to write once Redis answers
+	local   *Memory             // what this replica spent of its share while Redis was unreachable
+
+	down      atomic.Bool  // Redis was found unreachable: write back before the next use
+	settleAt  atomic.Int64 // reservations wait until then (Unix ns) after a write-back
+	lastLease atomic.Int64 // when the lease was last renewed (Unix ns)
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+type seenCell struct {
+	c cell
+	Use
+}
+
+type holdRec struct {
+	cs    []charge
+	local bool // taken from this replica's share while Redis was unreachable
+}
+
+type pendingSettle struct {
+	id     uint64
+	cs     []charge
+	actual []int64
+}
+
+// NewRedis returns a Redis ledger and starts renewing its lease.
+func NewRedis(c RedisConfig) (*Redis, error) {
+	if c.Client == nil || c.Circuit == nil {
+		return nil, errors.New("spend: redis ledger: a client and a circuit are required")
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.Prefix == "" {
+		c.Prefix = "layer0:"
+	}
+	if c.ReplicaID == "" {
+		host, _ := os.Hostname()
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.ReplicaID = host + "-" + hex.EncodeToString(b[:])
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), every: min(250*time.Millisecond, c.LeaseTTL/3),
+		me: strings.ReplaceAll(c.ReplicaID, "/", "_"), leases: c.Prefix + "{spend}/leases",
+		seen: map[string]seenCell{}, held: map[uint64]*holdRec{}, local: NewMemory(), closed: make(chan struct{})}
+	r.wg.Add(1)
+	go r.renewLoop()
+	return r, nil
+}
+
+// Close stops renewing the lease: this replica's reservations still held expire with it.
+func (r *Redis) Close() error {
+	r.closeOnce.Do(func() { close(r.closed) })
+	r.wg.Wait()
+	return nil
+}
+
+func (r *Redis) key(c cell) string { return r.c.Prefix + "{spend}/" + c.id }
+
+func (r *Redis) keys(cs []charge) []string {
+	ks := make([]string, 0, len(cs)+1)
+	for _, ch := range cs {
+		ks = append(ks, r.key(ch.c))
+	}
+	return append(ks, r.leases)
+}
+
+func (r *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.c.Timeout)
+	defer cancel()
+	v, err := sc.Run(ctx, r.c.Client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("spend: redis: %w", err)
+	}
+	return v, nil
+}
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, error) {
+	id := r.seq.Add(1)
+	if err := r.ready(ctx); err != nil {
+		return 0, 0, Use{}, err
+	}
+	if !r.c.Circuit.Use() {
+		return r.outage(id, cs)
+	}
+	args := []any{r.me, id, r.ttlMS}
+	for _, ch := range cs {
+		args = append(args, ch.c.b.Limit, ch.amount, ch.c.bucket, ms(ch.c.ttl))
+	}
+	r.ops.RLock()
+	r.mu.Lock()
+	r.held[id] = &holdRec{cs: cs} // before the script: one that times out may have run
+	r.mu.Unlock()
+	v, err := r.run(ctx, reserveScript, r.keys(cs), args...)
+	r.ops.RUnlock()
+	if err != nil || len(v) != 3+2*len(cs) {
+		if err == nil {
+			err = fmt.Errorf("spend: redis: reserve answered %d values", len(v))
+		}
+		r.c.Circuit.Fail(ctx, err)
+		r.forget(id, cs) // its reservation, if the script ran, is deleted by the next write
+		if !r.c.Circuit.Use() && ctx.Err() == nil {
+			return r.outage(id, cs)
+		}
+		return 0, 0, Use{}, err
+	}
+	r.observe(cs, v[3:])
+	if v[2] == 0 && r.expectLease() {
+		r.lost("a reservation")
+	}
+	if v[0] == 0 {
+		r.mu.Lock()
+		delete(r.held, id)
+		r.mu.Unlock()
+		i := int(v[1]) - 1
+		return 0, i, Use{Spent: v[3+2*i], Reserved: v[4+2*i]}, nil
+	}
+	return id, -1, Use{}, nil
+}
+
+// forget drops a reservation whose script failed: a settlement of 0 is queued, which deletes it
+// from Redis if the script ran after all.
+func (r *Redis) forget(id uint64, cs []charge) {
+	r.mu.Lock()
+	delete(r.held, id)
+	r.pending = append(r.pending, pendingSettle{id: id, cs: cs, actual: make([]int64, len(cs))})
+	r.mu.Unlock()
+}
+
+// outage reserves from this replica's share while Redis is unreachable: of what each budget had
+// left as Redis last told this replica, a share for each live replica.
+func (r *Redis) outage(id uint64, cs []charge) (uint64, int, Use, error) {
+	if r.c.Deny {
+		return 0, 0, Use{}, ErrUnavailable
+	}
+	r.down.Store(true)
+	d := max(r.c.Circuit.Divisor(), 1)
+	limits := make([]int64, len(cs))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, ch := range cs {
+		s := r.seen[ch.c.id]
+		limits[i] = max(ch.c.b.Limit-s.Spent-s.Reserved, 0) / d
+	}
+	_, refused, use, _ := r.local.reserveWithin(cs, limits)
+	if refused >= 0 {
+		s := r.seen[cs[refused].c.id]
+		return 0, refused, Use{Spent: s.Spent + use.Spent, Reserved: s.Reserved + use.Reserved}, nil
+	}
+	r.held[id] = &holdRec{cs: cs, local: true}
+	return id, -1, Use{}, nil
+}
+
+func (r *Redis) settle(ctx context.Context, id uint64, cs []charge, actual []int64) {
+	r.mu.Lock()
+	h := r.held[id]
+	delete(r.held, id)
+	if h != nil && h.local {
+		r.local.settle(ctx, 0, cs, actual)
+	}
+	r.mu.Unlock()
+	if h != nil && h.local || !r.c.Circuit.Use() || r.down.Load() {
+		r.queue(id, cs, actual)
+		return
+	}
+	r.ops.RLock()
+	err := r.settleNow(ctx, id, cs, actual)
+	r.ops.RUnlock()
+	if err != nil {
+		r.c.Circuit.Fail(ctx, err)
+		r.queue(id, cs, actual) // a settlement kept is written later; one that ran twice is stricter
+	}
+}
+
+func (r *Redis) queue(id uint64, cs []charge, actual []int64) {
+	r.mu.Lock()
+	r.pending = append(r.pending, pendingSettle{id: id, cs: cs, actual: actual})
+	r.mu.Unlock()
+}
+
+func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []int64) error {
+	args := []any{r.me, id, r.ttlMS}
+	for i, ch := range cs {
+		args = append(args, actual[i], ch.c.bucket, ms(ch.c.ttl))
+	}
+	v, err := r.run(ctx, settleScript, r.keys(cs), args...)
+	if err != nil {
+		return err
+	}
+	if len(v) == 1+2*len(cs) {
+		r.observe(cs, v[1:])
+	}
+	return nil
+}
+
+// observe notes each cell's state as Redis answered it: what this replica's share is cut from
+// while Redis is unreachable, and what it writes back (never lowering) if Redis loses it.
+func (r *Redis) observe(cs []charge, v []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, ch := range cs {
+		r.seen[ch.c.id] = seenCell{c: ch.c, Use: Use{Spent: v[2*i], Reserved: v[2*i+1]}}
+	}
+}
+
+func (r *Redis) used(ctx context.Context, cells []cell) ([]Use, error) {
+	out := make([]Use, len(cells))
+	if !r.c.Circuit.Use() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i, c := range cells {
+			out[i] = r.seen[c.id].Use
+		}
+		return out, nil
+	}
+	cs := make([]charge, len(cells))
+	for i, c := range cells {
+		cs[i] = charge{c: c}
+	}
+	args := []any{r.me, 0, r.ttlMS}
+	for _, ch := range cs {
+		args = append(args, int64(1), int64(0), ch.c.bucket, ms(ch.c.ttl))
+	}
+	// A reservation of nothing never writes: reserve's arithmetic, read only.
+	v, err := r.run(ctx, reserveScript, r.keys(cs), args...)
+	if err != nil {
+		r.c.Circuit.Fail(ctx, err)
+		return nil, err
+	}
+	for i := range cells {
+		out[i] = Use{Spent: v[3+2*i], Reserved: v[4+2*i]}
+	}
+	return out, nil
+}
