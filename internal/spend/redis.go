@@ -75,6 +75,10 @@ type Redis struct {
 	held    map[uint64]*holdRec // this replica's reservations outstanding
 	pending []pendingSettle     // settlements to write once Redis answers
 	local   *Memory             // what this replica spent of its share while Redis was unreachable
+	// recent are this replica's reservations Redis admitted lately (within stale of the last
+	// answer): what another replica's view of a cell may lack when Redis goes away.
+	recent    []recentRes
+	lastReply time.Time
 
 	down      atomic.Bool  // Redis was found unreachable: write back before the next use
 	settleAt  atomic.Int64 // reservations wait until then (Unix ns) after a write-back
@@ -93,6 +97,11 @@ type seenCell struct {
 type holdRec struct {
 	cs    []charge
 	local bool // taken from this replica's share while Redis was unreachable
+}
+
+type recentRes struct {
+	at time.Time
+	cs []charge
 }
 
 type pendingSettle struct {
@@ -166,7 +175,9 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 	if err := r.ready(ctx); err != nil {
 		return 0, 0, Use{}, err
 	}
-	if !r.c.Circuit.Use() {
+	if !r.c.Circuit.Use() || r.down.Load() {
+		// Unreachable, or reachable again but not yet written back (the write-back failed):
+		// this replica's share, written back with the rest.
 		return r.outage(id, cs)
 	}
 	args := []any{r.me, id, r.ttlMS}
@@ -194,6 +205,9 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 	if v[2] == 0 && r.expectLease() {
 		r.lost("a reservation")
 	}
+	if v[0] == 1 {
+		r.noteRecent(cs)
+	}
 	if v[0] == 0 {
 		r.mu.Lock()
 		delete(r.held, id)
@@ -213,8 +227,27 @@ func (r *Redis) forget(id uint64, cs []charge) {
 	r.mu.Unlock()
 }
 
+// stale bounds how old another replica's view of a cell may be when Redis goes away: each
+// replica reads its cells at every renewal, which may take up to a timeout.
+func (r *Redis) stale() time.Duration { return 2*r.every + r.c.Timeout }
+
+// noteRecent remembers a reservation Redis admitted, for the shares of an outage.
+func (r *Redis) noteRecent(cs []charge) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := 0
+	for i < len(r.recent) && now.Sub(r.recent[i].at) > r.stale() {
+		i++
+	}
+	r.recent = append(r.recent[i:], recentRes{at: now, cs: cs})
+}
+
 // outage reserves from this replica's share while Redis is unreachable: of what each budget had
-// left as Redis last told this replica, a share for each live replica.
+// left as Redis last told this replica, a share for each of the D live replicas. Another
+// replica's last view may lack what this one reserved since (at most stale before Redis went
+// away); each replica's share is cut by D−1 times its own recent reservations, so that the
+// shares together never pass what was left. A budget this replica never read has no share.
 func (r *Redis) outage(id uint64, cs []charge) (uint64, int, Use, error) {
 	if r.c.Deny {
 		return 0, 0, Use{}, ErrUnavailable
@@ -225,8 +258,22 @@ func (r *Redis) outage(id uint64, cs []charge) (uint64, int, Use, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, ch := range cs {
-		s := r.seen[ch.c.id]
-		limits[i] = max(ch.c.b.Limit-s.Spent-s.Reserved, 0) / d
+		s, ok := r.seen[ch.c.id]
+		if !ok {
+			continue // no share
+		}
+		var recent int64
+		for _, rr := range r.recent {
+			if r.lastReply.Sub(rr.at) > r.stale() {
+				continue
+			}
+			for _, c := range rr.cs {
+				if c.c.id == ch.c.id {
+					recent += c.amount
+				}
+			}
+		}
+		limits[i] = max(ch.c.b.Limit-s.Spent-s.Reserved-(d-1)*recent, 0) / d
 	}
 	_, refused, use, _ := r.local.reserveWithin(cs, limits)
 	if refused >= 0 {
@@ -250,7 +297,7 @@ func (r *Redis) settle(ctx context.Context, id uint64, cs []charge, actual []int
 		return
 	}
 	r.ops.RLock()
-	err := r.settleNow(ctx, id, cs, actual)
+	err := r.settleNow(ctx, id, cs, actual, false)
 	r.ops.RUnlock()
 	if err != nil {
 		r.c.Circuit.Fail(ctx, err)
@@ -264,8 +311,12 @@ func (r *Redis) queue(id uint64, cs []charge, actual []int64) {
 	r.mu.Unlock()
 }
 
-func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []int64) error {
-	args := []any{r.me, id, r.ttlMS}
+func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []int64, late bool) error {
+	flag := 0
+	if late {
+		flag = 1
+	}
+	args := []any{r.me, id, r.ttlMS, flag}
 	for i, ch := range cs {
 		args = append(args, actual[i], ch.c.bucket, ms(ch.c.ttl))
 	}
@@ -284,8 +335,15 @@ func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []
 func (r *Redis) observe(cs []charge, v []int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lastReply = time.Now()
 	for i, ch := range cs {
-		r.seen[ch.c.id] = seenCell{c: ch.c, Use: Use{Spent: v[2*i], Reserved: v[2*i+1]}}
+		// Replies of concurrent requests arrive in any order: the spending seen only grows, so
+		// that an older answer never lowers what a write-back would restore.
+		spent := v[2*i]
+		if old, ok := r.seen[ch.c.id]; ok {
+			spent = max(spent, old.Spent)
+		}
+		r.seen[ch.c.id] = seenCell{c: ch.c, Use: Use{Spent: spent, Reserved: v[2*i+1]}}
 	}
 }
 
@@ -309,10 +367,14 @@ func (r *Redis) used(ctx context.Context, cells []cell) ([]Use, error) {
 	}
 	// A reservation of nothing never writes: reserve's arithmetic, read only.
 	v, err := r.run(ctx, reserveScript, r.keys(cs), args...)
+	if err == nil && len(v) != 3+2*len(cs) {
+		err = fmt.Errorf("spend: redis: read answered %d values", len(v))
+	}
 	if err != nil {
 		r.c.Circuit.Fail(ctx, err)
 		return nil, err
 	}
+	r.observe(cs, v[3:])
 	for i := range cells {
 		out[i] = Use{Spent: v[3+2*i], Reserved: v[4+2*i]}
 	}

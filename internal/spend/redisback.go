@@ -103,7 +103,7 @@ func (r *Redis) restore(ctx context.Context) {
 		}
 	}
 	for i, p := range pending {
-		if err := r.settleNow(ctx, p.id, p.cs, p.actual); err != nil {
+		if err := r.settleNow(ctx, p.id, p.cs, p.actual, true); err != nil {
 			pending = pending[i:]
 			failed(err)
 			return
@@ -159,17 +159,41 @@ func (r *Redis) renew(ctx context.Context) {
 		r.restore(ctx)
 		return
 	}
+	r.refresh(ctx)
 	r.mu.Lock()
 	pending := r.pending
 	r.pending = nil
 	r.mu.Unlock()
 	for i, p := range pending {
-		if err := r.settleNow(ctx, p.id, p.cs, p.actual); err != nil {
+		if err := r.settleNow(ctx, p.id, p.cs, p.actual, true); err != nil {
 			r.c.Circuit.Fail(ctx, err)
 			r.mu.Lock()
 			r.pending = append(pending[i:], r.pending...)
 			r.mu.Unlock()
 			return
 		}
+	}
+}
+
+// refresh reads every cell this replica has seen again (dropping those whose period is over),
+// so that its view, from which its share of an outage is cut, is never older than a renewal.
+func (r *Redis) refresh(ctx context.Context) {
+	now := time.Now()
+	r.mu.Lock()
+	cells := make([]cell, 0, len(r.seen))
+	for id, s := range r.seen {
+		if now.Sub(r.lastReply) > s.c.ttl || (s.c.b.Period != "" && now.After(s.c.reset)) {
+			delete(r.seen, id)
+			continue
+		}
+		cells = append(cells, s.c)
+	}
+	r.mu.Unlock()
+	for len(cells) > 0 {
+		n := min(len(cells), 256)
+		if _, err := r.used(ctx, cells[:n]); err != nil {
+			return
+		}
+		cells = cells[n:]
 	}
 }

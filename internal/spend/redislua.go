@@ -28,9 +28,9 @@ local function used(key, bucket)
   for i = 1, #f, 2 do
     local k, v = f[i], tonumber(f[i + 1])
     local c = string.sub(k, 1, 1)
-    if k == 's' then
+    if k == 's' or k == 'p' then
       spent = spent + v
-    elseif c == 'b' then
+    elseif c == 'b' or c == 'c' then
       if tonumber(string.sub(k, 2)) > bucket - ` + strconv.Itoa(windowBuckets) + ` then
         spent = spent + v
       else
@@ -97,21 +97,24 @@ return out
 `)
 
 // settleScript: KEYS are the cells and the leases; ARGV: me, the reservation's id, the lease TTL
-// (ms), then per cell the actual amount, bucket and TTL (ms). It deletes the reservation, adds
+// (ms), 1 for a settlement written late (it failed, or was made while Redis was unreachable),
+// then per cell the actual amount, bucket and TTL (ms). A late one adds to p (c<bucket> for a
+// window) instead of s (b<bucket>): a write-back raises s to what a replica saw and never
+// touches p, so a late settlement, which no replica saw, is never absorbed by another's seed. It deletes the reservation, adds
 // the actual amount to the period or the bucket, and returns {1 if the lease was there, then
 // each cell's spent and reserved after}. Running it for a reservation Redis does not hold (taken
 // while Redis was unreachable, or one whose reserve timed out) only adds the amount.
 var settleScript = redis.NewScript(preludeLua + usedLua + `
 local out = {had and 1 or 0}
 for i = 1, n do
-  local a = 3 + (i - 1) * 3
+  local a = 4 + (i - 1) * 3
   redis.call('HDEL', KEYS[i], 'q/' .. me .. '/' .. ARGV[2])
   local amount, bucket = tonumber(ARGV[a + 1]), ARGV[a + 2]
   if amount > 0 then
     if bucket == '0' then
-      redis.call('HINCRBY', KEYS[i], 's', amount)
+      redis.call('HINCRBY', KEYS[i], ARGV[4] == '1' and 'p' or 's', amount)
     else
-      redis.call('HINCRBY', KEYS[i], 'b' .. bucket, amount)
+      redis.call('HINCRBY', KEYS[i], (ARGV[4] == '1' and 'c' or 'b') .. bucket, amount)
     end
   end
   redis.call('PEXPIRE', KEYS[i], ARGV[a + 3])
@@ -122,14 +125,24 @@ end
 return out
 `)
 
-// restoreScript writes back one cell after Redis lost it or was unreachable: KEYS are the cell
+// restoreScript writes back one cell (only s, or the current bucket's b, is raised: see settle) after Redis lost it or was unreachable: KEYS are the cell
 // and the leases; ARGV: me, unused, the lease TTL, the spending this replica last saw, the
 // bucket, the TTL (ms), then pairs of this replica's reservations (id, amount) to hold. The
 // settled spending is raised to what was seen (never lowered: a seed), in the current bucket for
 // a window.
 var restoreScript = redis.NewScript(preludeLua + usedLua + `
 local seen, bucket = tonumber(ARGV[4]), tonumber(ARGV[5])
-local spent = used(KEYS[1], bucket)
+local spent = 0
+if bucket == 0 then
+  spent = tonumber(redis.call('HGET', KEYS[1], 's') or '0')
+else
+  local f = redis.call('HGETALL', KEYS[1])
+  for i = 1, #f, 2 do
+    if string.sub(f[i], 1, 1) == 'b' and tonumber(string.sub(f[i], 2)) > bucket - ` + strconv.Itoa(windowBuckets) + ` then
+      spent = spent + tonumber(f[i + 1])
+    end
+  end
+end
 if seen > spent then
   if bucket == 0 then
     redis.call('HINCRBY', KEYS[1], 's', seen - spent)
