@@ -143,7 +143,7 @@ func runH2spec(t *testing.T, bin, addr string, useTLS bool, cases ...string) []h
 // where listeners names h2c, TLS or both.
 func h2specExceptions(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("docs", "http2.md"))
+	f, err := os.Open(filepath.Join("..", "docs", "http2.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,28 @@ type Response struct {
 // Collector is a Sink that assembles the events into a Response. The zero value is ready to use.
 type Collector struct {
 	Response Response
-	args     [][]byte           // tool input JSON per block index
-	text     []*strings.Builder // text per block index: Text grows without being copied
+	// parts holds what a block accumulates beyond its first text delta, by block index; it
+	// grows only when a block needs it (a second text delta, a tool delta), so that a block
+	// answered in one delta — a cache replay — costs no allocation beyond the content.
+	parts []part
+}
+
+// part is one block's accumulation.
+type part struct {
+	args []byte           // tool input JSON
+	text *strings.Builder // text: Text grows without being copied
 }
 
 // textBuf is the first buffer of a text block's builder.
 const textBuf = 128
+
+// part returns block i's accumulation, growing parts to hold it.
+func (c *Collector) part(i int) *part {
+	for len(c.parts) <= i {
+		c.parts = append(c.parts, part{})
+	}
+	return &c.parts[i]
+}
 
 // Send implements Sink.
 func (c *Collector) Send(ev *Event) error {
@@ -31,34 +47,44 @@ func (c *Collector) Send(ev *Event) error {
 	case EventBlockStart:
 		for len(r.Content) <= ev.Index {
 			r.Content = append(r.Content, Block{})
-			c.args = append(c.args, nil)
-			c.text = append(c.text, nil)
 		}
 		r.Content[ev.Index] = Block{Type: ev.Block, ID: ev.ID, Name: ev.Name}
-		c.text[ev.Index] = nil
+		if ev.Index < len(c.parts) {
+			c.parts[ev.Index] = part{}
+		}
 	case EventTextDelta:
+		if ev.Index >= len(r.Content) {
+			break
+		}
+		blk := &r.Content[ev.Index]
+		if blk.Text == "" {
+			// The first delta's text is shared, not copied: strings do not change.
+			blk.Text = ev.Text
+			break
+		}
 		// Text += ev.Text copied the whole text at every delta (quadratic: 25 KB and 98
 		// allocations for a 100-token answer); a Builder's String shares its buffer.
-		if ev.Index < len(r.Content) {
-			b := c.text[ev.Index]
-			if b == nil {
-				b = new(strings.Builder)
-				// Short answers fit the first buffer; growing from empty took seven
-				// allocations for 100 tokens.
-				b.Grow(max(textBuf, 2*len(r.Content[ev.Index].Text)))
-				b.WriteString(r.Content[ev.Index].Text)
-				c.text[ev.Index] = b
-			}
-			b.WriteString(ev.Text)
-			r.Content[ev.Index].Text = b.String()
+		p := c.part(ev.Index)
+		if p.text == nil {
+			p.text = new(strings.Builder)
+			// Short answers fit the first buffer; growing from empty took seven
+			// allocations for 100 tokens.
+			p.text.Grow(max(textBuf, 2*(len(blk.Text)+len(ev.Text))))
+			p.text.WriteString(blk.Text)
 		}
+		p.text.WriteString(ev.Text)
+		blk.Text = p.text.String()
 	case EventToolDelta:
-		if ev.Index < len(c.args) {
-			c.args[ev.Index] = append(c.args[ev.Index], ev.Text...)
+		if ev.Index < len(r.Content) {
+			p := c.part(ev.Index)
+			p.args = append(p.args, ev.Text...)
 		}
 	case EventBlockStop:
 		if ev.Index < len(r.Content) && r.Content[ev.Index].Type == BlockToolUse {
-			in := c.args[ev.Index]
+			var in []byte
+			if ev.Index < len(c.parts) {
+				in = c.parts[ev.Index].args
+			}
 			if len(in) == 0 {
 				in = []byte("{}")
 			}

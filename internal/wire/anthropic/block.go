@@ -150,7 +150,7 @@ func (d *decoder) content(ctx blockCtx, depth int) ([]llm.Block, contentInfo, er
 			info.empty = true
 			return nil, info, nil
 		}
-		return []llm.Block{{Type: llm.BlockText, Text: s}}, info, nil
+		return d.oneText(s), info, nil
 	case jsontext.KindArray:
 		d.Pos++
 	default:

@@ -538,3 +538,24 @@ func TestDecodeRequestIgnored(t *testing.T) {
 		}
 	}
 }
+
+// The one-block contents of string messages share an allocation; appending to one of them (as
+// context planning or a directive may) must copy it, never write over the next message's block.
+func TestStringContentsDoNotShareTails(t *testing.T) {
+	body := `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"one"},` +
+		`{"role":"assistant","content":"two"},{"role":"user","content":"three"},` +
+		`{"role":"assistant","content":"four"},{"role":"user","content":"five"}]}`
+	r, err := DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"one", "two", "three", "four", "five"}
+	for i := range r.Messages {
+		r.Messages[i].Content = append(r.Messages[i].Content, llm.Block{Type: llm.BlockText, Text: "added"})
+	}
+	for i, m := range r.Messages {
+		if len(m.Content) != 2 || m.Content[0].Text != want[i] || m.Content[1].Text != "added" {
+			t.Fatalf("message %d after appends: %+v", i, m.Content)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -31,6 +32,21 @@ type decoder struct {
 	scanner
 	path  [12]seg // segments past the 12th are not named
 	depth int
+	// texts is where the one-block contents of a request (a message or system prompt given as a
+	// string) are carved from: one allocation for several messages instead of one each.
+	texts []llm.Block
+}
+
+// oneText returns a content of one text block holding s, carved from d.texts with its capacity
+// capped at its length, so that an append by a later stage copies it instead of writing over
+// the next message's block.
+func (d *decoder) oneText(s string) []llm.Block {
+	if len(d.texts) == cap(d.texts) {
+		d.texts = make([]llm.Block, 0, min(max(4, 2*cap(d.texts)), 64))
+	}
+	d.texts = append(d.texts, llm.Block{Type: llm.BlockText, Text: s})
+	n := len(d.texts)
+	return d.texts[n-1 : n : n]
 }
 
 func (d *decoder) enter(key string) {

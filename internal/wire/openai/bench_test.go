@@ -2,8 +2,10 @@ package openai
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/layer0ai/layer0/internal/llm"
@@ -59,5 +61,50 @@ func BenchmarkAppendRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = AppendRequest(buf[:0], r)
+	}
+}
+
+// largeRequest is a long conversation with tools: a system prompt, eight function tools with
+// schemas, and turns of long text, tool calls and tool results, as a coding agent sends.
+func largeRequest() []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt","stream":true,"max_completion_tokens":4096,"temperature":0.2,"parallel_tool_calls":true,"tools":[`)
+	for i := range 8 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"function","function":{"name":"tool_%d","description":"Runs the %d-th tool over the workspace and returns its output as text.",`+
+			`"parameters":{"type":"object","properties":{"path":{"type":"string","description":"A path in the workspace"},"limit":{"type":"integer"},"flags":{"type":"array","items":{"type":"string"}}},"required":["path"]}}}`, i, i)
+	}
+	b.WriteString(`],"tool_choice":"auto","messages":[{"role":"system","content":"You are a careful coding assistant. Answer briefly and cite the files you read."}`)
+	para := strings.Repeat("The quick brown fox jumps over the lazy dog while the build runs; \\\"quotes\\\" and tabs\\t stay escaped. ", 20)
+	for i := range 12 {
+		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"text","text":"Turn %d: %s"}]}`, i, para)
+		fmt.Fprintf(&b, `,{"role":"assistant","content":"Looking at it.","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"tool_%d","arguments":"{\"path\":\"src/main.go\",\"limit\":%d}"}}]}`, i, i%8, i)
+		fmt.Fprintf(&b, `,{"role":"tool","tool_call_id":"call_%d","content":"%s"}`, i, para)
+	}
+	b.WriteString(`,{"role":"user","content":"Now summarise."}]}`)
+	return []byte(b.String())
+}
+
+func BenchmarkDecodeRequestLarge(b *testing.B) {
+	body := largeRequest()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeEmbeddings(b *testing.B) {
+	body := []byte(`{"model":"embed","input":["The quick brown fox","jumps over the lazy dog","and runs away"],"encoding_format":"float"}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeEmbeddings(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // The embeddings API (POST /v1/embeddings): the request's input is a string or an array of
@@ -26,89 +27,111 @@ const (
 )
 
 type embedRequest struct {
-	Model          *string         `json:"model"`
-	Input          json.RawMessage `json:"input"`
-	Dimensions     *int            `json:"dimensions"`
-	EncodingFormat *string         `json:"encoding_format"`
-	User           *string         `json:"user"`
+	Model, EncodingFormat, User Opt[string]
+	Dimensions                  Opt[int]
+	Input                       Lenient[[]Opt[string]] // an element not a string has ok false
 }
 
 // DecodeEmbeddings decodes and validates the body of POST /v1/embeddings. base64 reports
 // encoding_format "base64" (the answer's encoding; engines are always asked for floats). Token
 // arrays as input are refused: layer0's engines embed text. Errors are 400s naming the field.
+// The inputs point into one copy of body, which is not retained.
 func DecodeEmbeddings(body []byte) (r *llm.EmbedRequest, base64 bool, err error) {
-	if err := utf8Error(body); err != nil {
+	d := NewDecoder(body)
+	var er embedRequest
+	if err := d.Finish(d.embedRequest(&er)); err != nil {
 		return nil, false, err
 	}
-	var er embedRequest
-	if err := json.Unmarshal(body, &er); err != nil {
-		return nil, false, jsonError(err)
-	}
-	if k, ok := duplicateKey(body, shapeStruct); ok {
-		return nil, false, apierr.Invalid(k, dupMessage)
-	}
-	if er.Model == nil || *er.Model == "" {
+	if !er.Model.OK || er.Model.V == "" {
 		return nil, false, apierr.Invalid("model", "required")
 	}
-	r = &llm.EmbedRequest{Model: strings.Clone(*er.Model)}
-	if r.Input, err = embedInput(er.Input); err != nil {
+	r = &llm.EmbedRequest{Model: strings.Clone(er.Model.V)}
+	if r.Input, err = embedInput(&er.Input); err != nil {
 		return nil, false, err
 	}
-	if d := er.Dimensions; d != nil {
-		if *d < 1 || *d > MaxEmbedDimensions {
-			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, *d)
+	if d := er.Dimensions; d.OK {
+		if d.V < 1 || d.V > MaxEmbedDimensions {
+			return nil, false, apierr.Invalid("dimensions", "must be 1 to %d, got %d", MaxEmbedDimensions, d.V)
 		}
-		r.Dimensions = *d
+		r.Dimensions = d.V
 	}
-	if f := er.EncodingFormat; f != nil {
-		switch *f {
+	if f := er.EncodingFormat; f.OK {
+		switch f.V {
 		case "float":
 		case "base64":
 			base64 = true
 		default:
-			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, *f)
+			return nil, false, apierr.Invalid("encoding_format", `must be "float" or "base64", got %.64q`, f.V)
 		}
 	}
-	if er.User != nil {
-		r.User = *er.User
+	if er.User.OK {
+		r.User = strings.Clone(er.User.V)
 	}
 	return r, base64, nil
 }
 
-// embedInput reads input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
-func embedInput(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, apierr.Invalid("input", "required")
+var embedFields = [...]string{"model", "input", "dimensions", "encoding_format", "user"}
+
+// embedRequest reads an embeddings request body into er.
+func (d *Decoder) embedRequest(er *embedRequest) error {
+	if ok, err := d.Object(""); err != nil || !ok {
+		return err
 	}
-	var one string
-	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &one); err != nil {
-			return nil, apierr.Invalid("input", "must be a string or an array of strings")
+	return d.Members(embedFields[:], func(_ string, i int) (err error) {
+		switch i {
+		case 0:
+			er.Model.V, er.Model.OK, err = d.String("model")
+		case 1:
+			var more bool
+			if more, err = Leniently(d, &er.Input, jsontext.KindArray, ShapeRaw); more {
+				err = d.Elems(func() error {
+					var s Opt[string]
+					var bad bool
+					s.V, s.OK, err = d.LenientString(&bad)
+					er.Input.V = append(er.Input.V, s)
+					return err
+				})
+			}
+		case 2:
+			er.Dimensions.V, er.Dimensions.OK, err = d.Int("dimensions")
+		case 3:
+			er.EncodingFormat.V, er.EncodingFormat.OK, err = d.String("encoding_format")
+		case 4:
+			er.User.V, er.User.OK, err = d.String("user")
+		default:
+			err = d.Skip(ShapeRaw)
 		}
-		if one == "" {
+		return err
+	})
+}
+
+// embedInput checks input: a non-empty string, or 1 to MaxEmbedInputs non-empty strings.
+func embedInput(l *Lenient[[]Opt[string]]) ([]string, error) {
+	switch {
+	case !l.Given:
+		return nil, apierr.Invalid("input", "required")
+	case l.IsStr:
+		if l.Str == "" {
 			return nil, apierr.Invalid("input", "must not be empty")
 		}
-		return []string{one}, nil
-	}
-	var many []json.RawMessage
-	if err := json.Unmarshal(raw, &many); err != nil {
+		return []string{l.Str}, nil
+	case l.Bad:
 		return nil, apierr.Invalid("input", "must be a string or an array of strings")
-	}
-	switch {
-	case len(many) == 0:
+	case len(l.V) == 0:
 		return nil, apierr.Invalid("input", "must not be empty")
-	case len(many) > MaxEmbedInputs:
-		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(many))
+	case len(l.V) > MaxEmbedInputs:
+		return nil, apierr.Invalid("input", "at most %d inputs, got %d", MaxEmbedInputs, len(l.V))
 	}
-	out := make([]string, len(many))
-	for i, v := range many {
-		if len(v) == 0 || v[0] != '"' {
+	out := make([]string, len(l.V))
+	for i, v := range l.V {
+		if !v.OK {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]",
 				"must be a string: token arrays are not supported, send the text")
 		}
-		if err := json.Unmarshal(v, &out[i]); err != nil || out[i] == "" {
+		if v.V == "" {
 			return nil, apierr.Invalid("input["+strconv.Itoa(i)+"]", "must be a non-empty string")
 		}
+		out[i] = v.V
 	}
 	return out, nil
 }

@@ -68,21 +68,29 @@ func FuzzReadStream(f *testing.F) {
 	})
 }
 
-// FuzzDuplicateKey holds duplicateKey on raw JSON (names compared exactly) to the scanner the
-// Anthropic decoder uses: on valid JSON both find a repeated name, or neither does.
+// FuzzDuplicateKey holds the decoder's check of repeated names to the scanner's: on valid JSON,
+// names compared exactly, both find the same repeated name, or neither does; compared ignoring
+// case where structs are read, the decoder finds one whenever the scanner does.
 func FuzzDuplicateKey(f *testing.F) {
-	for _, s := range []string{`{"a":[1,{"b":1,"b":2}]}`, `{"a":1,"\u0061":2}`, `[{"x":{}},{"x":{}}]`, `{"a":1,"A":2}`, `{"a":"}\"","b":[]}`} {
+	for _, s := range []string{`{"a":[1,{"b":1,"b":2}]}`, `{"a":1,"\u0061":2}`, `[{"x":{}},{"x":{}}]`, `{"a":1,"A":2}`, `{"a":"}\"","b":[]}`,
+		`{"messages":[{"content":[{"image_url":{"url":1,"URL":2}}]}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !json.Valid(data) || !utf8.Valid(data) {
 			return
 		}
-		_, got := duplicateKey(data, shapeRaw)
-		d := jsontext.Scanner{Text: string(data), MaxDepth: 1 << 20}
+		s := jsontext.Scanner{Text: string(data), MaxDepth: 1 << 20}
 		var de *jsontext.DuplicateKeyError
-		if want := errors.As(d.SkipUnique(0), &de); got != want {
-			t.Fatalf("%q: duplicateKey found %v, jsontext %v", data, got, want)
+		want := errors.As(s.SkipUnique(0), &de)
+		d := NewDecoder(data)
+		if got := duplicateKey(d, ShapeRaw); got != want {
+			t.Fatalf("%q: the decoder found %v, jsontext %v", data, got, want)
+		} else if got && pathString(d.dup) != pathString(de.Path) {
+			t.Fatalf("%q: the decoder found %s, jsontext %s", data, pathString(d.dup), pathString(de.Path))
+		}
+		if want && !duplicateKey(d, shapeRequest) {
+			t.Fatalf("%q: names compared ignoring case found no repeated name", data)
 		}
 	})
 }

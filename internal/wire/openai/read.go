@@ -39,10 +39,24 @@ type chunkJSON struct {
 }
 
 type deltaJSON struct {
-	Content   *string        `json:"content"`
-	Refusal   *string        `json:"refusal"`
-	ToolCalls []chatToolCall `json:"tool_calls"`
+	Content   *string          `json:"content"`
+	Refusal   *string          `json:"refusal"`
+	ToolCalls []streamToolCall `json:"tool_calls"`
 }
+
+// streamToolCall is a tool call of an engine's answer, or a piece of one in a stream.
+type streamToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// isNull reports whether raw is absent or null.
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 // stopReasonJS is vLLM's stop_reason: the matched stop string, or a stop token id, or null.
 type stopReasonJS struct{ s string }
@@ -122,7 +136,7 @@ func (rd *reader) text(s string) error {
 	return rd.send(&rd.ev)
 }
 
-func (rd *reader) toolCall(tc *chatToolCall, pos int) error {
+func (rd *reader) toolCall(tc *streamToolCall, pos int) error {
 	idx := pos
 	if tc.Index != nil {
 		idx = *tc.Index

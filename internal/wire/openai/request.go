@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -17,90 +15,8 @@ type Extras struct {
 	IncludeUsage bool
 }
 
-// chatRequest is the subset of the Chat Completions request layer0 understands. Fields with
-// several JSON shapes are kept raw and decoded by hand so that errors name the field. Unknown
-// fields (seed, logprobs, penalties, …) are accepted and ignored: the SDKs send
-// new ones faster than any gateway learns them, and docs/engines.md lists what is not kept.
-// The first one is named in llm.Request.Ignored (the pass-through path sends it, so the answer
-// is not cached); the fields below that are read and dropped cannot change the answer.
-type chatRequest struct {
-	Model               *string          `json:"model"`
-	Messages            []chatMessage    `json:"messages"`
-	MaxTokens           *int             `json:"max_tokens"`
-	MaxCompletionTokens *int             `json:"max_completion_tokens"`
-	Temperature         *float64         `json:"temperature"`
-	TopP                *float64         `json:"top_p"`
-	TopK                *int             `json:"top_k"`
-	N                   *int             `json:"n"`
-	Stop                json.RawMessage  `json:"stop"`
-	Stream              *bool            `json:"stream"`
-	StreamOptions       *streamOptions   `json:"stream_options"`
-	Tools               []chatTool       `json:"tools"`
-	ToolChoice          json.RawMessage  `json:"tool_choice"`
-	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
-	User                *string          `json:"user"`
-	Functions           json.RawMessage  `json:"functions"`
-	FunctionCall        json.RawMessage  `json:"function_call"`
-	Metadata            *json.RawMessage `json:"metadata"`
-	ResponseFormat      json.RawMessage  `json:"response_format"`
-
-	// Read and dropped: billing, storage and prompt-caching hints.
-	Store            json.RawMessage `json:"store"`
-	ServiceTier      json.RawMessage `json:"service_tier"`
-	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
-	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
-}
-
-type streamOptions struct {
-	IncludeUsage *bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID *string         `json:"tool_call_id"`
-	// Refusal is an assistant turn's refusal text, which the SDKs send back as null or "": any
-	// other value is content the canonical request does not carry (llm.Request.Ignored).
-	Refusal json.RawMessage `json:"refusal"`
-}
-
-type chatToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatTool struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type contentPart struct {
-	Type     string  `json:"type"`
-	Text     *string `json:"text"`
-	Refusal  *string `json:"refusal"`
-	ImageURL *struct {
-		URL string `json:"url"`
-	} `json:"image_url"`
-}
-
 // MaxStop is the most stop sequences a request may give, as the OpenAI API allows.
 const MaxStop = 4
-
-var jsonNull = []byte("null")
-
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(raw, jsonNull)
-}
 
 // DecodeRequest decodes a Chat Completions request body. Its errors are *apierr.Error (400)
 // naming the offending field.
@@ -122,73 +38,74 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // those an OpenAI client can break with the field named as OpenAI spells it, and Validate is the
 // backstop. The differences are the OpenAI API's own: max_tokens is optional and temperature goes
 // up to 2.
+//
+// The body is read once (Decoder). Strings in the returned request share one copy of body, which
+// is not retained: the caller may reuse its buffer, as the server does with its pooled body
+// buffers. Model and UserID are copies of their own, since they outlive the request as metric
+// labels and limiter keys.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	var x Extras
-	if err := utf8Error(body); err != nil {
+	d := NewDecoder(body)
+	var cr chatRequest
+	// A field given twice would be read last-wins here and first-wins by other parsers of the
+	// same body (an engine reached by pass-through, a filter in front of it): Finish refuses it,
+	// at any depth.
+	if err := d.Finish(d.request(&cr)); err != nil {
 		return nil, x, err
 	}
-	var cr chatRequest
-	ignored, err := decodeChat(body, &cr)
-	if err != nil {
-		return nil, x, jsonError(err)
-	}
-	// A field given twice is read last-wins here and first-wins by other parsers of the same
-	// body (an engine reached by pass-through, a filter in front of it): refuse it, at any depth.
-	if path, ok := duplicateKey(body, shapeRequest); ok {
-		return nil, x, apierr.Invalid(path, "%s", dupMessage)
-	}
+	ignored := d.Ignored()
 	r := &llm.Request{Format: llm.FormatOpenAI, Ignored: ignored}
-	if cr.Model == nil || *cr.Model == "" {
+	if !cr.Model.OK || cr.Model.V == "" {
 		return nil, x, apierr.Invalid("model", "required")
 	}
-	r.Model = *cr.Model
-	if cr.N != nil && *cr.N != 1 {
-		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", *cr.N)
+	// The model and the user outlive the request (metric labels, limiter keys): their own copies.
+	r.Model = strings.Clone(cr.Model.V)
+	if cr.N.OK && cr.N.V != 1 {
+		return nil, x, apierr.Invalid("n", "only n=1 is supported, got %d", cr.N.V)
 	}
-	if !isNull(cr.Functions) || !isNull(cr.FunctionCall) {
+	if cr.Functions {
 		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
 	}
 	switch {
-	case cr.MaxCompletionTokens != nil:
-		if err := tokenCount("max_completion_tokens", *cr.MaxCompletionTokens, 1); err != nil {
+	case cr.MaxCompletionTokens.OK:
+		if err := tokenCount("max_completion_tokens", cr.MaxCompletionTokens.V, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = *cr.MaxCompletionTokens
-	case cr.MaxTokens != nil:
-		if err := tokenCount("max_tokens", *cr.MaxTokens, 1); err != nil {
+		r.MaxTokens = cr.MaxCompletionTokens.V
+	case cr.MaxTokens.OK:
+		if err := tokenCount("max_tokens", cr.MaxTokens.V, 1); err != nil {
 			return nil, x, err
 		}
-		r.MaxTokens = *cr.MaxTokens
+		r.MaxTokens = cr.MaxTokens.V
 	}
 	if err := sampling(cr.Temperature, cr.TopP); err != nil {
 		return nil, x, err
 	}
 	r.Temperature, r.TopP = cr.Temperature, cr.TopP
-	if k := cr.TopK; k != nil && *k != -1 { // vLLM spells "disabled" as -1
-		if err := tokenCount("top_k", *k, 0); err != nil {
+	if k := cr.TopK; k.OK && k.V != -1 { // vLLM spells "disabled" as -1
+		if err := tokenCount("top_k", k.V, 0); err != nil {
 			return nil, x, err
 		}
-		r.TopK = k
+		r.TopK = &k.V
 	}
-	if cr.Stream != nil {
-		r.Stream = *cr.Stream
+	r.Stream = cr.Stream.V
+	if r.Stream && cr.IncludeUsage.OK {
+		x.IncludeUsage = cr.IncludeUsage.V
 	}
-	if r.Stream && cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage != nil {
-		x.IncludeUsage = *cr.StreamOptions.IncludeUsage
+	if cr.User.OK {
+		r.UserID = strings.Clone(cr.User.V)
 	}
-	if cr.User != nil {
-		r.UserID = *cr.User
-	}
-	if r.StopSequences, err = decodeStop(cr.Stop); err != nil {
+	var err error
+	if r.StopSequences, err = decodeStop(&cr.Stop); err != nil {
 		return nil, x, err
 	}
 	if err := decodeTools(r, cr.Tools); err != nil {
 		return nil, x, err
 	}
-	if err := decodeToolChoice(r, cr.ToolChoice, cr.ParallelToolCalls); err != nil {
+	if err := decodeToolChoice(r, &cr.ToolChoice, cr.ParallelToolCalls); err != nil {
 		return nil, x, err
 	}
-	if err := decodeResponseFormat(r, cr.ResponseFormat); err != nil {
+	if err := decodeResponseFormat(r, &cr.ResponseFormat); err != nil {
 		return nil, x, err
 	}
 	if err := decodeMessages(r, cr.Messages); err != nil {
@@ -198,7 +115,7 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 		return nil, x, err
 	}
 	for i := range cr.Messages {
-		if rf := cr.Messages[i].Refusal; r.Ignored == "" && !isNull(rf) && string(rf) != `""` {
+		if rf := cr.Messages[i].Refusal; r.Ignored == "" && rf != "" && rf != "null" && rf != `""` {
 			r.Ignored = "refusal"
 		}
 	}
@@ -208,82 +125,59 @@ func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
 	return r, x, nil
 }
 
-// unknownField starts encoding/json's error for a field a struct lacks.
-const unknownField = `json: unknown field "`
-
-// decodeChat decodes body into cr as json.Unmarshal does, and names the first field of body that
-// cr has no place for ("" for none): a field layer0 does not carry. It sees the fields of the
-// request, its messages, their tool calls and the tools; content parts are decoded apart, and
-// leniently.
-func decodeChat(body []byte, cr *chatRequest) (ignored string, err error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	err = d.Decode(cr)
-	if err == nil && len(bytes.TrimLeft(body[d.InputOffset():], " \t\r\n")) == 0 {
-		return "", nil
-	}
-	if err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, unknownField) {
-			ignored, _, _ = strings.Cut(msg[len(unknownField):], `"`)
-		}
-	}
-	// An unknown field, trailing data or another error: decoded again as json.Unmarshal does
-	// (it reads past unknown fields and reports the error it would), rare enough to cost twice.
-	*cr = chatRequest{}
-	return ignored, json.Unmarshal(body, cr)
-}
-
-// responseFormatJSON is OpenAI's response_format.
-type responseFormatJSON struct {
-	Type       string `json:"type"`
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict *bool           `json:"strict"`
-	} `json:"json_schema"`
-}
-
 // decodeResponseFormat reads response_format: {"type":"text"}, {"type":"json_object"} or
 // {"type":"json_schema","json_schema":{"name":…,"schema":{…},"strict":…}}.
-func decodeResponseFormat(r *llm.Request, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeResponseFormat(r *llm.Request, l *Lenient[responseFormatJSON]) error {
+	if !l.Given {
 		return nil
 	}
-	var f responseFormatJSON
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if l.Bad {
 		return apierr.Invalid("response_format", "must be an object with a type")
 	}
-	switch f.Type {
-	case "text":
-	case "json_object":
-		r.ResponseFormat.Type = llm.ResponseJSONObject
-	case "json_schema":
-		js := f.JSONSchema
-		if js == nil {
-			return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
-		}
-		if js.Name == "" {
-			return apierr.Invalid("response_format.json_schema.name", "required")
-		}
-		if !isNull(js.Schema) && !jsonObjectRaw(js.Schema) {
-			return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
-		}
-		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: js.Name, Strict: js.Strict != nil && *js.Strict}
-		if !isNull(js.Schema) {
-			r.ResponseFormat.Schema = js.Schema
-		}
-	case "":
-		return apierr.Invalid("response_format.type", "required")
-	default:
-		return apierr.Invalid("response_format.type", "must be text, json_object or json_schema, got %q", f.Type)
+	f := &l.V
+	typ, err := FormatType("response_format.type", f.Type)
+	if err != nil || typ != llm.ResponseJSONSchema {
+		r.ResponseFormat.Type = typ
+		return err
 	}
+	if !f.HasSchema {
+		return apierr.Invalid("response_format.json_schema", "required when type is json_schema")
+	}
+	js := &f.Schema
+	if js.Name == "" {
+		return apierr.Invalid("response_format.json_schema.name", "required")
+	}
+	if js.Schema != "" && js.Schema[0] != '{' {
+		return apierr.Invalid("response_format.json_schema.schema", "must be a JSON object")
+	}
+	r.ResponseFormat = js.Format()
 	return nil
 }
 
-// jsonObjectRaw reports whether raw (valid JSON) is an object.
-func jsonObjectRaw(raw json.RawMessage) bool {
-	t := bytes.TrimLeft(raw, " \t\r\n")
-	return len(t) > 0 && t[0] == '{'
+// FormatType returns the response format a format's type names (text, json_object or
+// json_schema); p names the type's field in the error.
+func FormatType(p, typ string) (llm.ResponseFormatType, error) {
+	switch typ {
+	case "text":
+		return llm.ResponseText, nil
+	case "json_object":
+		return llm.ResponseJSONObject, nil
+	case "json_schema":
+		return llm.ResponseJSONSchema, nil
+	case "":
+		return 0, apierr.Invalid(p, "required")
+	}
+	return 0, apierr.Invalid(p, "must be text, json_object or json_schema, got %q", typ)
+}
+
+// Format returns the json_schema response format s declares (its schema, when given, checked
+// already to be an object).
+func (s *SchemaDecl) Format() llm.ResponseFormat {
+	f := llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: s.Name, Strict: s.Strict.OK && s.Strict.V}
+	if s.Schema != "" {
+		f.Schema = json.RawMessage(s.Schema)
+	}
+	return f
 }
 
 // tokenCount checks an integer parameter against [lo, llm.MaxMaxTokens].
@@ -297,43 +191,19 @@ func tokenCount(field string, v, lo int) error {
 	return nil
 }
 
-// jsonError turns an encoding/json error into a 400 naming the field where it can.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			return apierr.Wrap(apierr.InvalidRequest, err, "request body must be a JSON object")
-		}
-		e := apierr.Invalid(field, "has the wrong type (%s)", te.Value)
-		e.Cause = err
-		return e
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON (offset %d)", se.Offset)
-	}
-	return apierr.Wrap(apierr.InvalidRequest, err, "request body is not valid JSON")
-}
-
-func decodeStop(raw json.RawMessage) ([]string, error) {
-	if isNull(raw) {
+func decodeStop(l *Lenient[[]string]) ([]string, error) {
+	switch {
+	case !l.Given:
 		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, apierr.Invalid("stop", "must be a string or a list of strings")
-		}
-		if s == "" {
+	case l.IsStr:
+		if l.Str == "" {
 			return nil, nil
 		}
-		return []string{s}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil {
+		return []string{l.Str}, nil
+	case l.Bad:
 		return nil, apierr.Invalid("stop", "must be a string or a list of strings")
 	}
+	list := l.V
 	if len(list) > MaxStop {
 		return nil, apierr.Invalid("stop", "at most %d stop sequences are allowed, got %d", MaxStop, len(list))
 	}
@@ -375,7 +245,7 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 		}
 		switch m.Role {
 		case "system", "developer":
-			text, err := decodeText(p+".content", m.Content, true)
+			text, err := decodeText(p+".content", &m.Content, true)
 			if err != nil {
 				return err
 			}
@@ -384,7 +254,7 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			}
 			continue
 		case "user":
-			blocks, err := decodeUserContent(p+".content", m.Content)
+			blocks, err := decodeUserContent(p+".content", &m.Content)
 			if err != nil {
 				return err
 			}
@@ -409,14 +279,14 @@ func decodeMessages(r *llm.Request, msgs []chatMessage) error {
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: blocks})
 			toolRun = false
 		case "tool":
-			if m.ToolCallID == nil || *m.ToolCallID == "" {
+			if !m.ToolCallID.OK || m.ToolCallID.V == "" {
 				return apierr.Invalid(p+".tool_call_id", "required for role tool")
 			}
-			text, err := decodeText(p+".content", m.Content, false)
+			text, err := decodeText(p+".content", &m.Content, false)
 			if err != nil {
 				return err
 			}
-			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: *m.ToolCallID}
+			b := llm.Block{Type: llm.BlockToolResult, ToolUseID: m.ToolCallID.V}
 			if text != "" {
 				b.Content = []llm.Block{{Type: llm.BlockText, Text: text}}
 			}
@@ -447,55 +317,47 @@ func emptyContent(i int) error {
 }
 
 // decodeText decodes content that must be text: a string or an array of text parts, joined.
-func decodeText(p string, raw json.RawMessage, allowNull bool) (string, error) {
-	if isNull(raw) {
+func decodeText(p string, c *Content, allowNull bool) (string, error) {
+	switch {
+	case !c.Given:
 		if allowNull {
 			return "", nil
 		}
 		return "", apierr.Invalid(p, "required")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", apierr.Invalid(p, "must be a string or an array of text parts")
-		}
-		return s, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	case c.IsStr:
+		return c.Str, nil
+	case c.Bad:
 		return "", apierr.Invalid(p, "must be a string or an array of text parts")
 	}
+	if len(c.Parts) == 1 && c.Parts[0].Type == "text" && c.Parts[0].Text.OK {
+		return c.Parts[0].Text.V, nil // one part: its text as it is, no copy
+	}
 	var sb strings.Builder
-	for j, part := range parts {
+	for j, part := range c.Parts {
 		if part.Type != "text" {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be \"text\" here, got %q", part.Type)
 		}
-		if part.Text == nil {
+		if !part.Text.OK {
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].text", p, j), "required")
 		}
-		sb.WriteString(*part.Text)
+		sb.WriteString(part.Text.V)
 	}
 	return sb.String(), nil
 }
 
-func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
-	if isNull(raw) {
+func decodeUserContent(p string, c *Content) ([]llm.Block, error) {
+	switch {
+	case !c.Given:
 		return nil, apierr.Invalid(p, "required")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, apierr.Invalid(p, "must be a string or an array of content parts")
-		}
-		if s == "" {
+	case c.IsStr:
+		if c.Str == "" {
 			return nil, nil
 		}
-		return []llm.Block{{Type: llm.BlockText, Text: s}}, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+		return []llm.Block{{Type: llm.BlockText, Text: c.Str}}, nil
+	case c.Bad:
 		return nil, apierr.Invalid(p, "must be a string or an array of content parts")
 	}
+	parts := c.Parts
 	if len(parts) == 0 {
 		return nil, apierr.Invalid(p, "must not be empty")
 	}
@@ -504,17 +366,17 @@ func decodeUserContent(p string, raw json.RawMessage) ([]llm.Block, error) {
 		pp := fmt.Sprintf("%s[%d]", p, j)
 		switch part.Type {
 		case "text":
-			if part.Text == nil {
+			if !part.Text.OK {
 				return nil, apierr.Invalid(pp+".text", "required")
 			}
-			if *part.Text != "" {
-				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
+			if part.Text.V != "" {
+				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.V})
 			}
 		case "image_url":
-			if part.ImageURL == nil || part.ImageURL.URL == "" {
+			if !part.ImageURL.OK || part.ImageURL.V == "" {
 				return nil, apierr.Invalid(pp+".image_url.url", "required")
 			}
-			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.URL)
+			b, err := decodeImageURL(pp+".image_url.url", part.ImageURL.V)
 			if err != nil {
 				return nil, err
 			}
@@ -546,33 +408,27 @@ func decodeImageURL(p, u string) (llm.Block, error) {
 
 func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 	var blocks []llm.Block
-	if !isNull(m.Content) {
-		if m.Content[0] == '"' {
-			var s string
-			if err := json.Unmarshal(m.Content, &s); err != nil {
-				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
-			}
-			if s != "" {
-				blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: s})
-			}
-		} else {
-			var parts []contentPart
-			if err := json.Unmarshal(m.Content, &parts); err != nil {
-				return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
-			}
-			for j, part := range parts {
-				switch {
-				case part.Type == "text" && part.Text != nil:
-					if *part.Text != "" {
-						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Text})
-					}
-				case part.Type == "refusal" && part.Refusal != nil:
-					if *part.Refusal != "" {
-						blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: *part.Refusal})
-					}
-				default:
-					return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
+	switch c := &m.Content; {
+	case !c.Given:
+	case c.IsStr:
+		if c.Str != "" {
+			blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: c.Str})
+		}
+	case c.Bad:
+		return nil, apierr.Invalid(p+".content", "must be a string or an array of text parts")
+	default:
+		for j, part := range c.Parts {
+			switch {
+			case part.Type == "text" && part.Text.OK:
+				if part.Text.V != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Text.V})
 				}
+			case part.Type == "refusal" && part.Refusal.OK:
+				if part.Refusal.V != "" {
+					blocks = append(blocks, llm.Block{Type: llm.BlockText, Text: part.Refusal.V})
+				}
+			default:
+				return nil, apierr.Invalid(fmt.Sprintf("%s.content[%d]", p, j), "must be a text or refusal part")
 			}
 		}
 	}
@@ -585,14 +441,14 @@ func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
 		if tc.Type != "" && tc.Type != "function" {
 			return nil, apierr.Invalid(pp+".type", "must be \"function\", got %q", tc.Type)
 		}
-		if tc.Function.Name == "" {
+		if tc.Name == "" {
 			return nil, apierr.Invalid(pp+".function.name", "required")
 		}
-		input, err := toolInput(pp+".function.arguments", tc.Function.Arguments)
+		input, err := toolInput(pp+".function.arguments", tc.Args)
 		if err != nil {
 			return nil, err
 		}
-		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: input})
+		blocks = append(blocks, llm.Block{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Name, Input: input})
 	}
 	return blocks, nil
 }

@@ -10,18 +10,6 @@ import (
 // The checks and mappings below are shared with the other OpenAI-family format, the Responses
 // API (wire/responses): one body of rules for what both accept and how both spell errors.
 
-// CheckBody returns the 400 for a request body that is not valid UTF-8 (naming the field that
-// holds the first bad byte), or nil.
-func CheckBody(body []byte) error { return utf8Error(body) }
-
-// JSONError turns an encoding/json error from decoding a request body into a 400 naming the
-// field where it can.
-func JSONError(err error) error { return jsonError(err) }
-
-// DuplicateKey returns the path of a member name given twice in one object of body (one valid
-// JSON value), at any depth, names compared exactly.
-func DuplicateKey(body []byte) (string, bool) { return duplicateKey(body, shapeRaw) }
-
 // ErrorTypeCode returns the OpenAI error type and code for e, as the OpenAI API spells them
 // (docs/errors.md lists them).
 func ErrorTypeCode(e *apierr.Error) (typ, code string) { return errorTypeCode(e) }

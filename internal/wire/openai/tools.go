@@ -4,13 +4,13 @@ package openai
 // tool calls with tool messages, and the arguments of a call.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 func decodeTools(r *llm.Request, tools []chatTool) error {
@@ -19,38 +19,32 @@ func decodeTools(r *llm.Request, tools []chatTool) error {
 		if t.Type != "function" {
 			return apierr.Invalid(p+".type", "must be \"function\", got %q", t.Type)
 		}
-		if t.Function == nil {
+		if !t.HasFunction {
 			return apierr.Invalid(p+".function.name", "required")
 		}
-		if err := functionName(p+".function.name", t.Function.Name); err != nil {
+		tool, err := t.Function.Tool(p + ".function")
+		if err != nil {
 			return err
 		}
 		for j := range r.Tools {
-			if r.Tools[j].Name == t.Function.Name {
-				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", t.Function.Name, j)
+			if r.Tools[j].Name == tool.Name {
+				return apierr.Invalid(p+".function.name", "tool names must be unique; %q is also tools[%d].function.name", tool.Name, j)
 			}
 		}
-		schema := t.Function.Parameters
-		if isNull(schema) {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else if schema[0] != '{' {
-			return apierr.Invalid(p+".function.parameters", "must be a JSON Schema object")
-		}
-		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+		r.Tools = append(r.Tools, tool)
 	}
 	return nil
 }
 
-func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error {
-	if parallel != nil && !*parallel {
+func decodeToolChoice(r *llm.Request, l *Lenient[toolChoiceJSON], parallel Opt[bool]) error {
+	if parallel.OK && !parallel.V {
 		r.ToolChoice.DisableParallelToolUse = true
 	}
-	if isNull(raw) {
+	if !l.Given {
 		return nil
 	}
-	if raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
+	if l.IsStr {
+		s := l.Str
 		t, ok := toolChoiceMode(s)
 		if !ok {
 			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
@@ -58,30 +52,25 @@ func decodeToolChoice(r *llm.Request, raw json.RawMessage, parallel *bool) error
 		r.ToolChoice.Type = t
 		return nil
 	}
-	var obj struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	if l.Bad {
 		return apierr.Invalid("tool_choice", "must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
 	}
+	obj := &l.V
 	if obj.Type != "function" {
 		return apierr.Invalid("tool_choice.type", "must be \"function\", got %q", obj.Type)
 	}
-	if obj.Function.Name == "" {
+	if obj.Name == "" {
 		return apierr.Invalid("tool_choice.function.name", "required")
 	}
 	found := false
 	for _, t := range r.Tools {
-		found = found || t.Name == obj.Function.Name
+		found = found || t.Name == obj.Name
 	}
 	if !found {
-		return apierr.Invalid("tool_choice.function.name", "no tool named %q in tools", obj.Function.Name)
+		return apierr.Invalid("tool_choice.function.name", "no tool named %q in tools", obj.Name)
 	}
 	r.ToolChoice.Type = llm.ToolNamed
-	r.ToolChoice.Name = obj.Function.Name
+	r.ToolChoice.Name = obj.Name
 	return nil
 }
 
@@ -124,7 +113,7 @@ func checkToolPairs(msgs []chatMessage) error {
 		case "system", "developer":
 			continue
 		case "tool":
-			id := *m.ToolCallID
+			id := m.ToolCallID.V
 			if pending < 0 || !hasCall(msgs[pending].ToolCalls, id) {
 				return apierr.Invalid(fmt.Sprintf("messages[%d].tool_call_id", i),
 					"messages with role 'tool' must be a response to a preceding message with 'tool_calls'; "+
@@ -193,15 +182,32 @@ func checkAnswered(msgs []chatMessage, i int, answered map[string]int) error {
 // toolInput validates function arguments, the field at p: a JSON object in which no object
 // repeats a name, or empty for no arguments.
 func toolInput(p, args string) (json.RawMessage, error) {
-	a := bytes.TrimSpace([]byte(args))
+	a := strings.TrimSpace(args)
 	if len(a) == 0 {
 		return json.RawMessage("{}"), nil
 	}
-	if a[0] != '{' || !json.Valid(a) {
+	if a[0] != '{' || syntaxError(a) != nil {
 		return nil, apierr.Invalid(p, "must be a JSON object encoded as a string")
 	}
-	if path, ok := duplicateKey(a, shapeRaw); ok {
-		return nil, apierr.Invalid(p+"."+path, "%s", dupMessage)
+	s := jsontext.Scanner{Text: a, MaxDepth: maxNesting}
+	if de, ok := s.SkipUnique(0).(*jsontext.DuplicateKeyError); ok {
+		return nil, apierr.Invalid(p+"."+pathString(de.Path), "%s", dupMessage)
 	}
 	return json.RawMessage(a), nil
+}
+
+// Tool checks the function f declares, the field at p, and returns it as a tool: a valid name,
+// and parameters a JSON Schema object (an empty one when not given).
+func (f *FuncDecl) Tool(p string) (llm.Tool, error) {
+	if err := functionName(p+".name", f.Name); err != nil {
+		return llm.Tool{}, err
+	}
+	schema := json.RawMessage(`{"type":"object","properties":{}}`)
+	if f.Parameters != "" {
+		if f.Parameters[0] != '{' {
+			return llm.Tool{}, apierr.Invalid(p+".parameters", "must be a JSON Schema object")
+		}
+		schema = json.RawMessage(f.Parameters)
+	}
+	return llm.Tool{Name: f.Name, Description: f.Description, InputSchema: schema}, nil
 }

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,71 +10,6 @@ import (
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/openai"
 )
-
-// request is the subset of a Responses request layer0 reads. Fields with several JSON shapes are
-// kept raw and decoded by hand so that errors name the field. Unknown fields (reasoning,
-// include, prompt_cache_key, service_tier, client_metadata, …) are accepted and ignored, as
-// docs/responses.md lists.
-type request struct {
-	Model              *string         `json:"model"`
-	Input              json.RawMessage `json:"input"`
-	Instructions       json.RawMessage `json:"instructions"`
-	Tools              json.RawMessage `json:"tools"`
-	ToolChoice         json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
-	MaxOutputTokens    *int            `json:"max_output_tokens"`
-	Temperature        *float64        `json:"temperature"`
-	TopP               *float64        `json:"top_p"`
-	Text               json.RawMessage `json:"text"`
-	Stream             *bool           `json:"stream"`
-	Store              *bool           `json:"store"`
-	PreviousResponseID *string         `json:"previous_response_id"`
-	User               *string         `json:"user"`
-	Metadata           json.RawMessage `json:"metadata"`
-	Background         *bool           `json:"background"`
-	Conversation       json.RawMessage `json:"conversation"`
-	Prompt             json.RawMessage `json:"prompt"`
-	// Accepted and not carried, though an engine could answer differently for them
-	// (llm.Request.Ignored).
-	Reasoning   json.RawMessage `json:"reasoning"`
-	TopLogprobs json.RawMessage `json:"top_logprobs"`
-}
-
-type textConfig struct {
-	Format    json.RawMessage `json:"format"`
-	Verbosity json.RawMessage `json:"verbosity"`
-}
-
-// tool is a Responses tool: a function (name, description, parameters at the top level, unlike
-// Chat Completions), a namespace of functions, or a hosted tool layer0 cannot run.
-type tool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Tools       []tool          `json:"tools"`
-}
-
-// item is one input item: a message (type "message", or no type with a role), a function call
-// or its output, a reasoning item, …
-type item struct {
-	Type      string          `json:"type"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Arguments *string         `json:"arguments"`
-	Output    json.RawMessage `json:"output"`
-}
-
-// part is one content part of a message.
-type part struct {
-	Type     string  `json:"type"`
-	Text     *string `json:"text"`
-	Refusal  *string `json:"refusal"`
-	ImageURL *string `json:"image_url"`
-	FileID   *string `json:"file_id"`
-}
 
 // Extras are the request fields a Responses answer echoes or the server acts on, beyond the
 // canonical request.
@@ -125,66 +59,66 @@ type Lookup func(id string) (*History, error)
 // join one turn); function_call items become tool_use blocks of the assistant turn, and
 // function_call_output items tool_result blocks of the next user turn; reasoning items and the
 // calls of hosted tools are dropped. A previous response's conversation goes before the input.
+//
+// The body is read once (openai.Decoder); strings in the result share one copy of body, which is
+// not retained, and the model, user and previous_response_id are copies of their own.
 func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
-	if err := openai.CheckBody(body); err != nil {
-		return nil, nil, err
-	}
+	d := openai.NewDecoder(body)
+	d.Fold = false
 	var rr request
-	if err := json.Unmarshal(body, &rr); err != nil {
-		return nil, nil, openai.JSONError(err)
-	}
-	if k, ok := openai.DuplicateKey(body); ok {
-		return nil, nil, apierr.Invalid(k, "duplicate key: each field may be given only once")
+	if err := d.Finish(readRequest(d, &rr)); err != nil {
+		return nil, nil, err
 	}
 	r := &llm.Request{Format: llm.FormatResponses}
 	x := &Extras{Store: true, ParallelToolCalls: true}
-	if rr.Model == nil || *rr.Model == "" {
+	if !rr.Model.OK || rr.Model.V == "" {
 		return nil, nil, apierr.Invalid("model", "required")
 	}
-	r.Model = *rr.Model
-	if rr.Background != nil && *rr.Background {
+	// The model and the user outlive the request (metric labels, limiter keys, a stored
+	// response): their own copies.
+	r.Model = strings.Clone(rr.Model.V)
+	if rr.Background.OK && rr.Background.V {
 		return nil, nil, apierr.Invalid("background", "background responses are not supported")
 	}
-	if !isNull(rr.Conversation) {
+	if rr.Conversation != "" {
 		return nil, nil, apierr.Invalid("conversation", "conversations are not supported; use previous_response_id")
 	}
-	if !isNull(rr.Prompt) {
+	if rr.Prompt != "" {
 		return nil, nil, apierr.Invalid("prompt", "prompt templates are not supported; send instructions and input")
 	}
 	if err := decodeScalars(r, x, &rr); err != nil {
 		return nil, nil, err
 	}
-	if err := decodeInstructions(r, x, rr.Instructions); err != nil {
+	if err := decodeInstructions(r, x, &rr); err != nil {
 		return nil, nil, err
 	}
-	if err := decodeTools(r, x, rr.Tools); err != nil {
+	if err := decodeTools(r, x, &rr); err != nil {
 		return nil, nil, err
 	}
-	if err := decodeToolChoice(r, x, rr.ToolChoice); err != nil {
+	if err := decodeToolChoice(r, x, &rr); err != nil {
 		return nil, nil, err
 	}
-	if !isNull(rr.Text) {
-		var tc textConfig
-		if err := json.Unmarshal(rr.Text, &tc); err != nil {
+	if tc := &rr.Text; tc.Given {
+		if tc.Bad {
 			return nil, nil, apierr.Invalid("text", "must be an object")
 		}
-		x.Text = rr.Text
-		if err := decodeFormat(r, tc.Format); err != nil {
+		x.Text = json.RawMessage(rr.TextRaw)
+		if err := decodeFormat(r, &tc.V.Format); err != nil {
 			return nil, nil, err
 		}
-		if !isNull(tc.Verbosity) && r.Ignored == "" {
+		if tc.V.Verbosity != "" && r.Ignored == "" {
 			r.Ignored = "text.verbosity"
 		}
 	}
 	switch {
 	case r.Ignored != "":
-	case !isNull(rr.Reasoning):
+	case rr.Reasoning != "":
 		r.Ignored = "reasoning"
-	case !isNull(rr.TopLogprobs):
+	case rr.TopLogprobs != "":
 		r.Ignored = "top_logprobs"
 	}
-	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
-		x.PreviousResponseID = *rr.PreviousResponseID
+	if rr.PreviousResponseID.OK && rr.PreviousResponseID.V != "" {
+		x.PreviousResponseID = strings.Clone(rr.PreviousResponseID.V)
 		if lookup == nil {
 			return nil, nil, apierr.Invalid("previous_response_id", "stored responses are not available here")
 		}
@@ -196,7 +130,7 @@ func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
 		x.System = append(x.System, h.System...)
 		r.Messages = append(r.Messages, h.Messages...)
 	}
-	if err := decodeInput(r, x, rr.Input); err != nil {
+	if err := decodeInput(r, x, &rr.Input); err != nil {
 		return nil, nil, err
 	}
 	if err := r.Validate(); err != nil {
@@ -212,49 +146,48 @@ func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
 }
 
 func decodeScalars(r *llm.Request, x *Extras, rr *request) error {
-	if rr.MaxOutputTokens != nil {
-		if err := openai.TokenCount("max_output_tokens", *rr.MaxOutputTokens, 1); err != nil {
+	if rr.MaxOutputTokens.OK {
+		if err := openai.TokenCount("max_output_tokens", rr.MaxOutputTokens.V, 1); err != nil {
 			return err
 		}
-		r.MaxTokens, x.MaxOutputTokens = *rr.MaxOutputTokens, *rr.MaxOutputTokens
+		r.MaxTokens, x.MaxOutputTokens = rr.MaxOutputTokens.V, rr.MaxOutputTokens.V
 	}
 	if err := openai.Sampling(rr.Temperature, rr.TopP); err != nil {
 		return err
 	}
 	r.Temperature, x.Temperature = rr.Temperature, rr.Temperature
 	r.TopP, x.TopP = rr.TopP, rr.TopP
-	if rr.Stream != nil {
-		r.Stream = *rr.Stream
+	r.Stream = rr.Stream.V
+	if rr.Store.OK {
+		x.Store = rr.Store.V
 	}
-	if rr.Store != nil {
-		x.Store = *rr.Store
+	if rr.User.OK {
+		r.UserID = strings.Clone(rr.User.V)
+		x.User = r.UserID
 	}
-	if rr.User != nil {
-		r.UserID, x.User = *rr.User, *rr.User
+	if rr.ParallelToolCalls.OK {
+		x.ParallelToolCalls = rr.ParallelToolCalls.V
+		r.ToolChoice.DisableParallelToolUse = !rr.ParallelToolCalls.V
 	}
-	if rr.ParallelToolCalls != nil {
-		x.ParallelToolCalls = *rr.ParallelToolCalls
-		r.ToolChoice.DisableParallelToolUse = !*rr.ParallelToolCalls
-	}
-	if !isNull(rr.Metadata) {
-		if !isObject(rr.Metadata) {
+	if rr.Metadata != "" {
+		if rr.Metadata[0] != '{' {
 			return apierr.Invalid("metadata", "must be an object of strings")
 		}
-		x.Metadata = rr.Metadata
+		x.Metadata = json.RawMessage(rr.Metadata)
 	}
 	return nil
 }
 
-func decodeInstructions(r *llm.Request, x *Extras, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeInstructions(r *llm.Request, x *Extras, rr *request) error {
+	l := &rr.Instructions
+	if !l.Given {
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if l.Bad {
 		return apierr.Invalid("instructions", "must be a string")
 	}
-	x.Instructions = raw
-	if s != "" {
+	x.Instructions = json.RawMessage(rr.InstructionsRaw)
+	if s := l.Str; s != "" {
 		r.System = append(r.System, llm.Block{Type: llm.BlockText, Text: s})
 	}
 	return nil
@@ -262,15 +195,15 @@ func decodeInstructions(r *llm.Request, x *Extras, raw json.RawMessage) error {
 
 // decodeTools reads function tools and the functions of namespace tools; hosted tools
 // (web_search, file_search, …) are dropped: no engine behind layer0 runs them.
-func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeTools(r *llm.Request, x *Extras, rr *request) error {
+	if !rr.Tools.Given {
 		return nil
 	}
-	var tools []tool
-	if err := json.Unmarshal(raw, &tools); err != nil {
+	if rr.Tools.Bad {
 		return apierr.Invalid("tools", "must be a list of tools")
 	}
-	x.Tools = raw
+	x.Tools = json.RawMessage(rr.ToolsRaw)
+	tools := rr.Tools.V
 	for i := range tools {
 		t := &tools[i]
 		p := fmt.Sprintf("tools[%d]", i)
@@ -295,7 +228,7 @@ func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
 				if x.Namespaces == nil {
 					x.Namespaces = map[string]string{}
 				}
-				x.Namespaces[f.Name] = t.Name
+				x.Namespaces[f.Function.Name] = t.Function.Name
 			}
 		case "":
 			return apierr.Invalid(p+".type", "required")
@@ -310,34 +243,29 @@ func decodeTools(r *llm.Request, x *Extras, raw json.RawMessage) error {
 }
 
 func addFunction(r *llm.Request, p string, t *tool) error {
-	if err := openai.FunctionName(p+".name", t.Name); err != nil {
+	tl, err := t.Function.Tool(p)
+	if err != nil {
 		return err
 	}
 	for j := range r.Tools {
-		if r.Tools[j].Name == t.Name {
-			return apierr.Invalid(p+".name", "tool names must be unique; %q is given twice", t.Name)
+		if r.Tools[j].Name == tl.Name {
+			return apierr.Invalid(p+".name", "tool names must be unique; %q is given twice", tl.Name)
 		}
 	}
-	schema := t.Parameters
-	if isNull(schema) {
-		schema = json.RawMessage(`{"type":"object","properties":{}}`)
-	} else if !isObject(schema) {
-		return apierr.Invalid(p+".parameters", "must be a JSON Schema object")
-	}
-	r.Tools = append(r.Tools, llm.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	r.Tools = append(r.Tools, tl)
 	return nil
 }
 
 // decodeToolChoice reads "none", "auto", "required" or {"type":"function","name":…}; a choice
 // of a hosted tool or of allowed_tools is read as auto.
-func decodeToolChoice(r *llm.Request, x *Extras, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeToolChoice(r *llm.Request, x *Extras, rr *request) error {
+	l := &rr.ToolChoice
+	if !l.Given {
 		return nil
 	}
-	x.ToolChoice = raw
-	if raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
+	x.ToolChoice = json.RawMessage(rr.ToolChoiceRaw)
+	if l.IsStr {
+		s := l.Str
 		t, ok := openai.ToolChoiceMode(s)
 		if !ok {
 			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or an object, got %q", s)
@@ -345,13 +273,10 @@ func decodeToolChoice(r *llm.Request, x *Extras, raw json.RawMessage) error {
 		r.ToolChoice.Type = t
 		return nil
 	}
-	var obj struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	if l.Bad {
 		return apierr.Invalid("tool_choice", "must be a string or an object with a type")
 	}
+	obj := &l.V
 	if obj.Type != "function" {
 		return nil
 	}
@@ -369,63 +294,49 @@ func decodeToolChoice(r *llm.Request, x *Extras, raw json.RawMessage) error {
 
 // decodeFormat reads text.format: {"type":"text"}, {"type":"json_object"} or
 // {"type":"json_schema","name":…,"schema":{…},"strict":…} (flat, unlike Chat Completions).
-func decodeFormat(r *llm.Request, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeFormat(r *llm.Request, l *openai.Lenient[format]) error {
+	if !l.Given {
 		return nil
 	}
-	var f struct {
-		Type   string          `json:"type"`
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict *bool           `json:"strict"`
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if l.Bad {
 		return apierr.Invalid("text.format", "must be an object with a type")
 	}
-	switch f.Type {
-	case "text":
-	case "json_object":
-		r.ResponseFormat.Type = llm.ResponseJSONObject
-	case "json_schema":
-		if f.Name == "" {
-			return apierr.Invalid("text.format.name", "required")
-		}
-		if isNull(f.Schema) || !isObject(f.Schema) {
-			return apierr.Invalid("text.format.schema", "must be a JSON Schema object")
-		}
-		r.ResponseFormat = llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: f.Name, Schema: f.Schema,
-			Strict: f.Strict != nil && *f.Strict}
-	case "":
-		return apierr.Invalid("text.format.type", "required")
-	default:
-		return apierr.Invalid("text.format.type", "must be text, json_object or json_schema, got %q", f.Type)
+	f := &l.V
+	typ, err := openai.FormatType("text.format.type", f.Type)
+	if err != nil || typ != llm.ResponseJSONSchema {
+		r.ResponseFormat.Type = typ
+		return err
 	}
+	if f.Schema.Name == "" {
+		return apierr.Invalid("text.format.name", "required")
+	}
+	if f.Schema.Schema == "" || f.Schema.Schema[0] != '{' {
+		return apierr.Invalid("text.format.schema", "must be a JSON Schema object")
+	}
+	r.ResponseFormat = f.Schema.Format()
 	return nil
 }
 
 // decodeInput reads input: a string (one user message) or a list of items.
-func decodeInput(r *llm.Request, x *Extras, raw json.RawMessage) error {
-	if isNull(raw) {
+func decodeInput(r *llm.Request, x *Extras, l *openai.Lenient[[]item]) error {
+	if !l.Given {
 		if len(r.Messages) == 0 {
 			return apierr.Invalid("input", "required")
 		}
 		return nil
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return apierr.Invalid("input", "must be a string or a list of items")
-		}
+	if l.IsStr {
+		s := l.Str
 		if s == "" {
 			return apierr.Invalid("input", "must not be empty")
 		}
 		addBlocks(r, llm.RoleUser, llm.Block{Type: llm.BlockText, Text: s})
 		return nil
 	}
-	var items []item
-	if err := json.Unmarshal(raw, &items); err != nil {
+	if l.Bad {
 		return apierr.Invalid("input", "must be a string or a list of items")
 	}
+	items := l.V
 	for i := range items {
 		if err := decodeItem(r, x, fmt.Sprintf("input[%d]", i), &items[i]); err != nil {
 			return err
@@ -459,11 +370,7 @@ func decodeItem(r *llm.Request, x *Extras, p string, it *item) error {
 		if it.Name == "" {
 			return apierr.Invalid(p+".name", "required")
 		}
-		args := ""
-		if it.Arguments != nil {
-			args = *it.Arguments
-		}
-		input, err := openai.ToolArguments(p+".arguments", args)
+		input, err := openai.ToolArguments(p+".arguments", it.Arguments.V)
 		if err != nil {
 			return err
 		}
@@ -472,7 +379,7 @@ func decodeItem(r *llm.Request, x *Extras, p string, it *item) error {
 		if it.CallID == "" {
 			return apierr.Invalid(p+".call_id", "required")
 		}
-		text, err := decodeText(p+".output", it.Output)
+		text, err := decodeText(p+".output", &it.Output)
 		if err != nil {
 			return err
 		}
@@ -494,7 +401,7 @@ func decodeItem(r *llm.Request, x *Extras, p string, it *item) error {
 func decodeMessage(r *llm.Request, x *Extras, p string, it *item) error {
 	switch it.Role {
 	case "system", "developer":
-		text, err := decodeText(p+".content", it.Content)
+		text, err := decodeText(p+".content", &it.Content)
 		if err != nil {
 			return err
 		}
@@ -514,46 +421,42 @@ func decodeMessage(r *llm.Request, x *Extras, p string, it *item) error {
 	if it.Role == "assistant" {
 		role = llm.RoleAssistant
 	}
-	if isNull(it.Content) {
+	c := &it.Content
+	switch {
+	case !c.Given:
 		return apierr.Invalid(p+".content", "required")
-	}
-	if it.Content[0] == '"' {
-		var s string
-		if err := json.Unmarshal(it.Content, &s); err != nil {
-			return apierr.Invalid(p+".content", "must be a string or a list of content parts")
-		}
-		if s != "" {
-			addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: s})
+	case c.IsStr:
+		if c.Str != "" {
+			addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: c.Str})
 		}
 		return nil
-	}
-	var parts []part
-	if err := json.Unmarshal(it.Content, &parts); err != nil {
+	case c.Bad:
 		return apierr.Invalid(p+".content", "must be a string or a list of content parts")
 	}
+	parts := c.Parts
 	for j := range parts {
 		pt := &parts[j]
 		pp := fmt.Sprintf("%s.content[%d]", p, j)
 		switch pt.Type {
 		case "input_text", "output_text":
-			if pt.Text == nil {
+			if !pt.Text.OK {
 				return apierr.Invalid(pp+".text", "required")
 			}
-			if *pt.Text != "" {
-				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: *pt.Text})
+			if pt.Text.V != "" {
+				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: pt.Text.V})
 			}
 		case "refusal":
-			if pt.Refusal != nil && *pt.Refusal != "" {
-				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: *pt.Refusal})
+			if pt.Refusal.OK && pt.Refusal.V != "" {
+				addBlocks(r, role, llm.Block{Type: llm.BlockText, Text: pt.Refusal.V})
 			}
 		case "input_image":
 			if role != llm.RoleUser {
 				return apierr.Invalid(pp+".type", "images are allowed in user messages only")
 			}
-			if pt.ImageURL == nil || *pt.ImageURL == "" {
+			if !pt.ImageURL.OK || pt.ImageURL.V == "" {
 				return apierr.Invalid(pp+".image_url", "required (file_id images are not supported)")
 			}
-			b, err := openai.ImageURL(pp+".image_url", *pt.ImageURL)
+			b, err := openai.ImageURL(pp+".image_url", pt.ImageURL.V)
 			if err != nil {
 				return err
 			}
@@ -579,38 +482,23 @@ func addBlocks(r *llm.Request, role llm.Role, b llm.Block) {
 }
 
 // decodeText reads content that must be text: a string, or a list of text parts, joined.
-func decodeText(p string, raw json.RawMessage) (string, error) {
-	if isNull(raw) {
+func decodeText(p string, c *openai.Content) (string, error) {
+	switch {
+	case !c.Given:
 		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", apierr.Invalid(p, "must be a string or a list of text parts")
-		}
-		return s, nil
-	}
-	var parts []part
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	case c.IsStr:
+		return c.Str, nil
+	case c.Bad:
 		return "", apierr.Invalid(p, "must be a string or a list of text parts")
 	}
 	var buf []byte
-	for j := range parts {
-		switch pt := &parts[j]; {
-		case (pt.Type == "input_text" || pt.Type == "output_text" || pt.Type == "text") && pt.Text != nil:
-			buf = append(buf, *pt.Text...)
+	for j := range c.Parts {
+		switch pt := &c.Parts[j]; {
+		case (pt.Type == "input_text" || pt.Type == "output_text" || pt.Type == "text") && pt.Text.OK:
+			buf = append(buf, pt.Text.V...)
 		default:
 			return "", apierr.Invalid(fmt.Sprintf("%s[%d].type", p, j), "must be input_text here, got %q", pt.Type)
 		}
 	}
 	return string(buf), nil
-}
-
-var jsonNull = []byte("null")
-
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || bytes.Equal(raw, jsonNull) }
-
-func isObject(raw json.RawMessage) bool {
-	t := bytes.TrimLeft(raw, " \t\r\n")
-	return len(t) > 0 && t[0] == '{'
 }

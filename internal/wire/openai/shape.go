@@ -1,0 +1,122 @@
+package openai
+
+import (
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
+)
+
+// Shape is how a Decoder compares the names of the objects of a value it skips. Where
+// encoding/json read an object into a struct, names matching a field ignoring case were one
+// field, read last-wins, while an engine reads them as two: there names are compared ignoring
+// case. Elsewhere (a schema, tool arguments, metadata: JSON passed on as it is) names are
+// compared exactly. An array's elements have the array's shape.
+type Shape uint8
+
+// The shapes of a Chat Completions request's values.
+const (
+	ShapeRaw Shape = iota
+	shapeStruct
+	shapeRequest
+	shapeMessage
+	shapePart
+	shapeToolCall
+	shapeTool
+	shapeToolChoice
+	shapeResponseFormat
+)
+
+// child returns the shape of the value of member k in an object of shape s.
+func (s Shape) child(k string) Shape {
+	switch s {
+	case shapeRequest:
+		switch {
+		case Is(k, "messages"):
+			return shapeMessage
+		case Is(k, "tools"):
+			return shapeTool
+		case Is(k, "tool_choice"):
+			return shapeToolChoice
+		case Is(k, "response_format"):
+			return shapeResponseFormat
+		case Is(k, "stream_options"):
+			return shapeStruct
+		}
+	case shapeMessage:
+		switch {
+		case Is(k, "content"):
+			return shapePart
+		case Is(k, "tool_calls"):
+			return shapeToolCall
+		}
+	case shapePart, shapeToolCall, shapeToolChoice:
+		if Is(k, "image_url") || Is(k, "function") {
+			return shapeStruct
+		}
+	case shapeTool:
+		if Is(k, "function") {
+			return shapeStruct // its parameters are raw: a struct's members are
+		}
+	case shapeResponseFormat:
+		if Is(k, "json_schema") {
+			return shapeStruct // its schema is raw
+		}
+	}
+	return ShapeRaw
+}
+
+// Skip reads and checks a value the decoder does not keep, of shape s, noting the first name
+// given twice in it.
+func (d *Decoder) Skip(s Shape) error {
+	k := d.Peek()
+	if k != jsontext.KindObject && k != jsontext.KindArray {
+		return d.Scanner.Skip(len(d.path))
+	}
+	if s == ShapeRaw || !d.Fold {
+		return d.skipUnique()
+	}
+	if len(d.path) >= d.MaxDepth {
+		return d.ErrAt(d.Pos, "nesting too deep")
+	}
+	d.Pos++
+	if k == jsontext.KindObject {
+		var f Fields
+		for n := 0; ; {
+			k, ok, err := d.Key(&n)
+			if err != nil || !ok {
+				return err
+			}
+			if f.Seen(d, k, -1) {
+				d.NoteDup()
+			}
+			if err := d.Skip(s.child(k)); err != nil {
+				return err
+			}
+			d.Leave()
+		}
+	}
+	for n := 0; ; {
+		ok, err := d.Elem(&n)
+		if err != nil || !ok {
+			return err
+		}
+		if err := d.Skip(s); err != nil {
+			return err
+		}
+		d.Leave()
+	}
+}
+
+// skipUnique skips the value at the position, noting the first name given twice in any of its
+// objects, compared exactly.
+func (d *Decoder) skipUnique() error {
+	start := d.Pos
+	err := d.SkipUnique(len(d.path))
+	de, ok := err.(*jsontext.DuplicateKeyError)
+	if !ok {
+		return err
+	}
+	if d.dup == nil {
+		d.dup = append(append([]PathSeg(nil), d.path...), de.Path...)
+	}
+	d.Pos = start // the rest of the value may hold a worse error: read it again
+	return d.Scanner.Skip(len(d.path))
+}
