@@ -2,18 +2,16 @@ package spend
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -125,10 +123,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 		c.Prefix = "layer0:"
 	}
 	if c.ReplicaID == "" {
-		host, _ := os.Hostname()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.ReplicaID = host + "-" + hex.EncodeToString(b[:])
+		c.ReplicaID = limit.NewReplicaID()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/limit"
 )
 
 // How the Redis ledger comes back from an outage or a Redis that lost its state, without
@@ -24,22 +26,10 @@ func (r *Redis) ready(ctx context.Context) error {
 	if r.down.Load() && r.c.Circuit.Use() {
 		r.restore(ctx)
 	}
-	until := r.settleAt.Load()
-	if until == 0 {
-		return nil
+	if err := limit.WaitUntil(ctx, r.settleAt.Load()); err != nil {
+		return fmt.Errorf("spend: redis: waiting for the reservations to be written back: %w", err)
 	}
-	d := time.Until(time.Unix(0, until))
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("spend: redis: waiting for the reservations to be written back: %w", ctx.Err())
-	}
+	return nil
 }
 
 // expectLease reports whether this replica's lease must be in Redis now: renewed less than a
