@@ -60,7 +60,7 @@ models:
 // spendRun sends requests streamed by the official SDK from clients goroutines, each until the
 // budget refuses it or rounds requests were sent, spread over bases; during may act while they
 // run. It counts the answers: served, refused by the budget, anything else is an error.
-func spendRun(t *testing.T, bases []string, secret string, clients, rounds int, during func()) (served, refused int64) {
+func spendRun(t *testing.T, bases []string, secret string, clients, rounds int, during func(served *atomic.Int64)) (served, refused int64) {
 	t.Helper()
 	var ok, no atomic.Int64
 	var wg sync.WaitGroup
@@ -93,7 +93,7 @@ func spendRun(t *testing.T, bases []string, secret string, clients, rounds int, 
 	}
 	close(start)
 	if during != nil {
-		during()
+		during(&ok)
 	}
 	wg.Wait()
 	return ok.Load(), no.Load()
@@ -181,13 +181,17 @@ func testSpendBudget(t *testing.T, kill bool) {
 	// A prompt of this shape is about 20 tokens; its worst case with max_tokens 16 is about
 	// 20×3.75 + 16×15 = 315 micro-units. The budget holds about 20 of them.
 	budget, itl, rounds := money.Micros(6300), 2*time.Millisecond, 1
-	var during func()
+	var during func(*atomic.Int64)
 	if kill {
 		// Requests of about 300ms, the budget about 300 of them: Redis goes away while the
 		// clients spend it, and comes back empty.
 		budget, itl, rounds = 94500, 20*time.Millisecond, 10
-		during = func() {
-			time.Sleep(300 * time.Millisecond)
+		during = func(served *atomic.Int64) {
+			// Once every replica has read the budget (a replica that never did has no share
+			// while Redis is away) and some of it is spent.
+			for deadline := time.Now().Add(20 * time.Second); served.Load() < 30 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			srv.Stop()
 			time.Sleep(500 * time.Millisecond)
 			srv.Restart()
