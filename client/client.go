@@ -21,63 +21,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/h3"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/vocab"
 	"github.com/layer0ai/layer0/internal/wire/anthropic"
 	"github.com/layer0ai/layer0/internal/wire/binary"
 )
-
-// Canonical types, re-exported so callers can build requests and read events.
-type (
-	// Request is a request in layer0's canonical form.
-	Request = llm.Request
-	// Message is one turn of a conversation.
-	Message = llm.Message
-	// Block is one piece of message content.
-	Block = llm.Block
-	// Event is one step of a response stream.
-	Event = llm.Event
-	// Response is a complete answer.
-	Response = llm.Response
-	// Error is every failure the server reports: Kind (and Status()) says which, Code is the
-	// X-Error-Code (INVALID_BINARY for a malformed binary request), Message is the server's text.
-	Error = apierr.Error
-	// Role is the author of a message: RoleUser or RoleAssistant.
-	Role = llm.Role
-	// BlockType says which fields of a Block are meaningful.
-	BlockType = llm.BlockType
-	// StopReason says why generation ended.
-	StopReason = llm.StopReason
-	// Usage counts tokens.
-	Usage = llm.Usage
-)
-
-// Roles of a conversation; the system prompt is Request.System, not a role.
-const (
-	RoleUser      = llm.RoleUser
-	RoleAssistant = llm.RoleAssistant
-)
-
-// Content block types.
-const (
-	BlockText       = llm.BlockText
-	BlockImage      = llm.BlockImage
-	BlockToolUse    = llm.BlockToolUse
-	BlockToolResult = llm.BlockToolResult
-)
-
-// Stop reasons.
-const (
-	StopEndTurn   = llm.StopEndTurn
-	StopMaxTokens = llm.StopMaxTokens
-	StopSequence  = llm.StopSequence
-	StopToolUse   = llm.StopToolUse
-)
-
-// TextMessage is a turn of role holding one text block: client.TextMessage(client.RoleUser, "Hi").
-func TextMessage(role Role, text string) Message { return llm.TextMessage(role, text) }
 
 // Protocol is the wire format a Client speaks. The zero value is Binary2.
 type Protocol uint8

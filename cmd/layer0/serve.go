@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	stdlog "log"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"sort"
@@ -20,7 +18,6 @@ import (
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/limit"
-	"github.com/layer0ai/layer0/internal/server"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,89 +99,42 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		defer tick.Stop()
 		go r.run(ctx, hup, tick.C)
 	}
-	srv := server.HTTPServer(g, server.ListenOptions{
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
-		Logger:            logger,
-		HTTP1:             cfg.Server.HTTP1,
-	})
-	scheme := "http"
-	if t := cfg.Server.TLS; t.CertFile != "" {
-		if err := server.EnableTLS(srv, t.CertFile, t.KeyFile, logger); err != nil {
-			return err
-		}
-		scheme = "https"
-	}
-	ln, err := g.Listen(cfg.Server.Addr)
-	if err != nil {
-		return err
-	}
-	var h3 *server.HTTP3
-	if cfg.Server.HTTP3 {
-		if h3, err = server.ListenHTTP3(srv, ln); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	if a := cfg.Server.AdminAddr; a != "" {
-		aln, err := g.Listen(a)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		admin := server.HTTPServer(g.AdminHandler(), server.ListenOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-			IdleTimeout: cfg.Server.IdleTimeout, Logger: logger, HTTP1: cfg.Server.HTTP1})
-		go func() {
-			if err := server.Serve(ctx, admin, aln, cfg.Server.ShutdownTimeout, nil); err != nil {
-				logger.Error("admin listener stopped", "err", err)
-			}
-		}()
-		fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz, /readyz, /config, /debug/pprof/, /debug/requests) on http://%s\n", aln.Addr())
-	}
-	h3done := make(chan struct{})
-	if h3 != nil {
-		go func() {
-			defer close(h3done)
-			if err := h3.Serve(ctx, cfg.Server.ShutdownTimeout); errors.Is(err, server.ErrDrainTimeout) {
-				logger.Warn("HTTP/3 stopped", "err", err)
-			} else if err != nil {
-				logger.Error("HTTP/3 listener stopped", "err", err)
-			}
-		}()
-		fmt.Fprintf(stdout, "layer0 HTTP/3 on udp %s (Alt-Svc: %s)\n", h3.Addr(), h3.AltSvc())
-	} else {
-		close(h3done)
-	}
 	// A signal is said as it arrives, and the stop once done: an operator pressing ^C sees the
 	// gateway drain, not a silent exit.
+	said := make(chan struct{})
 	unsaid := context.AfterFunc(ctx, func() {
+		defer close(said)
 		fmt.Fprintf(stdout, "layer0 stopping (%v): requests in flight have up to %s to finish\n",
 			context.Cause(ctx), cfg.Server.ShutdownTimeout)
 		logger.Info("stopping", "cause", context.Cause(ctx).Error(), "shutdown_timeout", cfg.Server.ShutdownTimeout.String())
 	})
-	err = server.Serve(ctx, srv, ln, cfg.Server.ShutdownTimeout, func(a net.Addr) {
-		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", scheme, a, modelList(cfg))
-		if *path == "" {
+	err = g.ListenAndServe(ctx, announce(stdout, logger, g, *path == ""))
+	if !unsaid() {
+		<-said // its own goroutine: "stopping" is written before "stopped"
+		fmt.Fprintln(stdout, "layer0 stopped")
+	}
+	return err
+}
+
+// announce returns the ready function of ListenAndServe that says where the gateway serves,
+// what it serves without a config file, and that it serves without auth.
+func announce(stdout io.Writer, logger *slog.Logger, g *layer0.Gateway, embedded bool) func(layer0.Serving) {
+	return func(s layer0.Serving) {
+		if s.Admin != nil {
+			fmt.Fprintf(stdout, "layer0 admin endpoints (/metrics, /healthz, /readyz, /config, /debug/pprof/, /debug/requests) on http://%s\n", s.Admin)
+		}
+		if s.HTTP3 != nil {
+			fmt.Fprintf(stdout, "layer0 HTTP/3 on udp %s (Alt-Svc: %s)\n", s.HTTP3, s.AltSvc)
+		}
+		fmt.Fprintf(stdout, "layer0 listening on %s://%s (models: %s)\n", s.Scheme, s.Addr, modelList(g.Config()))
+		if embedded {
 			fmt.Fprintln(stdout, "no --config given: serving the embedded sim engine (a simulator, not a real model)")
 		}
 		if g.Authless() {
 			fmt.Fprintln(stdout, "no API keys configured: serving WITHOUT AUTH, which layer0 allows on loopback only (layer0 keys new makes a key)")
-			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", a.String())
+			logger.Warn("no API keys configured: serving without auth on a loopback address", "addr", s.Addr.String())
 		}
-	})
-	signalled := !unsaid()
-	stop() // the TCP listener has stopped (a signal, or an error): so does HTTP/3
-	<-h3done
-	if signalled {
-		defer fmt.Fprintln(stdout, "layer0 stopped")
 	}
-	if errors.Is(err, server.ErrDrainTimeout) {
-		// A stop that had to end slow requests is still an orderly stop: each got an error.
-		logger.Warn("stopped", "err", err)
-		return nil
-	}
-	return err
 }
 
 // reopenOnSignal reopens the access log file at each signal on sig (SIGUSR1, sent by logrotate

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // SharedPrefixConfig describes a run of the shared-prefix workload: groups of users whose
@@ -497,16 +497,21 @@ type spUsage struct {
 // prompt and cached from the last usage seen: Anthropic's input_tokens do not count the cache
 // reads, OpenAI's prompt_tokens do. It reports whether the format's end marker came.
 func readUsageStream(body io.Reader, f llm.Format, first func(), prompt, cached *int) (bool, error) {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	er := sse.NewReader(body)
+	er.Lenient = true
 	done := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
+	for {
+		_, _, data, err := er.Next()
+		if errors.Is(err, io.EOF) && len(data) == 0 {
+			return done, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return done, fmt.Errorf("reading the event stream: %w", err)
 		}
 		data = bytes.TrimSpace(data)
+		if len(data) == 0 {
+			continue // no data: a comment, or an event of its name only
+		}
 		if f == llm.FormatOpenAI && string(data) == "[DONE]" {
 			done = true
 			continue
@@ -544,7 +549,6 @@ func readUsageStream(body io.Reader, f llm.Format, first func(), prompt, cached 
 			done = true
 		}
 	}
-	return done, sc.Err()
 }
 
 func (r *spRunner) report() *SharedPrefixReport {

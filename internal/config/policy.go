@@ -328,6 +328,9 @@ func (c *Config) validatePolicy(errs *Errors) {
 				errs.add(p, "a model cannot fall back to itself")
 			}
 		}
+		if n := c.chainLen(id); n > MaxFallbackChain {
+			errs.add("models."+id+".fallback", "a fallback chain of %d models, more than %d", n, MaxFallbackChain)
+		}
 	}
 	for _, name := range sortedKeys(c.Splits) {
 		s := c.Splits[name]
@@ -436,4 +439,26 @@ func (r Rates) validate(p string, errs *Errors) {
 func isHex(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// MaxFallbackChain bounds the models of a fallback chain: the model and its fallbacks, theirs
+// after them, each once.
+const MaxFallbackChain = 64
+
+// chainLen counts the models of id's fallback chain, depth-first, each once, as the router walks
+// it (unknown names are reported apart and not counted).
+func (c *Config) chainLen(id string) int {
+	in := map[string]bool{}
+	var walk func(string)
+	walk = func(id string) {
+		if _, ok := c.Models[id]; !ok || in[id] {
+			return
+		}
+		in[id] = true
+		for _, f := range c.Models[id].Fallback {
+			walk(f)
+		}
+	}
+	walk(id)
+	return len(in)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,32 @@ routing:
 	_, err = Parse([]byte("routing: {pickr: p2c}\nkeys: [{name: a, hash: " + hashA + ", limit: {}}]\n"))
 	if err == nil || !strings.Contains(err.Error(), "field pickr not found") || !strings.Contains(err.Error(), "field limit not found") {
 		t.Errorf("unknown keys: got %v", err)
+	}
+}
+
+// TestFallbackChainCap: a fallback chain longer than the router tracks is a configuration error
+// at the model's fallback, found by Parse (so by LoadConfig and `layer0 config check`).
+func TestFallbackChainCap(t *testing.T) {
+	build := func(n int) string {
+		var b strings.Builder
+		b.WriteString("engines: {e: {kind: sim}}\nmodels:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  m%d: {engines: [e]", i)
+			if i+1 < n {
+				fmt.Fprintf(&b, ", fallback: [m%d]", i+1)
+			}
+			b.WriteString("}\n")
+		}
+		return b.String()
+	}
+	if _, err := Parse([]byte(build(MaxFallbackChain))); err != nil {
+		t.Fatalf("a chain of %d: %v", MaxFallbackChain, err)
+	}
+	_, err := Parse([]byte(build(MaxFallbackChain + 1)))
+	if err == nil || !strings.Contains(err.Error(), "models.m0.fallback: a fallback chain of 65 models, more than 64") {
+		t.Fatalf("a chain of %d: got %v", MaxFallbackChain+1, err)
+	}
+	if strings.Contains(err.Error(), "models.m1.fallback") {
+		t.Errorf("m1's chain of 64 reported: %v", err)
 	}
 }

@@ -96,24 +96,19 @@ type gaugeSlot struct {
 }
 
 // New builds a Limiter, resolving every cell in the store now, so the request path does no
-// lookups and allocates nothing.
-func New(c Config) (*Limiter, error) {
+// lookups and allocates nothing. The limits are taken as given: internal/config refuses
+// negative ones.
+func New(c Config) *Limiter {
 	if c.Store == nil {
 		c.Store = NewMemory()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if err := c.Global.validate("global"); err != nil {
-		return nil, err
-	}
 	l := &Limiter{now: c.Now, keys: make(map[string]*scope, len(c.Keys)+1)}
 	l.redis, _ = c.Store.(*Redis)
 	l.global = newScope(c.Store, "", true, c.Global)
 	for name, lim := range c.Keys {
-		if err := lim.validate(strconv.Quote(name)); err != nil {
-			return nil, err
-		}
 		s := newScope(c.Store, name, false, lim)
 		l.keys[name] = &s
 	}
@@ -121,14 +116,7 @@ func New(c Config) (*Limiter, error) {
 		s := newScope(c.Store, "", false, Limits{})
 		l.keys[""] = &s
 	}
-	return l, nil
-}
-
-func (lim Limits) validate(where string) error {
-	if lim.RequestsPerMinute < 0 || lim.InputTokensPerMinute < 0 || lim.OutputTokensPerMinute < 0 || lim.Concurrent < 0 {
-		return fmt.Errorf("limit: %s: limits must not be negative", where)
-	}
-	return nil
+	return l
 }
 
 // newScope resolves a scope's cells. A rate cell's id includes its rate, so a Limiter built with

@@ -106,11 +106,8 @@ func TestRedisExactAcrossReplicas(t *testing.T) {
 	var lims []*Limiter
 	for i := range 3 {
 		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i))})
-		l, err := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 100}}, Store: st,
+		l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 100}}, Store: st,
 			Now: func() time.Time { return t0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		lims = append(lims, l)
 	}
 	var ok, refused atomic.Int64
@@ -288,10 +285,7 @@ func TestRedisDownAllow(t *testing.T) {
 func TestRedisDownDeny(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", Deny: true, Timeout: 50 * time.Millisecond})
-	l, err := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 1000, Concurrent: 5}}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 1000, Concurrent: 5}}, Store: st})
 	ctx := context.Background()
 	ls, err := l.Admit(ctx, "k")
 	if err != nil {
@@ -346,12 +340,9 @@ func TestRedisCluster(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		// Every limit globally too: the reservation and the end of a request then touch two
 		// scopes, on two shards, in one round trip.
-		l, err := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000, Concurrent: 1000,
+		l := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000, Concurrent: 1000,
 			InputTokensPerMinute: 1e9, OutputTokensPerMinute: 1e9}, Store: st,
 			Now: func() time.Time { return t0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		lims = append(lims, l)
 		stores = append(stores, st)
 	}
@@ -426,11 +417,8 @@ func TestRedisTokensAcrossReplicas(t *testing.T) {
 	var lims []*Limiter
 	for i := range 3 {
 		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i))})
-		l, err := New(Config{Keys: map[string]Limits{"k": {InputTokensPerMinute: 10000}}, Store: st,
+		l := New(Config{Keys: map[string]Limits{"k": {InputTokensPerMinute: 10000}}, Store: st,
 			Now: func() time.Time { return t0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		lims = append(lims, l)
 	}
 	var admitted atomic.Int64
@@ -486,10 +474,7 @@ func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 3 * time.Second
 	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: ttl})
-	l, err := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: st})
 	ctx := context.Background()
 	g := l.keys["k"].conc.cell.(*redisGauge)
 	slots, leases := g.keys[0], g.keys[1]
@@ -545,10 +530,7 @@ func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	st.Close()
 	closed := time.Now()
 	other := newRedisStore(t, srv, RedisConfig{ReplicaID: "b", LeaseTTL: ttl})
-	l2, err := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: other})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2 := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: other})
 	for {
 		ls, err := l2.Admit(ctx, "k")
 		if err == nil {

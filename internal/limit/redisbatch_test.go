@@ -49,12 +49,9 @@ func TestRedisOneRoundTripPerOperation(t *testing.T) {
 	st.c.Client.AddHook(rt)
 	all := Limits{RequestsPerMinute: 3, InputTokensPerMinute: 10000, OutputTokensPerMinute: 10000, Concurrent: 5}
 	now := time.Unix(1_800_000_000, 0)
-	l, err := New(Config{Keys: map[string]Limits{"k": all}, Global: Limits{RequestsPerMinute: 1000,
+	l := New(Config{Keys: map[string]Limits{"k": all}, Global: Limits{RequestsPerMinute: 1000,
 		InputTokensPerMinute: 1e6, OutputTokensPerMinute: 1e6, Concurrent: 100}, Store: st,
 		Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	warm := false
 	step := func(what string, want int64, f func() error) {
@@ -82,7 +79,7 @@ func TestRedisOneRoundTripPerOperation(t *testing.T) {
 		step("release with the settlement", 1, func() error { return ls.Release() })
 	}
 	before := rt.n.Load()
-	_, err = l.Admit(ctx, "k") // the 4th request of 3 per minute
+	_, err := l.Admit(ctx, "k") // the 4th request of 3 per minute
 	var e *apierr.Error
 	if !errors.As(err, &e) || e.Kind != apierr.RateLimit {
 		t.Fatalf("4th request: %v, want a 429", err)
@@ -115,14 +112,8 @@ func TestRedisBatchMatchesMemory(t *testing.T) {
 		"c": {OutputTokensPerMinute: 500, Concurrent: 2},
 	}
 	global := Limits{RequestsPerMinute: 60, InputTokensPerMinute: 5000, Concurrent: 6}
-	mem, err := New(Config{Keys: keys, Global: global, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := New(Config{Keys: keys, Global: global, Now: clock, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := New(Config{Keys: keys, Global: global, Now: clock})
+	red := New(Config{Keys: keys, Global: global, Now: clock, Store: st})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	type pair struct {
@@ -211,11 +202,8 @@ func TestRedisBatchMatchesMemory(t *testing.T) {
 func TestRedisScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a"})
-	l, err := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 2, Concurrent: 1}},
+	l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 2, Concurrent: 1}},
 		Global: Limits{RequestsPerMinute: 100, Concurrent: 10}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	for i := range 3 {
 		if err := st.c.Client.ScriptFlush(ctx).Err(); err != nil {
@@ -252,14 +240,8 @@ func TestRedisLeaseHeader(t *testing.T) {
 	clock := func() time.Time { return now }
 	keys := map[string]Limits{"a": {RequestsPerMinute: 30, InputTokensPerMinute: 3000, OutputTokensPerMinute: 2000, Concurrent: 4}}
 	global := Limits{RequestsPerMinute: 50, InputTokensPerMinute: 4000, OutputTokensPerMinute: 5000}
-	mem, err := New(Config{Keys: keys, Global: global, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := New(Config{Keys: keys, Global: global, Now: clock, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := New(Config{Keys: keys, Global: global, Now: clock})
+	red := New(Config{Keys: keys, Global: global, Now: clock, Store: st})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 6))
 	compare := func(i int, what string, m, r *Lease) {

@@ -54,10 +54,7 @@ func (r *slowRoundTrips) enter() func() {
 func TestRedisConcurrencyNotSerialized(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
-	l, err := New(Config{Keys: map[string]Limits{"k": {}}, Global: Limits{Concurrent: 1000}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := New(Config{Keys: map[string]Limits{"k": {}}, Global: Limits{Concurrent: 1000}, Store: st})
 	ctx := context.Background()
 	ls, err := l.Admit(ctx, "k") // the gauge's first operation writes its field
 	if err != nil {
@@ -118,11 +115,8 @@ func TestRedisConcurrencyExactUnderRenewal(t *testing.T) {
 	var lims []*Limiter
 	for i := range 3 {
 		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i)), LeaseTTL: 600 * time.Millisecond})
-		l, err := New(Config{Keys: map[string]Limits{"x": {Concurrent: keyMax}, "y": {Concurrent: keyMax}},
+		l := New(Config{Keys: map[string]Limits{"x": {Concurrent: keyMax}, "y": {Concurrent: keyMax}},
 			Global: Limits{Concurrent: globalMax}, Store: st})
-		if err != nil {
-			t.Fatal(err)
-		}
 		stores, lims = append(stores, st), append(lims, l)
 	}
 	ctx := context.Background()
@@ -263,10 +257,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestRedisConcurrencyCountLost(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
-	l, err := New(Config{Keys: map[string]Limits{"k": {Concurrent: 10, RequestsPerMinute: 1000}}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := New(Config{Keys: map[string]Limits{"k": {Concurrent: 10, RequestsPerMinute: 1000}}, Store: st})
 	ctx := context.Background()
 	g := l.keys["k"].conc.cell.(*redisGauge)
 	for range 3 {

@@ -192,11 +192,8 @@ func TestRedisRateAfterFlushAll(t *testing.T) {
 	var sts []*Redis
 	for _, id := range []string{"a", "b"} {
 		st := newRedisStore(t, srv, RedisConfig{ReplicaID: id, Timeout: 200 * time.Millisecond})
-		l, err := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 30}}, Store: st,
+		l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 30}}, Store: st,
 			Now: func() time.Time { return t0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		lims, sts = append(lims, l), append(sts, st)
 	}
 	waitFor(t, "both heartbeats", func() bool { return sts[0].Live() == 2 && sts[1].Live() == 2 })

@@ -36,12 +36,12 @@ func stagesRig(t *testing.T, pol ContextPolicy) (*Pipeline, *capture, *capture) 
 	t.Helper()
 	small := &capture{forwarder: forwarder{format: llm.FormatAnthropic, body: "passed"}}
 	large := &capture{forwarder: forwarder{format: llm.FormatAnthropic, body: "passed"}}
-	rs := route.NewReplica("small", small, route.Policy{})
-	rl := route.NewReplica("large", large, route.Policy{})
-	table, err := route.New(route.Config{Models: []route.Model{
+	rs := route.NewReplica("small", small, policy())
+	rl := route.NewReplica("large", large, policy())
+	table, err := route.New(routing(route.Config{Models: []route.Model{
 		{Name: "m", ContextWindow: 40, Replicas: []*route.Replica{rs}},
 		{Name: "big", Replicas: []*route.Replica{rl}},
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}

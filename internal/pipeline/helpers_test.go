@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/auth"
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/fakeclock"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -147,11 +149,11 @@ type forwarder struct {
 
 func (f *forwarder) Format() llm.Format { return f.format }
 
-func (f *forwarder) Forward(_ context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
+func (f *forwarder) Forward(_ context.Context, p *passthrough.Pass, w passthrough.Writer) (passthrough.Result, error) {
 	f.calls.Add(1)
 	f.received.Store(p.Model)
 	if f.err != nil && f.cutAt == 0 {
-		return engine.PassResult{}, f.err
+		return passthrough.Result{}, f.err
 	}
 	b := f.body
 	if f.cutAt > 0 {
@@ -159,12 +161,12 @@ func (f *forwarder) Forward(_ context.Context, p *engine.Pass, w engine.Writer) 
 	}
 	n, err := io.WriteString(w, b)
 	if err != nil {
-		return engine.PassResult{Bytes: int64(n)}, err
+		return passthrough.Result{Bytes: int64(n)}, err
 	}
 	if f.cutAt > 0 {
-		return engine.PassResult{Bytes: int64(n)}, f.err
+		return passthrough.Result{Bytes: int64(n)}, f.err
 	}
-	return engine.PassResult{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
+	return passthrough.Result{Bytes: int64(n), Usage: llm.Usage{InputTokens: 7, OutputTokens: 3}}, nil
 }
 
 // rig is a pipeline over named fake engines.
@@ -189,21 +191,21 @@ type rigOptions struct {
 	firstByte time.Duration
 	splits    []route.Split
 	aliases   map[string]string
-	policy    route.Policy
 	rand      func(int) int
 }
 
 func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{reps: map[string]*route.Replica{}, clock: newClock()}
-	o.policy.Now = r.clock.Now
+	pol := policy()
+	pol.Now = r.clock.Now
 	infos := map[*route.Replica]Engine{}
 	for name, e := range engines {
 		eng, ok := e.(engine.Engine)
 		if !ok {
 			t.Fatalf("engine %s is not an engine", name)
 		}
-		rep := route.NewReplica(name, eng, o.policy)
+		rep := route.NewReplica(name, eng, pol)
 		r.reps[name] = rep
 		infos[rep] = Engine{URL: "http://" + name + ".example:8000", FirstByte: o.firstByte}
 	}
@@ -215,8 +217,8 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 		}
 		rms = append(rms, rm)
 	}
-	table, err := route.New(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
-		Rand: o.rand, Picker: &route.RoundRobin{}})
+	table, err := route.New(routing(route.Config{Models: rms, Splits: o.splits, Aliases: o.aliases, Now: r.clock.Now,
+		Rand: o.rand, Picker: &route.RoundRobin{}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +226,7 @@ func newRig(t testing.TB, engines map[string]any, models []rigModel, o rigOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.lim, err = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.lim = limit.New(limit.Config{Global: o.global, Keys: keys.Limits(), Now: r.clock.Now})
 	r.p, err = New(Config{Keys: keys, Limits: r.lim, Sizes: o.sizes, Routes: table, Engines: infos,
 		Tokens: wordCounter{}})
 	if err != nil {
@@ -264,4 +263,20 @@ func (r *rig) serve(req *llm.Request, key string, sink llm.Sink) (*Call, error) 
 	c := &Call{Request: req, Sink: sink, Header: h}
 	c.Record.Start = time.Now()
 	return c, r.p.Serve(context.Background(), c)
+}
+
+// routing gives c the default configuration's routing values, as the gateway gives the table
+// the configuration's (filled in by internal/config).
+func routing(c route.Config) route.Config {
+	r := config.Default().Routing
+	c.UtilizationThreshold = r.FallbackUtilizationThreshold
+	c.Budget = route.BudgetConfig{Ratio: r.RetryBudget.Ratio, MinRetries: r.RetryBudget.MinRetries, Window: r.RetryBudget.Window}
+	c.RecheckAfter = r.Health.Interval
+	return c
+}
+
+// policy is the default configuration's replica policy.
+func policy() route.Policy {
+	r := config.Default().Routing
+	return route.PolicyOf(r.Ejection, r.Breaker, r.Health)
 }

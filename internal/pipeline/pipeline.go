@@ -25,6 +25,7 @@ import (
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/money"
@@ -217,21 +218,21 @@ type Call struct {
 	lease limit.Lease
 	att   attemptSink
 	fw    countingWriter
-	pass  engine.Pass // the pass-through call, here rather than allocated per attempt
+	pass  passthrough.Pass // the pass-through call, here rather than allocated per attempt
 	cache cacheCall
 	pr    *prefix.Prompt // the prompt's tokens, for a model with indexed replicas
 }
 
 // Forward is the pass-through offer of a call: when an attempt's engine speaks the client's
-// format (engine.Forwarder) the client's body goes to it with only the model rewritten, and its
+// format (passthrough.Forwarder) the client's body goes to it with only the model rewritten, and its
 // bytes come back to Out unchanged, instead of events to the Sink.
 type Forward struct {
 	// Body is the client's request body, not modified.
 	Body []byte
 	// Out receives the engine's answer. Nothing is written to it before an attempt succeeds
 	// in starting, so a failed attempt leaves it untouched.
-	Out engine.Writer
-	// Query is the raw query of the client's URL (engine.Pass.Query).
+	Out passthrough.Writer
+	// Query is the raw query of the client's URL (passthrough.Pass.Query).
 	Query string
 }
 
@@ -551,9 +552,9 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	rec := &c.Record
 	s := &c.att
 	s.begin(t0)
-	if f, ok := a.Replica.Engine.(engine.Forwarder); ok && c.Forward != nil && !c.st.edited && engine.Speaks(f, c.Request.Format) {
+	if f, ok := a.Replica.Engine.(passthrough.Forwarder); ok && c.Forward != nil && !c.st.edited && passthrough.Speaks(f, c.Request.Format) {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
-		c.pass = engine.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format,
+		c.pass = passthrough.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format,
 			Header: c.Header, Query: c.Forward.Query}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)

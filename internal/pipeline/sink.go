@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -202,10 +203,10 @@ func (s *attemptSink) Flush() error {
 }
 
 // countingWriter is the pass-through path's writer: the first byte written commits the attempt.
-// The engines hold a stream's prelude back until its first content (upstream.Out in the HTTP engines), so, as with
+// The engines hold a stream's prelude back until its first content (passthrough.Out in the HTTP engines), so, as with
 // attemptSink, an attempt that fails before content writes nothing and can still fall back.
 type countingWriter struct {
-	w   engine.Writer
+	w   passthrough.Writer
 	att *attemptSink
 	n   int64
 }

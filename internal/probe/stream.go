@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/layer0ai/layer0/client"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // API names, as Call and the report spell them.
@@ -280,45 +280,47 @@ func openAIEvent(data []byte, x *Exchange, prev error) (string, error) {
 	return "", prev
 }
 
-// maxEvent bounds one SSE event's data, as the scanner bounds one line: a server that sends data
-// lines without the blank line that ends an event is refused past it.
-const maxEvent = 4 << 20
+// maxEvent bounds one SSE event (sse.MaxEvent): a server that sends data lines without the
+// blank line that ends an event is refused past it.
+const maxEvent = sse.MaxEvent
 
 // readSSE calls fn for each comment line (comment set, without its colon) and each event's data
-// (data set; several data lines joined by "\n"), until the body ends.
+// (data set; several data lines joined by "\n"), until the body ends. Lines that are no SSE
+// field are skipped, as the SSE grammar says.
 func readSSE(r io.Reader, fn func(comment, data []byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if data != nil {
-				fn(nil, data)
-				data = nil
+	er := sse.NewReader(r)
+	er.Lenient = true
+	for {
+		raw, _, data, err := er.Next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			if errors.Is(err, sse.ErrEventTooLarge) {
+				return fmt.Errorf("an event larger than %d bytes: %w", maxEvent, err)
 			}
-		case line[0] == ':':
-			fn(line[1:], nil)
-		default:
-			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				v = bytes.TrimPrefix(v, []byte(" "))
-				if len(data)+1+len(v) > maxEvent {
-					return fmt.Errorf("an event larger than %d bytes", maxEvent)
-				}
-				if data == nil {
-					data = make([]byte, 0, len(v)) // non-nil: an empty data line is an event
-				} else {
-					data = append(data, '\n')
-				}
-				data = append(data, v...) // a copy: v is the scanner's buffer
+			return fmt.Errorf("reading the event stream: %w", err)
+		}
+		hasData := false // an empty data line makes an event too
+		for rest := raw; len(rest) > 0; {
+			line := rest
+			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = nil
+			}
+			line = bytes.TrimSuffix(line, []byte("\r"))
+			switch {
+			case len(line) > 0 && line[0] == ':':
+				fn(line[1:], nil)
+			case bytes.HasPrefix(line, []byte("data:")):
+				hasData = true
 			}
 		}
+		if hasData {
+			fn(nil, data)
+		}
+		if err != nil {
+			return nil // io.EOF
+		}
 	}
-	if data != nil {
-		fn(nil, data)
-	}
-	return sc.Err()
 }
 
 // streamBinary runs a binary-protocol request (version 2, text frames: no vocabulary needed)

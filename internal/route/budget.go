@@ -3,20 +3,18 @@ package route
 import (
 	"sync"
 	"time"
-
-	"github.com/layer0ai/layer0/internal/config"
 )
 
 // BudgetConfig bounds retries: over the last Window, retries may be at most MinRetries plus
 // Ratio of the requests. A retry storm against a failing pool is then capped at a fixed fraction
 // of the load instead of multiplying it (the same idea as Envoy's and Finagle's retry budgets).
 type BudgetConfig struct {
-	// Ratio is the share of requests that may be retried. Default 0.2.
+	// Ratio is the share of requests that may be retried.
 	Ratio float64
 	// MinRetries is how many retries the window allows whatever the traffic, so a quiet pool can
-	// still retry. Default 10.
+	// still retry.
 	MinRetries int
-	// Window is the span counted. Default 10s.
+	// Window is the span counted.
 	Window time.Duration
 }
 
@@ -35,18 +33,9 @@ type budgetBucket struct {
 	requests, retries int
 }
 
-// NewBudget returns a budget (zero fields of c take defaults) reading the clock now (nil means
-// time.Now).
+// NewBudget returns a budget of c, whose fields are taken as given (internal/config fills in
+// routing.retry_budget's defaults), reading the clock now (nil means time.Now).
 func NewBudget(c BudgetConfig, now func() time.Time) *Budget {
-	if c.Ratio <= 0 {
-		c.Ratio = config.DefaultRetryRatio
-	}
-	if c.MinRetries <= 0 {
-		c.MinRetries = config.DefaultRetryMinRetries
-	}
-	if c.Window <= 0 {
-		c.Window = config.DefaultRetryWindow
-	}
 	if now == nil {
 		now = time.Now
 	}

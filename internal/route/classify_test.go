@@ -114,7 +114,8 @@ func TestBudget(t *testing.T) {
 			},
 		},
 		{
-			name: "defaults: 10 plus 20%",
+			name: "the configuration's defaults: 10 plus 20%",
+			cfg:  withDefaults(Config{}).Budget,
 			ops:  []op{{requests: 100, retries: 100, wantOK: 30}},
 		},
 	}

@@ -148,7 +148,7 @@ func TestPickAllocs(t *testing.T) {
 func BenchmarkPick(b *testing.B) {
 	rs := make([]*Replica, 8)
 	for i := range rs {
-		rs[i] = NewReplica("r", nil, Policy{})
+		rs[i] = NewReplica("r", nil, withPolicy(Policy{}))
 	}
 	var rr RoundRobin
 	for _, bc := range []struct {

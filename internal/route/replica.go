@@ -57,7 +57,8 @@ type Health struct {
 	Timeout time.Duration
 }
 
-// Policy is how a replica's health is judged. The zero value means all defaults.
+// Policy is how a replica's health is judged. Ejection, Breaker and Health are taken as given
+// (PolicyOf makes them of a configuration, whose defaults internal/config fills in).
 type Policy struct {
 	Ejection Ejection
 	Breaker  Breaker
@@ -69,43 +70,18 @@ type Policy struct {
 	Logger *slog.Logger
 }
 
+// PolicyOf is the policy of a configuration's routing.ejection, routing.breaker and
+// routing.health sections.
+func PolicyOf(e config.Ejection, b config.Breaker, h config.Health) Policy {
+	return Policy{
+		Ejection: Ejection{ConsecutiveFailures: e.ConsecutiveFailures, BaseTime: e.BaseTime, MaxTime: e.MaxTime},
+		Breaker: Breaker{Window: b.Window, MinRequests: b.MinRequests, FailureRatio: b.FailureRatio, OpenTime: b.OpenTime,
+			HalfOpenProbes: b.HalfOpenProbes},
+		Health: Health{UnhealthyThreshold: h.UnhealthyThreshold, HealthyThreshold: h.HealthyThreshold, Timeout: h.Timeout},
+	}
+}
+
 func (p *Policy) setDefaults() {
-	e := &p.Ejection
-	if e.ConsecutiveFailures == 0 {
-		e.ConsecutiveFailures = config.DefaultEjectionFailures
-	}
-	if e.BaseTime <= 0 {
-		e.BaseTime = config.DefaultEjectionBaseTime
-	}
-	if e.MaxTime <= 0 {
-		e.MaxTime = config.DefaultEjectionMaxTime
-	}
-	b := &p.Breaker
-	if b.Window <= 0 {
-		b.Window = config.DefaultBreakerWindow
-	}
-	if b.MinRequests <= 0 {
-		b.MinRequests = config.DefaultBreakerMinRequests
-	}
-	if b.FailureRatio <= 0 {
-		b.FailureRatio = config.DefaultBreakerFailureRatio
-	}
-	if b.OpenTime <= 0 {
-		b.OpenTime = config.DefaultBreakerOpenTime
-	}
-	if b.HalfOpenProbes <= 0 {
-		b.HalfOpenProbes = config.DefaultBreakerHalfOpenProbes
-	}
-	h := &p.Health
-	if h.UnhealthyThreshold <= 0 {
-		h.UnhealthyThreshold = config.DefaultHealthUnhealthyThreshold
-	}
-	if h.HealthyThreshold <= 0 {
-		h.HealthyThreshold = config.DefaultHealthHealthyThreshold
-	}
-	if h.Timeout <= 0 {
-		h.Timeout = config.DefaultHealthTimeout
-	}
 	if p.Now == nil {
 		p.Now = time.Now
 	}

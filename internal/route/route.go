@@ -23,12 +23,9 @@ import (
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
-// DefaultUtilizationThreshold is the utilisation above which a replica is skipped while
-// another can serve (fallback_utilization_threshold).
-const DefaultUtilizationThreshold = config.DefaultFallbackUtilizationThreshold
-
-// maxChain bounds a fallback chain, so a Plan tracks it in one word.
-const maxChain = 64
+// maxChain bounds a fallback chain, so a Plan tracks it in one word; internal/config refuses a
+// longer one.
+const maxChain = config.MaxFallbackChain
 
 // Model is a model clients may ask for and the pool of replicas that serves it.
 type Model struct {
@@ -86,10 +83,10 @@ type Config struct {
 	// Default P2C{}.
 	Picker Picker
 	// UtilizationThreshold is the utilisation (0 to 1) above which a replica is skipped while
-	// another replica — in the model's pool or down its fallback chain — can serve. Default 0.85;
-	// a value of 1 or more never skips.
+	// another replica — in the model's pool or down its fallback chain — can serve; a value of 1
+	// or more never skips. Taken as given: internal/config fills in its default.
 	UtilizationThreshold float64
-	// Budget bounds retries on each model. Default: BudgetConfig's defaults.
+	// Budget bounds retries on each model, as NewBudget takes it.
 	Budget BudgetConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -97,7 +94,7 @@ type Config struct {
 	Rand func(n int) int
 	// RecheckAfter is the retry-after of a 503 for no replica when no ejection or breaker
 	// says when one will be back (every replica marked down): when the health checks look
-	// again. Default 10s (config.DefaultHealthInterval).
+	// again (routing.health.interval, filled in by internal/config).
 	RecheckAfter time.Duration
 }
 
@@ -152,14 +149,8 @@ func New(c Config) (*Table, error) {
 		rand:      c.Rand,
 		recheck:   c.RecheckAfter,
 	}
-	if t.recheck <= 0 {
-		t.recheck = config.DefaultHealthInterval
-	}
 	if t.picker == nil {
 		t.picker = P2C{}
-	}
-	if t.threshold <= 0 {
-		t.threshold = DefaultUtilizationThreshold
 	}
 	if t.now == nil {
 		t.now = time.Now
@@ -239,12 +230,6 @@ func New(c Config) (*Table, error) {
 	}
 	for _, m := range t.models {
 		m.chain = chainOf(m, byModel)
-		if len(m.chain) > maxChain {
-			errs = append(errs, fmt.Errorf("route: model %q: fallback chain of %d models, more than %d", m.name, len(m.chain), maxChain))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
 	}
 	sort.Strings(t.names)
 	// Folded names let clients that drop '-' and '.' (the binary protocol's) still match; names

@@ -457,16 +457,6 @@ func TestNewValidates(t *testing.T) {
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
-
-	// A chain longer than a Plan can track.
-	var models []Model
-	for i := range maxChain + 1 {
-		models = append(models, Model{Name: fmt.Sprint(i), Replicas: rs, Fallbacks: []string{fmt.Sprint(i + 1)}})
-	}
-	models[maxChain].Fallbacks = nil
-	if _, err := New(Config{Models: models}); err == nil || !strings.Contains(err.Error(), "fallback chain of 65 models") {
-		t.Errorf("long chain: got %v, want an error", err)
-	}
 }
 
 func TestTableCheck(t *testing.T) {
@@ -578,9 +568,9 @@ func TestPlanAllocs(t *testing.T) {
 func BenchmarkPlan(b *testing.B) {
 	rs := make([]*Replica, 8)
 	for i := range rs {
-		rs[i] = NewReplica(fmt.Sprint(i), nil, Policy{})
+		rs[i] = NewReplica(fmt.Sprint(i), nil, withPolicy(Policy{}))
 	}
-	tb, err := New(Config{Models: []Model{{Name: "m", Replicas: rs}}})
+	tb, err := New(withDefaults(Config{Models: []Model{{Name: "m", Replicas: rs}}}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func TestStickyAllocs(t *testing.T) {
 func BenchmarkStickyPick(b *testing.B) {
 	rs := make([]*Replica, 8)
 	for i := range rs {
-		rs[i] = NewReplica("replica-"+strconv.Itoa(i), nil, Policy{})
+		rs[i] = NewReplica("replica-"+strconv.Itoa(i), nil, withPolicy(Policy{}))
 	}
 	s := &Sticky{Header: "X-Session-Id", FallbackKey: true}
 	h := http.Header{"X-Session-Id": {"0b6f1c3e-5d1a-4f0e-9a51-7d2c7e0f4a11"}}

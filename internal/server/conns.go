@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // ConnLimit is what the listener does at its connection cap.
@@ -35,6 +37,9 @@ type ConnLimit struct {
 	// MaxQUICHandshakes bounds the QUIC handshakes in progress of the HTTP/3 listener on the
 	// same port (ListenHTTP3); 0 means config.DefaultMaxQUICHandshakes.
 	MaxQUICHandshakes int
+	// FitFDs lowers Max (and MaxNew with it) to what the process's file descriptor limit fits
+	// beside the gateway's other files, with a warning, when Max is above that.
+	FitFDs bool
 }
 
 // limitListener caps a listener's open connections. Accept never fails for the cap: the
@@ -336,7 +341,7 @@ func jsonAnswer(status, body []byte) []byte {
 	j = append(j, `{"type":"error","error":{"type":"`...)
 	j = append(j, typ...)
 	j = append(j, `","message":`...)
-	j = appendJSONString(j, "the request could not be read: "+msg)
+	j = jsontext.AppendString(j, "the request could not be read: "+msg)
 	j = append(j, "}}\n"...)
 	var out []byte
 	out = append(out, "HTTP/1.1 "...)
@@ -360,21 +365,4 @@ func itoa(n int) string {
 			return string(b[i:])
 		}
 	}
-}
-
-// appendJSONString appends s as a JSON string, escaping what JSON requires.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

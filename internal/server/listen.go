@@ -252,6 +252,12 @@ func Listen(addr string, lim ConnLimit) (net.Listener, error) {
 		return nil, fmt.Errorf("server: listen: %w", err)
 	}
 	lim.TLS = false
+	if fit := fdBudget(); lim.FitFDs && fit > 0 && lim.Max > fit {
+		if lim.Logger != nil {
+			lim.Logger.Warn("server.max_connections lowered to fit the file descriptor limit", "configured", lim.Max, "effective", fit)
+		}
+		lim.Max, lim.MaxNew = fit, min(lim.MaxNew, fit)
+	}
 	return LimitListener(ln, lim), nil
 }
 

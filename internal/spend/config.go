@@ -120,22 +120,6 @@ func budgets(scope Scope, owner string, bs []config.Budget, loc *time.Location) 
 	return out
 }
 
-// LedgerFor returns the ledger of a new configuration: old's when it keeps the same store (its
-// counters, reservations and lease carry over), else a new one — in memory when rc is nil, else
-// on rc's Redis. The caller closes a replaced Redis ledger (Close) once its requests have ended.
-func LedgerFor(old Ledger, rc *RedisConfig) (Ledger, error) {
-	if rc == nil {
-		if m, ok := old.(*Memory); ok {
-			return m, nil
-		}
-		return NewMemory(), nil
-	}
-	if r, ok := old.(*Redis); ok && r.c.Client == rc.Client {
-		return r, nil
-	}
-	return NewRedis(*rc)
-}
-
 // Shared is the shared store a configuration's ledger uses: the rate limits' Redis client and
 // its circuit. The zero value is no shared store (the ledger is in memory).
 type Shared struct {
@@ -143,23 +127,15 @@ type Shared struct {
 	Circuit Circuit
 }
 
-// Build returns a configuration's ledger — old's when it keeps the same store (LedgerFor) — and
-// its Spender (nil when nothing is priced or budgeted).
-func Build(cfg *config.Config, old Ledger, sh Shared, logger *slog.Logger) (Ledger, *Spender, error) {
-	var rc *RedisConfig
-	if sh.Client != nil {
-		rc = &RedisConfig{Client: sh.Client, Circuit: sh.Circuit, Timeout: cfg.Store.Timeout,
-			Deny: cfg.Store.OnError == config.OnErrorDeny, LeaseTTL: cfg.Store.LeaseTTL, Logger: logger}
+// NewLedger returns the ledger of a configuration whose store is st: on sh's Redis, sharing its
+// connection and circuit, or in memory when sh has no client. A reload that keeps the store keeps
+// the ledger (its counters, reservations and lease); Close it once no configuration uses it.
+func NewLedger(sh Shared, st config.Store, logger *slog.Logger) (Ledger, error) {
+	if sh.Client == nil {
+		return NewMemory(), nil
 	}
-	l, err := LedgerFor(old, rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := FromConfig(cfg, l)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, s, nil
+	return NewRedis(RedisConfig{Client: sh.Client, Circuit: sh.Circuit, Timeout: st.Timeout,
+		Deny: st.OnError == config.OnErrorDeny, LeaseTTL: st.LeaseTTL, Logger: logger})
 }
 
 // Close closes l when it is a Redis ledger (its lease is no longer renewed).

@@ -19,7 +19,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/config"
@@ -42,9 +41,6 @@ type Provider struct {
 	cfg    config.Telemetry
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
-	// Holders counts the gateway generations holding the provider: the last one to let go
-	// shuts it down.
-	Holders atomic.Int64
 }
 
 // New builds the provider of c (c.Enabled must hold): an OTLP exporter behind a batch span

@@ -10,19 +10,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/jsonmode"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	wire "github.com/layer0ai/layer0/internal/wire/anthropic"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
-	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // Path is the Messages endpoint under the engine's URL.
@@ -82,7 +80,7 @@ func New(name string, cfg config.Engine, opts Options) (*Engine, error) {
 	return &Engine{Endpoint: ep, betas: new(betaHeaders)}, nil
 }
 
-// Format implements engine.Forwarder.
+// Format implements passthrough.Forwarder.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
 
 // DecodeError is wire.DecodeError with one policy added: the engine refusing layer0's own
@@ -106,9 +104,6 @@ func (e *Engine) Generate(ctx context.Context, req *llm.Request, sink llm.Sink) 
 	}
 	return e.Endpoint.Generate(ctx, &up, sink, &codec)
 }
-
-// maxJSONBody bounds a non-streamed pass-through response.
-const maxJSONBody = 64 << 20
 
 // mergeUsage reads the usage object at obj (a JSON object's bytes) into dst.
 func mergeUsage(dst *llm.Usage, obj []byte) {
@@ -179,15 +174,15 @@ var (
 	evPing         = []byte("ping")
 )
 
-// Forward implements engine.Forwarder: the body's top-level "model" is rewritten in place and
-// every other byte is sent as the client wrote it, with the client's anthropic-beta headers and
-// ?beta=true (passRequest); the engine's events come back unchanged but
-// for the value of the model (message_start's message.model, a body's top-level model), which
-// becomes the client's model name whatever the engine reported. The prelude (message_start,
+// Forward implements passthrough.Forwarder: the body's top-level "model" is rewritten in place
+// and every other byte is sent as the client wrote it, with the client's anthropic-beta headers
+// and ?beta=true (passRequest); the engine's events come back unchanged but for the value of
+// the model (message_start's message.model, a body's top-level model), which becomes the
+// client's model name whatever the engine reported. The prelude (message_start,
 // content_block_start, ping) is held until the first other event, and an error event is not
 // passed on but returned, so an error before content leaves the client untouched and the
-// caller can still fall back; after content the caller ends the stream with it.
-func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (res engine.PassResult, err error) {
+// caller can still fall back; after content the caller ends the stream with it (policy).
+func (e *Engine) Forward(ctx context.Context, p *passthrough.Pass, w passthrough.Writer) (res passthrough.Result, err error) {
 	var ms, me int
 	hasModel, stream := false, false
 	err = jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
@@ -219,114 +214,73 @@ func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (
 		return res, err
 	}
 	defer resp.Close()
-	rn := upstream.NewRenamer(p.ClientModel)
-	ct := resp.ContentType
-	if err := upstream.CheckContentType(ct, stream); err != nil {
-		return res, err
+	return passthrough.Forward(&policy{}, &passthrough.Source{Body: resp.Reader(), ContentType: resp.ContentType,
+		Stream: stream, ClientModel: p.ClientModel, Err: resp.Err}, w)
+}
+
+// policy is the Messages API's pass-through: named events of JSON objects, message_start first
+// (pings aside), usage in message_start and message_delta, an error event returned, the stream
+// ended by message_stop.
+type policy struct {
+	started bool // message_start arrived
+}
+
+// Answer implements passthrough.Policy: an error object fails the call; the model and usage
+// are read in one scan.
+func (*policy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
+	ms, me, us, ue, isErr := scanAnswer(body)
+	if isErr {
+		return passthrough.Answer{}, DecodeError(0, body)
 	}
-	held := e.C.Buffer()
-	defer e.C.PutBuffer(held)
-	out := &upstream.Out{W: w, ContentType: ct, Held: *held}
-	defer func() { res.Bytes = out.N }()
-	if !upstream.IsSSE(ct) {
-		rb := e.C.Buffer()
-		defer e.C.PutBuffer(rb)
-		body, err := upstream.ReadAll(*rb, resp.Reader(), maxJSONBody)
-		*rb = body
-		if err != nil {
-			return res, resp.Err(err)
-		}
-		// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here,
-		// and the caller may fall back.
-		if !jsontext.ValidObject(body) {
-			return res, upstream.Malformed("incomplete or invalid JSON", "")
-		}
-		ms, me, us, ue, isErr := scanAnswer(body)
-		if isErr {
-			// An error object with a 200: nothing was written, the caller may fall back.
-			return res, resp.Err(DecodeError(0, body))
-		}
-		if stream {
-			return res, upstream.StreamAnsweredJSON()
-		}
-		if us >= 0 {
-			mergeUsageValue(&res.Usage, body[us:ue])
-		}
-		if err := rn.WriteJSON(out, body, ms, me); err != nil {
-			return res, err
-		}
-		return res, out.Flush()
+	if us >= 0 {
+		mergeUsageValue(u, body[us:ue])
 	}
-	res.Stream = true
-	er := sse.NewReader(resp.Reader())
-	started := false // message_start arrived
-	for {
-		raw, name, data, rerr := er.Next()
-		if rerr != nil {
-			switch {
-			case errors.Is(rerr, io.EOF):
-				rerr = apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
-			case errors.Is(rerr, sse.ErrNotSSE):
-				rerr = upstream.Malformed("a stream that is not SSE", rerr.Error())
-			case errors.Is(rerr, sse.ErrEventTooLarge):
-				rerr = upstream.Malformed("a stream event beyond the size limit", rerr.Error())
-			}
-			return res, resp.Err(rerr)
-		}
-		ev := raw
-		if len(name) == 0 && len(data) == 0 {
-			// A comment (a keep-alive): passed on, without committing the attempt.
-			if out.Started() || !out.Hold(ev) {
-				if _, err := out.Write(ev); err != nil {
-					return res, err
-				}
-				if !er.Buffered() {
-					if err := out.Flush(); err != nil {
-						return res, err
-					}
-				}
-			}
-			continue
-		}
-		if bytes.Equal(name, evError) {
-			return res, resp.Err(DecodeError(0, data))
-		}
-		// The stream's shape: named events of JSON objects, each checked whole (after the first
-		// byte too: a broken event must end the stream with an error, not reach the client),
-		// message_start first (pings aside).
-		if len(name) == 0 || !jsontext.ValidObject(data) {
-			return res, resp.Err(upstream.Malformed("a stream event that is not a named JSON object", ""))
-		}
-		if !started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {
-			return res, resp.Err(upstream.Malformed("a stream that does not begin with message_start", ""))
-		}
-		switch {
-		case bytes.Equal(name, evMessageStart):
-			started = true
-			if s, e2, ok, _ := jsontext.Field(data, "message"); ok {
-				ms, me, us, ue, _ := scanAnswer(data[s:e2])
-				if us >= 0 {
-					mergeUsageValue(&res.Usage, data[s+us:s+ue])
-				}
-				if ms >= 0 {
-					ev = rn.EventAt(raw, data, s+ms, s+me)
-				}
-			}
-		case bytes.Equal(name, evMessageDelta):
-			mergeUsage(&res.Usage, data)
-		}
-		if out.Started() || !prelude(name) || !out.Hold(ev) {
-			if _, err := out.Write(ev); err != nil {
-				return res, err
-			}
-		}
-		if bytes.Equal(name, evMessageStop) {
-			return res, nil // the caller ends the response (engine.Forwarder)
-		}
-		if !er.Buffered() {
-			if err := out.Flush(); err != nil {
-				return res, err
-			}
-		}
+	if ms < 0 {
+		return passthrough.Answer{}, nil
 	}
+	return passthrough.Answer{ModelStart: ms, ModelEnd: me}, nil
+}
+
+// End implements passthrough.Policy: only message_stop ends a stream.
+func (*policy) End([]byte) error {
+	return apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
+}
+
+// Event implements passthrough.Policy.
+func (pl *policy) Event(ev *passthrough.Event, u *llm.Usage) error {
+	name, data := ev.Name, ev.Data
+	if bytes.Equal(name, evError) {
+		return DecodeError(0, data)
+	}
+	// The stream's shape: named events of JSON objects, each checked whole (after the first
+	// byte too: a broken event must end the stream with an error, not reach the client),
+	// message_start first (pings aside).
+	if len(name) == 0 || !jsontext.ValidObject(data) {
+		return upstream.Malformed("a stream event that is not a named JSON object", "")
+	}
+	if !pl.started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {
+		return upstream.Malformed("a stream that does not begin with message_start", "")
+	}
+	switch {
+	case bytes.Equal(name, evMessageStart):
+		pl.started = true
+		if s, e, ok, _ := jsontext.Field(data, "message"); ok {
+			ms, me, us, ue, _ := scanAnswer(data[s:e])
+			if us >= 0 {
+				mergeUsageValue(u, data[s+us:s+ue])
+			}
+			if ms >= 0 {
+				ev.ModelStart, ev.ModelEnd = s+ms, s+me
+			}
+		}
+	case bytes.Equal(name, evMessageDelta):
+		mergeUsage(u, data)
+	case bytes.Equal(name, evMessageStop):
+		ev.Kind = passthrough.Last
+		return nil
+	}
+	if prelude(name) {
+		ev.Kind = passthrough.Prelude
+	}
+	return nil
 }

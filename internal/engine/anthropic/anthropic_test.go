@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
@@ -200,7 +200,7 @@ func TestForward(t *testing.T) {
 	e := newEngine(t, f, config.Timeouts{}, false)
 	body := `{"model":"sonnet","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"the \"model\" is"}],"thinking":{"type":"disabled"}}`
 	rec := httptest.NewRecorder()
-	res, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(body), Model: "claude-sonnet-4-5", ClientModel: "sonnet"}, fake.Writer(rec))
+	res, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(body), Model: "claude-sonnet-4-5", ClientModel: "sonnet"}, fake.Writer(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestForward(t *testing.T) {
 	}
 	// Non-streamed.
 	rec = httptest.NewRecorder()
-	res, err = e.Forward(context.Background(), &engine.Pass{Body: []byte(`{"model":"x","max_tokens":5,"messages":[]}`)}, fake.Writer(rec))
+	res, err = e.Forward(context.Background(), &passthrough.Pass{Body: []byte(`{"model":"x","max_tokens":5,"messages":[]}`)}, fake.Writer(rec))
 	if err != nil || res.Stream || res.Usage.OutputTokens == 0 || !strings.Contains(rec.Body.String(), `"model":"x"`) {
 		t.Errorf("got %+v %v\n%s", res, err, rec.Body.String())
 	}
@@ -230,7 +230,7 @@ func TestForward(t *testing.T) {
 		f.SetScript(fake.Script{Model: "claude-sonnet-4-5-20250929", Pretty: true})
 		rec = httptest.NewRecorder()
 		b := strings.Replace(body, `"stream":true`, `"stream":`+strconv.FormatBool(stream), 1)
-		if _, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(b), ClientModel: "sonnet"}, fake.Writer(rec)); err != nil {
+		if _, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(b), ClientModel: "sonnet"}, fake.Writer(rec)); err != nil {
 			t.Fatal(err)
 		}
 		out := rec.Body.String()
@@ -273,7 +273,7 @@ func TestForward(t *testing.T) {
 	} {
 		f.SetScript(fake.Script{ErrorAfter: tt.after})
 		var buf bytes.Buffer
-		_, err = e.Forward(context.Background(), &engine.Pass{Body: []byte(tt.body)}, fake.Writer(&buf))
+		_, err = e.Forward(context.Background(), &passthrough.Pass{Body: []byte(tt.body)}, fake.Writer(&buf))
 		var ae *apierr.Error
 		if !errors.As(err, &ae) || ae.Kind != apierr.Overloaded || strings.Contains(buf.String(), "error") || (buf.Len() > 0) != tt.written {
 			t.Errorf("%s: got %v, want overloaded with written %v; output:\n%s", tt.name, err, tt.written, buf.String())
@@ -300,7 +300,7 @@ func TestForwardBeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 2 { // the second call takes the prepared header
-				_, err := e.Forward(context.Background(), &engine.Pass{Body: body, Header: tt.header, Query: tt.query}, fake.Writer(httptest.NewRecorder()))
+				_, err := e.Forward(context.Background(), &passthrough.Pass{Body: body, Header: tt.header, Query: tt.query}, fake.Writer(httptest.NewRecorder()))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
 
@@ -30,7 +30,7 @@ type betaHeaders struct {
 // anthropic-beta headers (joined with commas) and its ?beta=true go to the engine as they came,
 // so that the features they turn on are the engine's to serve. Nothing else of the client's
 // headers or query is sent.
-func (e *Engine) passRequest(p *engine.Pass) (string, *upstream.Header, error) {
+func (e *Engine) passRequest(p *passthrough.Pass) (string, *upstream.Header, error) {
 	path := e.Path
 	if betaQuery(p.Query) {
 		path += BetaQuery

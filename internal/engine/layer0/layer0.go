@@ -17,9 +17,9 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/engine/anthropic"
 	"github.com/layer0ai/layer0/internal/engine/jsonmode"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/binary"
@@ -103,11 +103,11 @@ func (e *Engine) Simulated() bool { return e.c.Simulated() }
 // Binary reports whether requests currently go over the binary protocol.
 func (e *Engine) Binary() bool { return e.binary.Load() != binaryRefused }
 
-// Format implements engine.Forwarder: the pass-through path is the Anthropic JSON API.
+// Format implements passthrough.Forwarder: the pass-through path is the Anthropic JSON API.
 func (e *Engine) Format() llm.Format { return llm.FormatAnthropic }
 
-// Forward implements engine.Forwarder.
-func (e *Engine) Forward(ctx context.Context, p *engine.Pass, w engine.Writer) (engine.PassResult, error) {
+// Forward implements passthrough.Forwarder.
+func (e *Engine) Forward(ctx context.Context, p *passthrough.Pass, w passthrough.Writer) (passthrough.Result, error) {
 	return e.json.Forward(ctx, p, w)
 }
 

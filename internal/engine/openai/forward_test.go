@@ -13,9 +13,8 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/llm"
-	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 	wire "github.com/layer0ai/layer0/internal/wire/openai"
 	"github.com/layer0ai/layer0/internal/wire/sse"
@@ -28,7 +27,7 @@ func TestForwardStream(t *testing.T) {
 	defer f.Close()
 	e := newEngine(t, f, config.Timeouts{}, 0)
 	rec := httptest.NewRecorder()
-	res, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(clientBody), Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"}, fake.Writer(rec))
+	res, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(clientBody), Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"}, fake.Writer(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func TestForwardStreamWithUsage(t *testing.T) {
 	e := newEngine(t, f, config.Timeouts{}, 0)
 	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`
 	var out bytes.Buffer
-	res, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(body)}, fake.Writer(&out))
+	res, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(body)}, fake.Writer(&out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +83,7 @@ func TestForwardJSON(t *testing.T) {
 	defer f.Close()
 	e := newEngine(t, f, config.Timeouts{}, 0)
 	rec := httptest.NewRecorder()
-	res, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(`{"model":"a","messages":[{"role":"user","content":"x"}]}`), Model: "b", ClientModel: "a"}, fake.Writer(rec))
+	res, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(`{"model":"a","messages":[{"role":"user","content":"x"}]}`), Model: "b", ClientModel: "a"}, fake.Writer(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +113,7 @@ func TestForwardRenames(t *testing.T) {
 				e := newEngine(t, f, config.Timeouts{}, 0)
 				body := `{"model":"gpt-4o","stream":` + strconv.FormatBool(stream) + `,"messages":[{"role":"user","content":"x"}]}`
 				rec := httptest.NewRecorder()
-				if _, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(body), Model: tt.model, ClientModel: "gpt-4o"}, fake.Writer(rec)); err != nil {
+				if _, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(body), Model: tt.model, ClientModel: "gpt-4o"}, fake.Writer(rec)); err != nil {
 					t.Fatal(err)
 				}
 				out := rec.Body.String()
@@ -189,7 +188,7 @@ func TestForwardErrors(t *testing.T) {
 			defer f.Close()
 			e := newEngine(t, f, config.Timeouts{}, 0)
 			var out bytes.Buffer
-			_, err := e.Forward(context.Background(), &engine.Pass{Body: []byte(tt.body)}, fake.Writer(&out))
+			_, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(tt.body)}, fake.Writer(&out))
 			var ae *apierr.Error
 			if !errors.As(err, &ae) || ae.Kind != tt.kind {
 				t.Fatalf("got %v, want kind %v", err, tt.kind)
@@ -279,14 +278,13 @@ func BenchmarkPassThrough(b *testing.B) {
 		b.SetBytes(int64(len(stream)))
 		b.ReportAllocs()
 		dst := make([]byte, 0, 1024)
-		held := make([]byte, 0, 1024) // Forward's is a pooled buffer
 		for b.Loop() {
-			pr, err := prepare(dst[:0], &engine.Pass{Body: req, Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"})
+			pr, err := prepare(dst[:0], &passthrough.Pass{Body: req, Model: "meta-llama/Llama-3.1-8B-Instruct", ClientModel: "llama"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			out := &upstream.Out{W: fake.Writer(io.Discard), ContentType: "text/event-stream", Held: held[:0]}
-			if _, err := pr.copy(&chunkedReader{b: stream, n: 4096}, out); err != nil {
+			src := passthrough.Source{Body: &chunkedReader{b: stream, n: 4096}, ContentType: "text/event-stream", Stream: pr.stream, ClientModel: "llama"}
+			if _, err := passthrough.Forward(&chatPolicy{inject: pr.inject}, &src, fake.Writer(io.Discard)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,16 +1,14 @@
 package openai
 
 import (
-	"io"
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/upstream"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	"github.com/layer0ai/layer0/internal/wire/responses"
-	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // The Responses API pass-through, for an engine configured with responses: true (one that
@@ -26,101 +24,85 @@ func responsesPath(chat string) string {
 	return strings.TrimSuffix(chat, "/chat/completions") + "/responses"
 }
 
-// Speaks implements engine.Speaker: Chat Completions always, the Responses API when the engine
+// Speaks implements passthrough.Speaker: Chat Completions always, the Responses API when the engine
 // serves it.
 func (e *Engine) Speaks(f llm.Format) bool {
 	return f == llm.FormatOpenAI || f == llm.FormatResponses && e.responses != ""
 }
 
-// copyResponses copies a Responses answer to out: a response object, or its event stream.
-func (pr *prepared) copyResponses(r io.Reader, out *upstream.Out) (res engine.PassResult, err error) {
-	defer func() { res.Bytes = out.N }()
-	if err := upstream.CheckContentType(out.ContentType, pr.stream); err != nil {
-		return res, err
-	}
-	if !upstream.IsSSE(out.ContentType) {
-		body, err := pr.readJSON(r)
-		if err != nil {
-			return res, err
-		}
-		if pr.stream {
-			return res, upstream.StreamAnsweredJSON()
-		}
-		f := scanAnswer(body)
-		if f.us >= 0 {
-			res.Usage, _ = responses.ParseUsage(body[f.us:f.ue])
-		}
-		if err := pr.rn.WriteJSON(out, body, f.ms, f.me); err != nil {
-			return res, err
-		}
-		return res, out.Flush()
-	}
-	res.Stream = true
-	er := sse.NewReader(r)
-	finished := false
-	for {
-		raw, name, data, rerr := er.Next()
-		if err := streamErr(rerr); err == io.EOF {
-			if !finished {
-				return res, errTruncated()
-			}
-			return res, out.Release()
-		} else if err != nil {
-			return res, err
-		}
-		if len(data) == 0 && len(name) == 0 { // a comment
-			if out.Started() || !out.Hold(raw) {
-				if _, err := out.Write(raw); err != nil {
-					return res, err
-				}
-			}
-			continue
-		}
-		if !jsontext.ValidObject(data) {
-			return res, upstream.Malformed("a stream event that is not a JSON object", "")
-		}
-		typ := eventType(data)
-		if !out.Started() && (typ == "error" || typ == "response.failed") {
-			// Before any content: nothing reached the client, the request may fall back.
-			return res, apierr.New(apierr.BadGateway, "the engine's Responses stream failed before any content: %.200s", data)
-		}
-		ev := raw
-		if rs, re, ok, _ := jsontext.Field(data, "response"); ok && data[rs] == '{' {
-			obj := data[rs:re]
-			if ms, me, ok, _ := jsontext.Field(obj, "model"); ok {
-				ev = pr.rn.EventAt(raw, data, rs+ms, rs+me)
-			}
-			switch typ {
-			case "response.completed", "response.incomplete", "response.failed":
-				finished = true
-				if us, ue, ok, _ := jsontext.Field(obj, "usage"); ok && obj[us] == '{' {
-					res.Usage, _ = responses.ParseUsage(obj[us:ue])
-				}
-			}
-		}
-		if out.Started() || !responsesPrelude(typ) || !out.Hold(ev) {
-			if _, err := out.Write(ev); err != nil {
-				return res, err
-			}
-		}
-		if err := flushIdle(er, out); err != nil {
-			return res, err
-		}
+// responsesPolicy is the Responses API's answer: a response object, or its event stream of
+// JSON objects whose response objects carry the model and, in the final one, the usage.
+type responsesPolicy struct {
+	finished bool // response.completed, response.incomplete or response.failed came
+	ts, te   int  // the event's type
+	rs, re   int  // the event's response object
+	members  jsontext.Members
+}
+
+// visit notes the type and response members of an event (jsontext.ValidObjectMembers).
+func (pl *responsesPolicy) visit(k []byte, esc bool, vs, ve int) {
+	switch {
+	case jsontext.KeyIs(k, esc, "type"):
+		pl.ts, pl.te = vs, ve
+	case jsontext.KeyIs(k, esc, "response"):
+		pl.rs, pl.re = vs, ve
 	}
 }
 
-// eventType returns a Responses event's type.
-func eventType(data []byte) string {
-	s, e, ok, _ := jsontext.Field(data, "type")
-	if !ok || e-s < 2 || data[s] != '"' {
-		return ""
+// Answer implements passthrough.Policy.
+func (*responsesPolicy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
+	f := scanAnswer(body)
+	if f.us >= 0 {
+		*u, _ = responses.ParseUsage(body[f.us:f.ue])
 	}
-	return string(data[s+1 : e-1])
+	return f.answer(), nil
+}
+
+// End implements passthrough.Policy: a stream ends complete once its final response came.
+func (pl *responsesPolicy) End([]byte) error {
+	if !pl.finished {
+		return errTruncated()
+	}
+	return nil
+}
+
+// Event implements passthrough.Policy.
+func (pl *responsesPolicy) Event(ev *passthrough.Event, u *llm.Usage) error {
+	data := ev.Data
+	pl.ts, pl.te, pl.rs, pl.re = -1, -1, -1, -1
+	if !pl.members.Valid(data, pl.visit) {
+		return upstream.Malformed("a stream event that is not a JSON object", "")
+	}
+	var typ []byte
+	if pl.ts >= 0 && pl.te-pl.ts >= 2 && data[pl.ts] == '"' {
+		typ = data[pl.ts+1 : pl.te-1]
+	}
+	if !ev.Started && (string(typ) == "error" || string(typ) == "response.failed") {
+		// Before any content: nothing reached the client, the request may fall back.
+		return apierr.New(apierr.BadGateway, "the engine's Responses stream failed before any content: %.200s", data)
+	}
+	if rs := pl.rs; rs >= 0 && data[rs] == '{' {
+		obj := data[rs:pl.re]
+		if ms, me, ok, _ := jsontext.Field(obj, "model"); ok {
+			ev.ModelStart, ev.ModelEnd = rs+ms, rs+me
+		}
+		switch string(typ) {
+		case "response.completed", "response.incomplete", "response.failed":
+			pl.finished = true
+			if us, ue, ok, _ := jsontext.Field(obj, "usage"); ok && obj[us] == '{' {
+				*u, _ = responses.ParseUsage(obj[us:ue])
+			}
+		}
+	}
+	if responsesPrelude(typ) {
+		ev.Kind = passthrough.Prelude
+	}
+	return nil
 }
 
 // responsesPrelude reports whether an event of type typ carries nothing for the client yet.
-func responsesPrelude(typ string) bool {
-	switch typ {
+func responsesPrelude(typ []byte) bool {
+	switch string(typ) {
 	case "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added":
 		return true
 	}

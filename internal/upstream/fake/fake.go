@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/wire/sse"
 )
 
 // Script says how a fake engine answers. The zero value answers at once with Text "Hello from
@@ -265,32 +265,34 @@ type jsonWriter struct {
 
 func (j *jsonWriter) Write(b []byte) (int, error) { return j.buf.Write(b) }
 
-// spaced rewrites the JSON in an event's data: lines with Python's separators, ", " and ": ".
+// spaced rewrites the JSON of an event's data with Python's separators, ", " and ": ".
 func spaced(ev string) string {
+	_, name, data, err := sse.NewReader(strings.NewReader(ev)).Next()
+	if err != nil || !bytes.HasPrefix(data, []byte("{")) {
+		return ev
+	}
 	var b strings.Builder
-	for _, line := range strings.SplitAfter(ev, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || !strings.HasPrefix(data, "{") {
-			b.WriteString(line)
-			continue
-		}
-		b.WriteString("data: ")
-		in, esc := false, false
-		for i := 0; i < len(data); i++ {
-			c := data[i]
-			b.WriteByte(c)
-			switch {
-			case esc:
-				esc = false
-			case in && c == '\\':
-				esc = true
-			case c == '"':
-				in = !in
-			case !in && (c == ',' || c == ':'):
-				b.WriteByte(' ')
-			}
+	if len(name) > 0 {
+		b.WriteString("event: ")
+		b.Write(name)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	in, esc := false, false
+	for _, c := range data {
+		b.WriteByte(c)
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case !in && (c == ',' || c == ':'):
+			b.WriteByte(' ')
 		}
 	}
+	b.WriteString("\n\n")
 	return b.String()
 }
 
@@ -390,9 +392,15 @@ func q(s string) string {
 	return string(b)
 }
 
-// Writer gives w the Flush the pass-through path writes through (engine.Writer): an
+// Writer gives w the Flush the pass-through path writes through (passthrough.Writer): an
 // http.Flusher (an httptest.ResponseRecorder) is flushed, anything else only written to.
-func Writer(w io.Writer) engine.Writer { return flushWriter{w} }
+func Writer(w io.Writer) FlushWriter { return flushWriter{w} }
+
+// FlushWriter is a writer with a Flush, as the pass-through path writes to.
+type FlushWriter interface {
+	io.Writer
+	Flush() error
+}
 
 type flushWriter struct{ io.Writer }
 

@@ -21,23 +21,110 @@ func ValidObject(b []byte) bool {
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	return valid(unsafe.String(unsafe.SliceData(b), len(b)), true) // read only during the call
+	return valid(unsafe.String(unsafe.SliceData(b), len(b)), true, nil, nil, 0) // read only during the call
+}
+
+// ValidObjectMembers is ValidObject that also calls visit for each member of the top-level
+// object, in order, as Scan does (the key between its quotes, esc when it holds an escape, the
+// span of the value): one pass both checks an event and locates its members, where ValidObject
+// and then Scan would read it twice. visit may have been called when it returns false, for the
+// members before the fault. It allocates nothing.
+func ValidObjectMembers(b []byte, visit func(key []byte, esc bool, start, end int)) bool {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	return valid(unsafe.String(unsafe.SliceData(b), len(b)), true, visit, nil, 0) // read only during the call
+}
+
+// maxMembers bounds the members of an object's prefix a Members remembers.
+const maxMembers = 16
+
+// Members checks a stream of JSON objects as ValidObjectMembers does, faster when they begin
+// with the same members, as the chunks of an engine's stream do (the same id, object, created
+// and model in every chunk of vLLM, SGLang, Ollama, TGI and the hosted API): it remembers the
+// bytes of the last object up to the end of its second-last member and the byte after, and an object that starts
+// with the same bytes is checked from there only, its first members' visits replayed. That is
+// sound for the same reason as Renamer's prefix: a JSON reader's state after a prefix depends
+// only on the prefix's bytes. The zero value is ready to use; it allocates only while its
+// prefix grows.
+type Members struct {
+	prefix []byte               // the last object's bytes up to the end of its second-last member
+	n      int                  // the members in prefix
+	spans  [maxMembers]memberAt // where they are
+	rec    int                  // members recorded in this pass; -1: not recording
+}
+
+// memberAt is one top-level member: its key b[ks:ke], its value b[vs:ve].
+type memberAt struct {
+	ks, ke, vs, ve int
+	esc            bool
+}
+
+// Valid is ValidObjectMembers(b, visit), with the prefix b shares with the last object checked
+// not checked again.
+func (p *Members) Valid(b []byte, visit func(key []byte, esc bool, start, end int)) bool {
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // read only during the call
+	if len(p.prefix) > 0 && len(b) > len(p.prefix) && string(b[:len(p.prefix)]) == string(p.prefix) {
+		for _, m := range p.spans[:p.n] {
+			visit(b[m.ks:m.ke], m.esc, m.vs, m.ve)
+		}
+		p.rec = -1
+		return valid(s, true, visit, p, len(p.prefix)-1)
+	}
+	p.prefix, p.n, p.rec = p.prefix[:0], 0, 0
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' || !valid(s, true, visit, p, 0) {
+		return false
+	}
+	if p.rec >= 2 {
+		p.n = p.rec - 1
+		// The byte after the member (a comma, or space) is part of the prefix: without it, a
+		// number that ends the prefix could go on in the next object.
+		p.prefix = append(p.prefix, b[:p.spans[p.n-1].ve+1]...)
+	}
+	return true
+}
+
+// member records one top-level member, when recording, and visits it.
+func (p *Members) member(s string, m *member, ve int, visit func(key []byte, esc bool, start, end int)) {
+	if p != nil && p.rec >= 0 {
+		if p.rec < maxMembers {
+			p.spans[p.rec] = memberAt{m.ks, m.ke, m.vs, ve, m.esc}
+			p.rec++
+		} else {
+			p.rec = -1
+		}
+	}
+	visit(unsafe.Slice(unsafe.StringData(s[m.ks:]), m.ke-m.ks), m.esc, m.vs, ve)
 }
 
 // Valid reports whether b is one complete JSON value with only whitespace around it. Nesting
 // deeper than 1024 levels is refused. It allocates nothing.
 func Valid(b []byte) bool {
-	return valid(unsafe.String(unsafe.SliceData(b), len(b)), false) // read only during the call
+	return valid(unsafe.String(unsafe.SliceData(b), len(b)), false, nil, nil, 0) // read only during the call
 }
 
 // valid is Valid over s; with checkUTF8, the strings' bytes must be UTF-8 too (outside strings
-// only ASCII is JSON, so that covers the whole text in the same pass).
-func valid(s string, checkUTF8 bool) bool {
+// only ASCII is JSON, so that covers the whole text in the same pass). visit, when not nil, is
+// called for each member of the top-level object once its value has been read, through p when
+// not nil (Members). from > 0 resumes where a top-level member of an object ended, at s[from],
+// s[:from] being known to be such a prefix.
+func valid(s string, checkUTF8 bool, visit func(key []byte, esc bool, start, end int), p *Members, from int) bool {
 	// stack holds one bit per open container: 1 for an object, 0 for an array.
 	var stack [maxDepth / 64]uint64
 	depth := 0
+	m := member{ks: -1} // the top-level member being read, for visit
 	i := skipWS(s, 0)
+	ended := from > 0 // a value ended at s[i]
+	if ended {
+		stack[0], depth, i = 1, 1, from
+	}
 	for {
+		if ended {
+			ended = false
+			goto end
+		}
 		// A value starts at s[i].
 		if i >= len(s) {
 			return false
@@ -60,7 +147,7 @@ func valid(s string, checkUTF8 bool) bool {
 				break
 			}
 			if c == '{' {
-				if i = validKey(s, i, checkUTF8); i < 0 {
+				if i = m.key(s, i, checkUTF8, depth == 1 && visit != nil); i < 0 {
 					return false
 				}
 			}
@@ -86,8 +173,13 @@ func valid(s string, checkUTF8 bool) bool {
 				return false
 			}
 		}
+	end:
 		// A value ended at s[i]: close containers, or go on to the next member or element.
 		for {
+			if depth == 1 && visit != nil && m.ks >= 0 {
+				p.member(s, &m, i, visit)
+				m.ks = -1
+			}
 			i = skipWS(s, i)
 			if depth == 0 {
 				return i == len(s)
@@ -100,7 +192,7 @@ func valid(s string, checkUTF8 bool) bool {
 			case s[i] == ',':
 				i = skipWS(s, i+1)
 				if obj {
-					if i = validKey(s, i, checkUTF8); i < 0 {
+					if i = m.key(s, i, checkUTF8, depth == 1 && visit != nil); i < 0 {
 						return false
 					}
 				}
@@ -116,19 +208,35 @@ func valid(s string, checkUTF8 bool) bool {
 	}
 }
 
-// validKey checks an object's key and its colon at s[i], returning where the value starts.
-func validKey(s string, i int, checkUTF8 bool) int {
+// member is where the top-level member being read lies: its key s[ks:ke] (ks < 0: none being
+// recorded), whether the key holds an escape, and where its value starts.
+type member struct {
+	ks, ke, vs int
+	esc        bool
+}
+
+// key checks an object's key and its colon at s[i], returning where the value starts; with
+// record, it notes the key and the value's start in m.
+func (m *member) key(s string, i int, checkUTF8, record bool) int {
 	if i >= len(s) || s[i] != '"' {
 		return -1
 	}
-	if i = validString(s, i, checkUTF8); i < 0 {
+	end, esc, f := stringEnd(s, i+1, checkUTF8)
+	if f != fNone {
 		return -1
 	}
-	i = skipWS(s, i)
+	if record {
+		m.ks, m.ke, m.esc = i+1, end, esc
+	}
+	i = skipWS(s, end+1)
 	if i >= len(s) || s[i] != ':' {
 		return -1
 	}
-	return skipWS(s, i+1)
+	i = skipWS(s, i+1)
+	if record {
+		m.vs = i
+	}
+	return i
 }
 
 // validString checks the string at s[i] == '"' and returns the index after it, or -1. Bytes

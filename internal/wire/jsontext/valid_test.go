@@ -3,6 +3,7 @@ package jsontext
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -128,4 +129,63 @@ func TestValidObject(t *testing.T) {
 			t.Errorf("ValidObject allocates %v times a call, want 0", n)
 		}
 	}
+}
+
+// FuzzValidObjectMembers checks that ValidObjectMembers is ValidObject and, for a valid object,
+// visits the members Scan visits.
+func FuzzValidObjectMembers(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(`{"a":1,"b":{"c":[1,{"d":2}]},"e\u0041":"x","f":[],"g":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		type m struct {
+			K      string
+			Esc    bool
+			VS, VE int
+		}
+		var got, want []m
+		ok := ValidObjectMembers(b, func(k []byte, esc bool, vs, ve int) { got = append(got, m{string(k), esc, vs, ve}) })
+		if ok != ValidObject(b) {
+			t.Fatalf("ValidObjectMembers(%q) = %v, ValidObject %v", b, ok, !ok)
+		}
+		if !ok {
+			return
+		}
+		if err := Scan(b, func(k []byte, esc bool, vs, ve int) { want = append(want, m{string(k), esc, vs, ve}) }); err != nil {
+			t.Fatalf("Scan(%q): %v", b, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("ValidObjectMembers(%q) visited %v, Scan %v", b, got, want)
+		}
+	})
+}
+
+// FuzzMembers checks Members against ValidObjectMembers over two objects in a row, the second
+// checked from the prefix it may share with the first.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{"id":"x","model":"m","choices":[1]}`), []byte(`{"id":"x","model":"m","choices":[2]}`))
+	f.Add([]byte(`{"id":"x","model":"m","choices":[1]}`), []byte(`{"id":"x","model":"m"}`))
+	f.Add([]byte(`{"id":"x","model":"m","choices":[1]}`), []byte(`{"id":"x","model":"m","c":{`))
+	f.Add([]byte(`{"a":1,"b":2}`), []byte(`{"a":1,"b":2 , "c" : "\ud800"}`))
+	f.Add([]byte(`{"c":17,"d":1}`), []byte(`{"c":175,"d":1}`))
+	f.Add([]byte(`{"c":17 ,"d":1}`), []byte(`{"c":17 }`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		type m struct {
+			K      string
+			Esc    bool
+			VS, VE int
+		}
+		var p Members
+		var got, want []m
+		p.Valid(a, func([]byte, bool, int, int) {})
+		ok := p.Valid(b, func(k []byte, esc bool, vs, ve int) { got = append(got, m{string(k), esc, vs, ve}) })
+		wok := ValidObjectMembers(b, func(k []byte, esc bool, vs, ve int) { want = append(want, m{string(k), esc, vs, ve}) })
+		if ok != wok {
+			t.Fatalf("after %q, Members.Valid(%q) = %v, ValidObjectMembers %v", a, b, ok, wok)
+		}
+		if ok && fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("after %q, Members.Valid(%q) visited %v, want %v", a, b, got, want)
+		}
+	})
 }

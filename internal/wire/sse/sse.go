@@ -43,7 +43,13 @@ func (e *FieldError) Unwrap() error { return ErrNotSSE }
 // The slices are valid until the next call. A line that is not an SSE field an engine sends
 // (data, event, id, retry) or a comment is an error (a *FieldError).
 type Reader struct {
+	// Lenient skips a line that is no SSE field, as the SSE grammar does, instead of refusing
+	// it: for the readers of servers that are not engines (the probe, the load generator),
+	// which take what an event stream has and leave the rest.
+	Lenient bool
+
 	br   *bufio.Reader
+	own  *bufio.Reader // the buffer NewReader or Reset made, kept for the next Reset
 	raw  []byte
 	data []byte
 }
@@ -51,11 +57,33 @@ type Reader struct {
 // NewReader reads events from r. A *bufio.Reader of at least BufferSize bytes (an upstream
 // Response's Reader) is read as it is; any other reader gets a buffer of that size.
 func NewReader(r io.Reader) *Reader {
-	br, ok := r.(*bufio.Reader)
-	if !ok || br.Size() < BufferSize {
-		br = bufio.NewReaderSize(r, BufferSize)
+	rd := new(Reader) // raw grows only for events the fast path does not take
+	rd.Reset(r)
+	return rd
+}
+
+// Reset makes the Reader read events from r as NewReader(r) would, keeping the buffers it has
+// (a pooled Reader reads a stream without allocating). Reset(nil) drops the reference to the
+// last stream.
+func (r *Reader) Reset(src io.Reader) {
+	r.raw, r.data = r.raw[:0], r.data[:0]
+	if br, ok := src.(*bufio.Reader); ok && br.Size() >= BufferSize {
+		r.br = br
+		return
 	}
-	return &Reader{br: br} // raw grows only for events the fast path does not take
+	if src == nil {
+		r.br = nil
+		if r.own != nil {
+			r.own.Reset(nil)
+		}
+		return
+	}
+	if r.own == nil {
+		r.own = bufio.NewReaderSize(src, BufferSize)
+	} else {
+		r.own.Reset(src)
+	}
+	r.br = r.own
 }
 
 // Buffered reports whether a whole event is already buffered, so that Next returns it without
@@ -152,7 +180,7 @@ func (r *Reader) Next() (raw, name, data []byte, err error) {
 				v, s = v[1:], s+1
 			}
 			nameSpan, hasName = [2]int{s, s + len(v)}, true
-		case err == nil && !knownField(text):
+		case err == nil && !r.Lenient && !knownField(text):
 			return nil, nil, nil, &FieldError{Line: append([]byte(nil), text...)}
 		}
 		if err != nil { // io.EOF

@@ -44,6 +44,17 @@ func FuzzReader(f *testing.F) {
 		if diff := cmp.Diff(slow, fast); diff != "" {
 			t.Fatalf("fast path differs (-general +fast):\n%s", diff)
 		}
+		// Lenient: the same, with lines that are no field skipped rather than refused.
+		lf, ls := NewReader(bytes.NewReader(in)), NewReader(iotest.OneByteReader(bytes.NewReader(in)))
+		lf.Lenient, ls.Lenient = true, true
+		fast, errFast = readEvents(lf)
+		slow, errSlow = readEvents(ls)
+		if (errFast == nil) != (errSlow == nil) || errors.Is(errFast, ErrNotSSE) {
+			t.Fatalf("lenient: errors %v and %v", errFast, errSlow)
+		}
+		if diff := cmp.Diff(slow, fast); diff != "" {
+			t.Fatalf("lenient: fast path differs (-general +fast):\n%s", diff)
+		}
 	})
 }
 

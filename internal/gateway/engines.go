@@ -1,4 +1,4 @@
-package layer0
+package gateway
 
 import (
 	"fmt"
@@ -9,8 +9,41 @@ import (
 	"github.com/layer0ai/layer0/internal/engine/anthropic"
 	l0 "github.com/layer0ai/layer0/internal/engine/layer0"
 	"github.com/layer0ai/layer0/internal/engine/openai"
+	"github.com/layer0ai/layer0/internal/engine/sim"
+	"github.com/layer0ai/layer0/internal/tokenizer"
 	"github.com/layer0ai/layer0/internal/upstream"
 )
+
+// builtIn reports whether kind is one of the engine kinds layer0 builds itself.
+func builtIn(kind string) bool {
+	switch kind {
+	case config.KindSim, config.KindOpenAI, config.KindAnthropic, config.KindLayer0:
+		return true
+	}
+	return false
+}
+
+// newEngine builds the engine name: by the factory registered for its kind, else built in.
+func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, o *Options) (engine.Engine, error) {
+	if f := o.Engines[ec.Kind]; f != nil {
+		e, err := f(name, ec)
+		if err != nil {
+			return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
+		}
+		if e == nil {
+			return nil, fmt.Errorf("layer0: engine %s: the factory of kind %q returned no engine", name, ec.Kind)
+		}
+		return e, nil
+	}
+	if ec.Kind == config.KindSim {
+		e, err := sim.New(ec.Sim, tok)
+		if err != nil {
+			return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
+		}
+		return e, nil
+	}
+	return newHTTPEngine(name, ec, o.Logger)
+}
 
 // newHTTPEngine builds the engines that live behind a URL: any OpenAI-compatible server, the
 // hosted Anthropic API, and another layer0. Each reads its credential from the environment once,

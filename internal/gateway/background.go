@@ -1,4 +1,4 @@
-package layer0
+package gateway
 
 import (
 	"context"

@@ -1,87 +1,11 @@
-package upstream
+package passthrough
 
 import (
 	"bytes"
 	"io"
 
-	"github.com/layer0ai/layer0/internal/engine"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
-
-// MaxHeldBytes bounds the bytes of prelude an Out holds back (engine.MaxHeldEvents its events):
-// a stream with more prelude than that before its first content has it released (and the
-// attempt committed), as the pipeline does with the canonical events of the other engines.
-const MaxHeldBytes = 64 << 10
-
-// Out wraps the client's writer for a pass-through response: it counts bytes and flushes the
-// writer (the client's writer sets its own headers). It also holds
-// a stream's prelude (Hold) until the first event with content is written, so that nothing
-// reaches the client, not even the status line, from an attempt that fails before content.
-type Out struct {
-	W           engine.Writer
-	ContentType string // the engine's answer's media type, as its response said
-	N           int64
-	// Held is where the prelude is kept until the next Write. Give it a reusable buffer's [:0]
-	// (Client.Buffer) and holding allocates nothing; nil allocates on the first Hold.
-	Held    []byte
-	nheld   int
-	started bool
-}
-
-// Hold keeps a copy of the prelude event p, to be written before the next Write. It reports
-// false, holding nothing, once anything was written or when the bounds are reached; the caller
-// then writes p.
-func (o *Out) Hold(p []byte) bool {
-	if o.started || o.nheld >= engine.MaxHeldEvents || len(o.Held)+len(p) > MaxHeldBytes {
-		return false
-	}
-	o.Held = append(o.Held, p...)
-	o.nheld++
-	return true
-}
-
-// Release writes the held prelude, if any: for a stream that ends with nothing but prelude.
-func (o *Out) Release() error {
-	if len(o.Held) == 0 {
-		return nil
-	}
-	_, err := o.Write(nil)
-	return err
-}
-
-// Write implements io.Writer. The held prelude goes first.
-func (o *Out) Write(p []byte) (int, error) {
-	if len(o.Held) > 0 {
-		h := o.Held
-		o.Held, o.nheld = o.Held[:0], 0
-		if _, err := o.write(h); err != nil {
-			return 0, err
-		}
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	return o.write(p)
-}
-
-func (o *Out) write(p []byte) (int, error) {
-	o.started = true
-	n, err := o.W.Write(p)
-	o.N += int64(n)
-	return n, err
-}
-
-// Started reports whether anything was written (a held prelude is not).
-func (o *Out) Started() bool { return o.started }
-
-// Flush flushes the writer. Before
-// anything was written it does nothing: flushing would send the status line.
-func (o *Out) Flush() error {
-	if !o.started {
-		return nil
-	}
-	return o.W.Flush()
-}
 
 // Renamer gives the client its own model name in an engine's answer: it rewrites the value of
 // the answer's "model" member, found by position (a scan of the JSON, not a search for the
@@ -101,6 +25,7 @@ type Renamer struct {
 	vs     int    // where the model value starts in prefix
 	same   bool   // the learned value already is repl
 	buf    []byte // the last renamed event
+	spare  []byte // repl's buffer, kept by Reset
 }
 
 // NewRenamer returns a Renamer to model; "" renames nothing.
@@ -109,6 +34,18 @@ func NewRenamer(model string) Renamer {
 		return Renamer{}
 	}
 	return Renamer{repl: jsontext.AppendString(nil, model)}
+}
+
+// Reset makes r rename to model as NewRenamer(model) would, keeping its buffers.
+func (r *Renamer) Reset(model string) {
+	r.prefix, r.vs, r.same = r.prefix[:0], 0, false
+	if r.repl != nil {
+		r.spare = r.repl[:0]
+	}
+	r.repl = nil
+	if model != "" {
+		r.repl = jsontext.AppendString(r.spare[:0], model)
+	}
 }
 
 var (
@@ -238,27 +175,4 @@ func appendRenamed(dst, raw, data []byte, s, e int, repl []byte) []byte {
 		}
 	}
 	return dst
-}
-
-// ReadAll appends what r has to dst, up to max bytes (what is beyond is left unread, as with
-// io.LimitReader), growing dst as needed: with a pooled dst, reading a body allocates nothing.
-func ReadAll(dst []byte, r io.Reader, max int) ([]byte, error) {
-	limit := len(dst) + max
-	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		end := min(cap(dst), limit)
-		if end == len(dst) {
-			return dst, nil
-		}
-		n, err := r.Read(dst[len(dst):end])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package layer0
+package server
 
 import "syscall"
 

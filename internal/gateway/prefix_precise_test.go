@@ -1,8 +1,8 @@
-package layer0
+package gateway
 
-// The end-to-end test of the prefix index's precise mode. It is in package layer0, not
-// layer0_test, to reach the embedded engines (to restart one) and the replicas' subscriptions
-// (to wait until every event published has been applied before the next request is placed).
+// The end-to-end test of the prefix index's precise mode. It is an internal test, to reach the
+// embedded engines (to restart one) and the replicas' subscriptions (to wait until every event
+// published has been applied before the next request is placed).
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var access syncbuf.Buffer
-	g, base := servePrecise(t, cfg, WithAccessLog(&access))
+	g, base := servePrecise(t, cfg, Options{AccessLog: &access})
 	client := anthropic.NewClient(option.WithBaseURL(base), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
 
 	reps := g.gen.Load().replicas
@@ -217,9 +217,9 @@ func TestPrefixPreciseEndToEnd(t *testing.T) {
 }
 
 // servePrecise serves cfg on a loopback listener and returns the gateway and its base URL.
-func servePrecise(t *testing.T, cfg *config.Config, opts ...Option) (*Gateway, string) {
+func servePrecise(t *testing.T, cfg *config.Config, o Options) (*Gateway, string) {
 	t.Helper()
-	g, err := New(cfg, opts...)
+	g, err := New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, backBase := servePrecise(t, backCfg)
+	back, backBase := servePrecise(t, backCfg, Options{})
 	s := back.gen.Load().replicas["s"].sim
 
 	frontCfg, err := config.Parse([]byte(fmt.Sprintf(`
@@ -324,8 +324,8 @@ models:
 		t.Fatal(err)
 	}
 	var logs, access syncbuf.Buffer
-	front, base := servePrecise(t, frontCfg, WithAccessLog(&access),
-		WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	front, base := servePrecise(t, frontCfg, Options{AccessLog: &access,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	reps := front.gen.Load().replicas
 	v16, v32 := reps["v16"], reps["v32"]
 	for _, r := range []*replica{v16, v32} {

@@ -1,0 +1,128 @@
+package passthrough
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// testPolicy is a policy as an engine that is not built in would write one: "start" events are
+// prelude, "stop" ends the stream, "fail" is the engine's error, the top-level model renamed.
+type testPolicy struct{ stopped bool }
+
+var errFail = errors.New("the engine failed")
+
+func (*testPolicy) Event(e *Event, u *llm.Usage) error {
+	switch string(e.Name) {
+	case "start":
+		e.Kind = Prelude
+	case "stop":
+		e.Kind = Last
+	case "fail":
+		return errFail
+	case "usage":
+		u.OutputTokens++
+		e.Kind = Drop
+	}
+	e.ModelTop = true
+	return nil
+}
+
+func (*testPolicy) End([]byte) error { return errors.New("the stream ended early") }
+
+func (*testPolicy) Answer(body []byte, u *llm.Usage) (Answer, error) { return Answer{}, nil }
+
+// writes records each write and flush.
+type writes struct {
+	w       []string
+	flushes int
+}
+
+func (w *writes) Write(b []byte) (int, error) { w.w = append(w.w, string(b)); return len(b), nil }
+func (w *writes) Flush() error                { w.flushes++; return nil }
+
+func ev(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+
+func TestForwardPolicy(t *testing.T) {
+	stream := ev("start", `{"model":"engine"}`) + ": keep-alive\n\n" + ev("delta", `{"model":"engine","text":"a"}`) +
+		ev("usage", `{}`) + ev("delta", `{"model":"engine","text":"b"}`) + ev("stop", `{}`)
+	var w writes
+	res, err := Forward(&testPolicy{}, &Source{Body: strings.NewReader(stream), ContentType: "text/event-stream",
+		Stream: true, ClientModel: "client"}, &w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.ReplaceAll(strings.Replace(stream, ev("usage", `{}`), "", 1), `"engine"`, `"client"`)
+	if got := strings.Join(w.w, ""); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	// One burst: the held prelude, then the events queued with it, in two writes; no flush
+	// after the last event (the caller ends the response).
+	if len(w.w) != 2 || w.flushes != 0 {
+		t.Errorf("got %d writes and %d flushes, want 2 and 0: %q", len(w.w), w.flushes, w.w)
+	}
+	if !res.Stream || res.Bytes != int64(len(want)) || res.Usage.OutputTokens != 1 {
+		t.Errorf("got result %+v", res)
+	}
+}
+
+// TestForwardFailure: an error before content leaves the writer untouched; after content, what
+// was queued reaches the writer before the error is returned.
+func TestForwardFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name, stream, want string
+	}{
+		{"before content", ev("start", `{}`) + ev("fail", `{}`), ""},
+		{"after content", ev("start", `{}`) + ev("delta", `{}`) + ev("fail", `{}`), ev("start", `{}`) + ev("delta", `{}`)},
+		{"cut", ev("delta", `{}`), ev("delta", `{}`)},
+	} {
+		var w writes
+		wrap := func(err error) error { return errors.Join(errors.New("wrapped"), err) }
+		_, err := Forward(&testPolicy{}, &Source{Body: strings.NewReader(tt.stream), ContentType: "text/event-stream",
+			Stream: true, Err: wrap}, &w)
+		if err == nil || !strings.Contains(err.Error(), "wrapped") {
+			t.Errorf("%s: got error %v, want one given its context", tt.name, err)
+		}
+		if got := strings.Join(w.w, ""); got != tt.want {
+			t.Errorf("%s: the client got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestForwardAllocs: the loop allocates nothing per event.
+func TestForwardAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under -race")
+	}
+	stream := func(n int) []byte {
+		var b bytes.Buffer
+		b.WriteString(ev("start", `{"model":"engine"}`))
+		for range n {
+			b.WriteString(ev("delta", `{"model":"engine","text":"a"}`))
+		}
+		b.WriteString(ev("stop", `{}`))
+		return b.Bytes()
+	}
+	allocs := func(s []byte) float64 {
+		r := bytes.NewReader(s)
+		pl := &testPolicy{}
+		src := &Source{Body: r, ContentType: "text/event-stream", Stream: true, ClientModel: "client"}
+		return testing.AllocsPerRun(20, func() {
+			r.Reset(s)
+			if _, err := Forward(pl, src, &devNull{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if few, many := allocs(stream(10)), allocs(stream(1000)); many > few {
+		t.Errorf("10 events: %v allocations, 1000 events: %v; want no allocation per event", few, many)
+	}
+}
+
+type devNull struct{}
+
+func (devNull) Write(b []byte) (int, error) { return len(b), nil }
+func (devNull) Flush() error                { return nil }
