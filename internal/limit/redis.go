@@ -99,10 +99,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 		c.Prefix = "layer0:"
 	}
 	if c.ReplicaID == "" {
-		host, _ := os.Hostname()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.ReplicaID = host + "-" + hex.EncodeToString(b[:])
+		c.ReplicaID = NewReplicaID()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -118,6 +115,15 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 	s.wg.Add(1)
 	go s.renewLoop()
 	return s, nil
+}
+
+// NewReplicaID names this replica in a shared store: the host name and a random suffix, so that
+// two processes on one host, or a restarted one, never share a name.
+func NewReplicaID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // DialRedis returns a client for urls: one redis:// or rediss:// URL for a single server, or

@@ -84,6 +84,11 @@ func (s *Redis) Live() int { return int(s.health.live.Load()) }
 // divisor is what each limit is divided by while Redis is unreachable.
 func (s *Redis) divisor() int64 { return max(s.health.live.Load(), int64(s.c.Replicas), 1) }
 
+// Divisor is what each limit is divided by while Redis is unreachable — the live replicas as
+// Redis last reported them, at least the configured floor — for another user of the store that
+// shares a budget between the replicas the same way (the spend ledger).
+func (s *Redis) Divisor() int64 { return s.divisor() }
+
 // share is a limit's part for one replica while Redis is unreachable.
 func (s *Redis) share(n int64) int64 { return max(n/s.divisor(), 1) }
 
@@ -127,7 +132,15 @@ const writeBack = 250 * time.Millisecond
 
 // settled waits while the counts are being written back (see lost), at most ctx.
 func (s *Redis) settled(ctx context.Context) error {
-	until := s.health.settle.Load()
+	if err := WaitUntil(ctx, s.health.settle.Load()); err != nil {
+		return fmt.Errorf("limit: redis: waiting for the counts to be written back: %w", err)
+	}
+	return nil
+}
+
+// WaitUntil waits until the instant until (Unix nanoseconds; 0 or past: no wait), at most ctx:
+// how a replica's admissions wait while every replica writes its counts back to a shared store.
+func WaitUntil(ctx context.Context, until int64) error {
 	if until == 0 {
 		return nil
 	}
@@ -141,7 +154,7 @@ func (s *Redis) settled(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("limit: redis: waiting for the counts to be written back: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 
