@@ -1,6 +1,9 @@
 package layer0
 
-import "github.com/layer0ai/layer0/internal/config"
+import (
+	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/money"
+)
 
 // The configuration's parts, so that an application can build or change a configuration in
 // code: cfg.Engines["gpu"] = layer0.Engine{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
@@ -77,6 +80,18 @@ type (
 	Responses = config.Responses
 	// Secret is a configured secret: redacted when the configuration is marshalled.
 	Secret = config.Secret
+	// Price is what a model's tokens (or engine time) cost (docs/spend.md).
+	Price = config.Price
+	// ModelPrice is one model's price and its engines' own.
+	ModelPrice = config.ModelPrice
+	// Budget limits what a key, a team or every request may spend.
+	Budget = config.Budget
+	// Team groups keys under budgets of their own.
+	Team = config.Team
+	// Spend configures costs and the global budgets.
+	Spend = config.Spend
+	// Money is an amount in exact micro-units of the currency.
+	Money = money.Micros
 	// ConfigErrors lists every problem LoadConfig, New or Reload found in a configuration.
 	ConfigErrors = config.Errors
 )
@@ -119,4 +134,7 @@ const (
 	OnErrorDeny        = config.OnErrorDeny        // Store.OnError
 	OTLPHTTP           = config.OTLPHTTP           // OTLP.Protocol (the default)
 	OTLPGRPC           = config.OTLPGRPC           // OTLP.Protocol
+	PeriodDay          = config.PeriodDay          // Budget.Period
+	PeriodWeek         = config.PeriodWeek         // Budget.Period
+	PeriodMonth        = config.PeriodMonth        // Budget.Period
 )

@@ -27,7 +27,9 @@ var configTypes = []reflect.Type{
 	reflect.TypeFor[layer0.StickyRouting](), reflect.TypeFor[layer0.OffloadTarget](),
 	reflect.TypeFor[layer0.Store](), reflect.TypeFor[layer0.StoreCache](), reflect.TypeFor[layer0.CORS](),
 	reflect.TypeFor[layer0.Telemetry](), reflect.TypeFor[layer0.OTLP](), reflect.TypeFor[layer0.Responses](),
-	reflect.TypeFor[layer0.Secret](),
+	reflect.TypeFor[layer0.Secret](), reflect.TypeFor[layer0.Price](), reflect.TypeFor[layer0.ModelPrice](),
+	reflect.TypeFor[layer0.Budget](), reflect.TypeFor[layer0.Team](), reflect.TypeFor[layer0.Spend](),
+	reflect.TypeFor[layer0.Money](),
 }
 
 // Every type a field of Config reaches, however deep (through pointers, slices and maps), has

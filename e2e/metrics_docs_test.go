@@ -43,6 +43,8 @@ models:
   chat: {engines: [primary], fallback: [backup]}
   backup: {engines: [backup]}
   cached: {engines: [backup], cache: {enabled: true}}
+prices:
+  backup: {input: 1, output: 2}
 `), layer0.WithMetrics(reg), layer0.WithAccessLog(io.Discard))
 	ctx := context.Background()
 	c := anthropicClient(base, option.WithAPIKey(keyA), option.WithMaxRetries(0))

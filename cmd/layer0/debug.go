@@ -158,25 +158,9 @@ var errNoTrace = errors.New("no such trace")
 // fetchTrace reads GET base/debug/requests/id.
 func fetchTrace(hc *http.Client, base, id, key string) (*trace.Trace, error) {
 	u := base + "/debug/requests/" + url.PathEscape(id)
-	req, err := http.NewRequest(http.MethodGet, u, nil)
+	body, status, err := adminGet(hc, "debug", u, key)
 	if err != nil {
-		return nil, fmt.Errorf("debug: --url: %w", err)
-	}
-	if key != "" {
-		req.Header.Set("X-Api-Key", key)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("debug: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("debug: reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("debug: %s: %s", resp.Status, probe.ErrorMessage(body))
-		if resp.StatusCode == http.StatusNotFound {
+		if status == http.StatusNotFound {
 			err = fmt.Errorf("%w (%w)", err, errNoTrace)
 		}
 		return nil, err
@@ -215,4 +199,30 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// adminGet GETs u from an operator's endpoint, with key as X-Api-Key when not empty (the main
+// listener's endpoints need one), and returns the body of a 200; cmd names the command in errors,
+// which carry the gateway's own message for another status.
+func adminGet(hc *http.Client, cmd, u, key string) ([]byte, int, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: --url: %w", cmd, err)
+	}
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", cmd, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("%s: reading the answer: %w", cmd, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp.StatusCode, fmt.Errorf("%s: %s: %s", cmd, resp.Status, probe.ErrorMessage(body))
+	}
+	return body, resp.StatusCode, nil
 }

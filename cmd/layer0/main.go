@@ -21,6 +21,7 @@ Usage:
   layer0 keys new [--name NAME]                     print a fresh API key and the hash (--name: the keys: entry)
   layer0 debug REQUEST_ID [--url ADMIN_URL] [--json] print what layer0 decided for a request
   layer0 debug --verbose [--model M] 'PROMPT'       send PROMPT, print the answer and every decision, timed
+  layer0 spend [--url ADMIN_URL] [--json]          what each key and team spent and has left (docs/spend.md)
   layer0 probe URL [--insecure] [--json]            inspect an endpoint: DNS, TCP, TLS/ALPN, HTTP/2
                                                     SETTINGS, HTTP/3, one timed request per API
   layer0 bench [flags] --url URL                    load-test layer0 or any compatible server (bench -h)
@@ -70,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runDebug(args[1:], stdout, flagOut)
 	case "probe":
 		err = runProbe(args[1:], stdout, flagOut)
+	case "spend":
+		err = runSpend(args[1:], stdout, flagOut)
 	case "version", "--version", "-version":
 		if help {
 			fmt.Fprintln(stdout, "usage: layer0 version\n\nPrints the module version, the commit, the build time and the Go version.")

@@ -182,6 +182,9 @@ func Append(dst []byte, e *Entry) []byte {
 	if e.Key != "" {
 		dst = appendStr(dst, "key", e.Key)
 	}
+	if r.Team != "" {
+		dst = appendStr(dst, "team", r.Team)
+	}
 	if r.Served != "" && r.Served != r.Model {
 		dst = appendStr(dst, "served_model", r.Served)
 	}
@@ -246,6 +249,14 @@ func Append(dst []byte, e *Entry) []byte {
 	dst = appendInt(dst, "input_tokens", r.Usage.InputTokens)
 	dst = appendInt(dst, "output_tokens", r.Usage.OutputTokens)
 	dst = appendInt(dst, "cache_read_input_tokens", r.Usage.CacheReadInputTokens)
+	if n := r.Usage.CacheCreationInputTokens; n > 0 {
+		dst = appendInt(dst, "cache_creation_input_tokens", n)
+	}
+	if r.Priced {
+		// The cost as a decimal of the currency, exact: micro-units with six digits after the point.
+		dst = append(dst, `,"cost":`...)
+		dst = r.Cost.AppendDecimal(dst)
+	}
 	dst = appendMillis(dst, "duration_ms", e.Duration)
 	dst = appendMillis(dst, "overhead_ms", e.Duration-r.EngineTime)
 	if r.TTFT > 0 {

@@ -67,6 +67,13 @@ type Config struct {
 	// Admission queues requests in front of saturated pools, by priority and weight
 	// (docs/admission.md); off by default.
 	Admission Admission `yaml:"admission"`
+	// Prices say what each model's tokens (or engine time) cost (docs/spend.md). Default none:
+	// requests cost nothing.
+	Prices map[string]ModelPrice `yaml:"prices"`
+	// Teams group keys (keys[].team) under budgets of their own. Default none.
+	Teams map[string]Team `yaml:"teams"`
+	// Spend configures costs and the global budgets (docs/spend.md).
+	Spend Spend `yaml:"spend"`
 }
 
 // Engine kinds.
@@ -373,6 +380,7 @@ func withPath(msg string, paths map[int]string) string {
 func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
 	c.Admission.setDefaults()
+	c.Spend.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -642,6 +650,7 @@ func (c *Config) Validate(kinds ...string) error {
 	c.Store.validate(errs)
 	c.validateCORS(errs)
 	c.Telemetry.validate(errs)
+	c.validateSpend(errs)
 	if len(errs.List) == 0 {
 		return nil
 	}

@@ -37,6 +37,11 @@ type Key struct {
 	// Weight is the key's share of its band's capacity when the pool is saturated, relative to
 	// the other keys waiting in the band. Default 1.
 	Weight float64 `yaml:"weight"`
+	// Team is the team the key belongs to (a name under teams), whose budgets its requests
+	// count against too. Default none.
+	Team string `yaml:"team"`
+	// Budgets limit what the key spends (docs/spend.md). Default none.
+	Budgets []Budget `yaml:"budgets"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on

@@ -16,6 +16,7 @@ import (
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
+	"github.com/layer0ai/layer0/internal/spend"
 	"github.com/layer0ai/layer0/internal/telemetry"
 	"github.com/layer0ai/layer0/internal/tokenizer"
 )
@@ -55,6 +56,8 @@ type parts struct {
 	tel *Shared[*telemetry.Provider]
 	// stored keeps the Responses API's stored responses in this process.
 	stored *Shared[*conversation.Memory]
+	// ledger keeps the budgets' counters (internal/spend): in memory, or on the shared store.
+	ledger *Shared[spend.Ledger]
 }
 
 // release ends one use of the generation (from Gateway.acquire); the last one of a retired
@@ -138,12 +141,34 @@ func (g *generation) provision(prev parts, o *Options) error {
 		}
 		add(&g.held, g.parts.redis)
 	}
+	if err := g.provisionLedger(prev.ledger, o); err != nil {
+		return err
+	}
 	// The stored responses outlive every reload: responses.ttl and max_bytes are read at start.
 	rs := cfg.Responses
 	g.parts.stored, _ = provision(prev.stored, struct{}{}, func() (*conversation.Memory, error) {
 		return conversation.NewMemory(rs.TTL, rs.MaxBytes, o.Now), nil
 	}, nil)
 	add(&g.held, g.parts.stored)
+	return nil
+}
+
+// provisionLedger provisions the budgets' ledger, kept while the store connects the same way.
+func (g *generation) provisionLedger(prev *Shared[spend.Ledger], o *Options) error {
+	var sh spend.Shared
+	key := any(config.StoreMemory)
+	sc := g.cfg.Store
+	if g.parts.redis != nil {
+		r := g.parts.redis.Value()
+		sc.Cache = config.StoreCache{}
+		sh, key = spend.Shared{Client: r.conn.Client(), Circuit: r.conn}, sc
+	}
+	var err error
+	g.parts.ledger, err = provision(prev, key, func() (spend.Ledger, error) { return spend.NewLedger(sh, sc, o.Logger) }, spend.Close)
+	if err != nil {
+		return fmt.Errorf("layer0: %w", err)
+	}
+	add(&g.held, g.parts.ledger)
 	return nil
 }
 
@@ -199,6 +224,10 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 		// Redis) starts from its own counters, never from the old store's cells.
 		lim.Adopt(old.pipe.Limits())
 	}
+	sp, err := spend.FromConfig(cfg, g.parts.ledger.Value())
+	if err != nil {
+		return fmt.Errorf("layer0: %w", err)
+	}
 	rcache := g.responseCache(o)
 	if old != nil {
 		// A reload keeps the stored answers of every model whose policy is unchanged.
@@ -226,6 +255,7 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 		Cache:     rcache,
 		Offload:   offloadTargets(cfg.OffloadTargets),
 		Prefix:    rt.prefix,
+		Spend:     sp,
 		Admission: gate,
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/money"
 	"github.com/layer0ai/layer0/internal/pipeline"
 	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/version"
@@ -89,6 +90,7 @@ type Metrics struct {
 	predErr   *prometheus.HistogramVec
 	predicted *prometheus.CounterVec
 	reported  *prometheus.CounterVec
+	cost      *prometheus.CounterVec
 
 	mu     sync.RWMutex
 	series map[seriesKey]*series
@@ -175,6 +177,10 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			Name: "layer0_prefix_engine_cached_tokens_total",
 			Help: "Cached prompt tokens the engines reported for the answers whose prediction was checked, by engine replica.",
 		}, []string{"engine"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "layer0_cost_total",
+			Help: "What requests cost, in units of the configured currency (docs/spend.md), by model that served, API key name and team: labels from the configuration only.",
+		}, []string{"model", "key", "team"}),
 		series: map[seriesKey]*series{},
 	}
 	fb := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -193,7 +199,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.Go},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, m.predErr, m.predicted, m.reported, build} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, m.predErr, m.predicted, m.reported, m.cost, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}
@@ -238,6 +244,10 @@ func (m *Metrics) Observe(r *pipeline.Record, rt string, total time.Duration) {
 		if n > 0 {
 			s.tokens[i].Add(float64(n))
 		}
+	}
+	if r.Priced && r.Cost > 0 {
+		// Every label is a name from the configuration (a model, a key, a team): bounded.
+		m.cost.WithLabelValues(r.Served, r.Key, r.Team).Add(float64(r.Cost) / float64(money.Unit))
 	}
 	if r.Attempts > 1 {
 		s.retries.Add(float64(r.Attempts - 1))

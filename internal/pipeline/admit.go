@@ -78,6 +78,9 @@ func (p *Pipeline) caller(key *auth.Key, h http.Header, rec *Record) (*auth.Key,
 		}
 	}
 	rec.Key = key.Name
+	if p.spend != nil {
+		rec.Team = p.spend.Team(key.Name)
+	}
 	return key, nil
 }
 

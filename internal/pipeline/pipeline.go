@@ -29,6 +29,7 @@ import (
 	"github.com/layer0ai/layer0/internal/engine/passthrough"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/money"
 	"github.com/layer0ai/layer0/internal/prefix"
 	"github.com/layer0ai/layer0/internal/route"
 	"go.opentelemetry.io/otel/trace"
@@ -107,6 +108,8 @@ type Config struct {
 	// Admission queues requests for saturated pools (admit.go); nil admits every request at
 	// once.
 	Admission *admission.Gate
+	// Spend prices requests and holds them to budgets (spend.go); nil prices nothing.
+	Spend Spender
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -123,6 +126,7 @@ type Pipeline struct {
 	offload map[string]string
 	prefix  *prefix.Index
 	admit   *admission.Gate
+	spend   Spender
 }
 
 // New builds a pipeline from c.
@@ -132,6 +136,9 @@ func New(c Config) (*Pipeline, error) {
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
 		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, prefix: c.Prefix, admit: c.Admission, byID: map[string]*Model{}}
+	if c.Spend != nil && !isNil(c.Spend) {
+		p.spend = c.Spend
+	}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -242,6 +249,8 @@ type Record struct {
 	Stream    bool
 	// Key is the API key's name ("" when serving without auth). Never the key.
 	Key string
+	// Team is the key's team ("" for none).
+	Team string
 	// Model is the canonical name the client asked for (a model, alias or split).
 	Model string
 	// Served is the model that served the request: Model's, a split's arm, or a fallback.
@@ -260,6 +269,10 @@ type Record struct {
 	ErrorType string
 	Cause     error // the internal error, for the log only
 	Usage     llm.Usage
+	// Cost is what the request cost, from the price of the model and engine that served it and
+	// Usage; Priced says the model has a price (else Cost is 0). See internal/spend.
+	Cost   money.Micros
+	Priced bool
 	// TTFT is the time from Start to the first content delta.
 	TTFT time.Duration
 	// EngineTime is the time spent waiting on engines (excluding time spent writing to the
@@ -382,7 +395,8 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		rec.RateLimited = rateLimited(err)
 		return err
 	}
-	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name)
+	counted := lease.CountsInput() || p.routes.Windowed(name) || c.st.set.TruncateBudget > 0 || p.indexed(name) ||
+		p.budgeted(key.Name)
 	if counted {
 		input, err = p.countPrompt(ctx, c, name, req)
 		defer c.putPrompt()
@@ -394,6 +408,15 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		rec.RateLimited = rateLimited(err)
 		return err
 	}
+	// Budgets: the worst case reserved against every budget of the key, its team and the
+	// server, settled to the actual cost when the request ends (spend.go).
+	hold, err := p.reserveSpend(ctx, key.Name, name, req, input)
+	if err != nil {
+		_ = lease.Settle(0, 0)
+		rec.RateLimited = rateLimited(err)
+		return err
+	}
+	defer p.settleSpend(c, hold)
 
 	// Context planning: an input no window holds is cut to fit where allowed (context.go).
 	if req, input, err = p.planContext(c, name, req, input); err != nil {

@@ -150,6 +150,8 @@ func (x *exchange) admin(adminListener bool) {
 		x.profile(strings.TrimPrefix(path, pprofPrefix))
 	case adminListener && isDebugPath(path):
 		x.onlyMethod(http.MethodGet, func() { x.debugRequests(nil) })
+	case adminListener && path == spendPath:
+		x.onlyMethod(http.MethodGet, x.spendReport)
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", x.r.Method, sanitize(path)))
 	}

@@ -203,6 +203,7 @@ func (x *exchange) writeFull(status int, contentType string, body []byte) {
 	x.hv[hvContentType] = contentType
 	x.w.Header()["Content-Type"] = x.hv.slice(hvContentType)
 	x.writeTimingHeaders(x.call.Record.EngineTime, len(body))
+	x.setCostHeader(x.w.Header())
 	x.call.Record.Status = status
 	x.wrote = true
 	x.armWrite()

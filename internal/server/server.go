@@ -338,6 +338,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.admin(false)
 	case !s.adminOnly && isDebugPath(path):
 		x.debugOnMain()
+	case !s.adminOnly && path == spendPath:
+		x.spendOnMain()
 	case lv.Playground && (path == "/" || isPlaygroundPath(path)):
 		x.onlyMethod(http.MethodGet, x.playground)
 	default:

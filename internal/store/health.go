@@ -129,7 +129,15 @@ const writeBack = 250 * time.Millisecond
 // Settled waits while the replicas write their counts back after a loss or an outage (see
 // Lost), at most until ctx ends. A user that takes from a shared count waits for it first.
 func (s *Redis) Settled(ctx context.Context) error {
-	until := s.health.settle.Load()
+	if err := WaitUntil(ctx, s.health.settle.Load()); err != nil {
+		return fmt.Errorf("store: redis: waiting for the counts to be written back: %w", err)
+	}
+	return nil
+}
+
+// WaitUntil waits until the instant until (Unix nanoseconds; 0 or past: no wait), at most ctx:
+// how a replica's admissions wait while every replica writes its counts back to a shared store.
+func WaitUntil(ctx context.Context, until int64) error {
 	if until == 0 {
 		return nil
 	}
@@ -143,7 +151,7 @@ func (s *Redis) Settled(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("store: redis: waiting for the counts to be written back: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 

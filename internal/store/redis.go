@@ -107,10 +107,7 @@ func New(c Config) (*Redis, error) {
 		c.Prefix = "layer0:"
 	}
 	if c.ReplicaID == "" {
-		host, _ := os.Hostname()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.ReplicaID = host + "-" + hex.EncodeToString(b[:])
+		c.ReplicaID = NewReplicaID()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -123,6 +120,15 @@ func New(c Config) (*Redis, error) {
 	s.wg.Add(1)
 	go s.loop()
 	return s, nil
+}
+
+// NewReplicaID names this replica in a shared store: the host name and a random suffix, so that
+// two processes on one host, or a restarted one, never share a name.
+func NewReplicaID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // Dial returns a client for urls: one redis:// or rediss:// URL for a single server, or several

@@ -39,6 +39,8 @@ const (
 	attrPassed     = "layer0.passthrough"
 	attrSimulated  = "layer0.simulated"
 	attrRateLimit  = "layer0.rate_limited"
+	attrTeam       = "layer0.team"
+	attrCost       = "layer0.cost"
 	attrTTFT       = "layer0.time_to_first_token_ms"
 	attrPicker     = "layer0.route.picker"
 	attrPick       = "layer0.route.reason"
@@ -111,6 +113,12 @@ func (t *Tracer) End(span trace.Span, rec *pipeline.Record, req *llm.Request, en
 	}
 	if rec.Key != "" {
 		a = append(a, attribute.String(attrKey, rec.Key)) // the key's name, never the key
+	}
+	if rec.Team != "" {
+		a = append(a, attribute.String(attrTeam, rec.Team))
+	}
+	if rec.Priced {
+		a = append(a, attribute.String(attrCost, rec.Cost.String())) // a decimal, exact (docs/spend.md)
 	}
 	if rec.Cache != "" {
 		a = append(a, attribute.String(attrCache, rec.Cache))

@@ -22,7 +22,11 @@ type Trace struct {
 	ErrorType string    `json:"error_type,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	// Auth and limits.
-	Key         string `json:"key"`
+	Key  string `json:"key"`
+	Team string `json:"team,omitempty"`
+	// Cost is what the request cost (a decimal of the currency, docs/spend.md), when its model
+	// has a price.
+	Cost        string `json:"cost,omitempty"`
 	RateLimited bool   `json:"rate_limited,omitempty"`
 	// The name asked for, and what served it.
 	Model     string `json:"model,omitempty"`
@@ -154,6 +158,10 @@ func build(e *entry) *Trace {
 		Usage: Usage{Input: rec.Usage.InputTokens, Output: rec.Usage.OutputTokens,
 			CacheRead: rec.Usage.CacheReadInputTokens, CacheCreation: rec.Usage.CacheCreationInputTokens}}
 	t.Format = rec.Format.String()
+	t.Team = rec.Team
+	if rec.Priced {
+		t.Cost = rec.Cost.String()
+	}
 	if rec.Cause != nil {
 		t.Error = rec.Cause.Error()
 	}
