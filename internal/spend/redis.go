@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Circuit is the shared store's view of Redis, kept by the rate limits' store on the same
-// client (store.Redis): whether Redis is reachable, and how many replicas are live.
+// Circuit is the shared store's view of Redis (store.Redis, which owns the client): whether
+// Redis is reachable, and how many replicas are live.
 type Circuit interface {
 	// Use reports whether to try Redis now; when not, the operation is counted as an error.
 	Use() bool
