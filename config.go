@@ -3,7 +3,7 @@ package layer0
 import "github.com/layer0ai/layer0/internal/config"
 
 // The configuration's parts, so that an application can build or change a configuration in
-// code: cfg.Engines["gpu"] = layer0.Engine{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
+// code: cfg.Engines["gpu"] = layer0.EngineConfig{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
 // A field left zero takes its default (New and Reload fill them in, as LoadConfig does); each
 // field's comment gives its unit and default.
 type (
@@ -13,8 +13,8 @@ type (
 	Server = config.Server
 	// TLS names the certificate and key files of an HTTPS listener.
 	TLS = config.TLS
-	// Engine is one backend replica's configuration; see also Backend and WithEngine.
-	Engine = config.Engine
+	// EngineConfig is one engine replica's configuration; see also Engine and WithEngine.
+	EngineConfig = config.Engine
 	// Timeouts bound the calls to an engine.
 	Timeouts = config.Timeouts
 	// Sim configures the embedded simulated engine.
@@ -81,7 +81,7 @@ type (
 	ConfigErrors = config.Errors
 )
 
-// Built-in engine kinds (Engine.Kind); WithEngine adds an application's own.
+// Built-in engine kinds (EngineConfig.Kind); WithEngine adds an application's own.
 const (
 	KindSim       = config.KindSim
 	KindOpenAI    = config.KindOpenAI

@@ -14,7 +14,7 @@ import (
 // their defaults.
 func echoGateway() *layer0.Gateway {
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Engines: map[string]layer0.EngineConfig{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
 		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
 	}
 	g, err := layer0.New(cfg)
@@ -125,9 +125,9 @@ func (shout) Close() error { return nil }
 // WithEngine plugs in an engine of the application's own: the configuration names its kind
 // like any other, and the gateway routes, limits and meters it like any other.
 func ExampleWithEngine() {
-	newShout := func(name string, cfg layer0.Engine) (layer0.Backend, error) { return shout{}, nil }
+	newShout := func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) { return shout{}, nil }
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"loud": {Kind: "shout"}},
+		Engines: map[string]layer0.EngineConfig{"loud": {Kind: "shout"}},
 		Models:  map[string]layer0.Model{"loud": {Engines: []string{"loud"}}},
 	}
 	g, err := layer0.New(cfg, layer0.WithEngine("shout", newShout))

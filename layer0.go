@@ -147,19 +147,24 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l 
 // is queued. Default: no access log.
 func WithAccessLog(w io.Writer) Option { return func(o *options) { o.AccessLog = w } }
 
-// Backend is what an engine is to the gateway: Generate turns a canonical request into a
+// Engine is what an engine is to the gateway: Generate turns a canonical request into a
 // stream of events pushed into a sink, and Close releases what the engine holds once the
-// gateway no longer routes to it. See WithEngine.
-type Backend = engine.Engine
+// gateway no longer routes to it. See WithEngine; its configuration is an EngineConfig.
+type Engine = engine.Engine
 
-// TokenCounter is implemented by a Backend that counts input tokens in its own tokenizer (for
+// Backend is the former name of Engine.
+//
+// Deprecated: use Engine.
+type Backend = Engine
+
+// TokenCounter is implemented by an Engine that counts input tokens in its own tokenizer (for
 // count_tokens and the context-window check); without it the gateway's tokenizer counts.
 type TokenCounter = engine.Counter
 
 // EngineFactory builds the engine named name from its configuration (with the defaults filled
 // in). It is called by New, and by Reload for each engine whose configuration changed; an
 // error refuses the configuration.
-type EngineFactory func(name string, cfg Engine) (Backend, error)
+type EngineFactory func(name string, cfg EngineConfig) (Engine, error)
 
 // WithEngine registers an application's own engine kind: an engine whose configuration has
 // Kind kind is built by factory. The configuration then accepts the kind (pass the same option

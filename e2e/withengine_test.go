@@ -49,7 +49,7 @@ func (e *tagged) Close() error {
 // configuration builds a new one and closes the old, and Close closes the last.
 func TestWithEngine(t *testing.T) {
 	var built, closed atomic.Int32
-	opt := layer0.WithEngine("tagged", func(name string, cfg layer0.Engine) (layer0.Backend, error) {
+	opt := layer0.WithEngine("tagged", func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
 		built.Add(1)
 		return &tagged{tag: name + "@" + cfg.URL, closed: &closed}, nil
 	})
@@ -97,7 +97,7 @@ func TestWithEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next.Engines["t"] = layer0.Engine{Kind: "tagged", URL: "two"}
+	next.Engines["t"] = layer0.EngineConfig{Kind: "tagged", URL: "two"}
 	if err := g.Reload(next); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestWithEngine(t *testing.T) {
 // TestWithEngineRefused checks the registrations New refuses: a built-in kind, and a factory
 // that is missing.
 func TestWithEngineRefused(t *testing.T) {
-	f := func(string, layer0.Engine) (layer0.Backend, error) { return nil, nil }
+	f := func(string, layer0.EngineConfig) (layer0.Engine, error) { return nil, nil }
 	for _, tt := range []struct {
 		name string
 		opt  layer0.Option
@@ -132,7 +132,7 @@ func TestWithEngineRefused(t *testing.T) {
 		}
 	}
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"x": {Kind: "mine"}},
+		Engines: map[string]layer0.EngineConfig{"x": {Kind: "mine"}},
 		Models:  map[string]layer0.Model{"m": {Engines: []string{"x"}}},
 	}
 	_, err := layer0.New(cfg, layer0.WithEngine("mine", f))
