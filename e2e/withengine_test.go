@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -138,5 +139,65 @@ func TestWithEngineRefused(t *testing.T) {
 	_, err := layer0.New(cfg, layer0.WithEngine("mine", f))
 	if err == nil || !strings.Contains(err.Error(), "returned no engine") {
 		t.Errorf("a factory returning nil: got %v, want it refused", err)
+	}
+}
+
+// TestWithEngineOptions checks an engine's options block: handed to its kind's factory as
+// decoded, checked by the kind's Validate when the file is loaded (and by New), and refused for
+// a built-in kind.
+func TestWithEngineOptions(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var got atomic.Value
+	kind := layer0.WithEngineKind("wrapped", layer0.EngineKind{
+		Build: func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
+			got.Store(cfg.Options)
+			inner := cfg
+			inner.Kind, inner.Options = layer0.KindSim, nil
+			return layer0.NewBuiltinEngine(name, inner)
+		},
+		Validate: func(name string, cfg layer0.EngineConfig) error {
+			if _, ok := cfg.Options["prefix"].(string); !ok {
+				return fmt.Errorf("prefix must be a string, got %v", cfg.Options["prefix"])
+			}
+			return nil
+		},
+	})
+	good := write("good.yaml", "engines:\n  w: {kind: wrapped, options: {prefix: hi, n: [1, 2]}}\nmodels:\n  m: {engines: [w]}\n")
+	cfg, err := layer0.LoadConfig(good, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := layer0.New(cfg, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	opts, _ := got.Load().(map[string]any)
+	if opts["prefix"] != "hi" || fmt.Sprint(opts["n"]) != "[1 2]" {
+		t.Errorf("the factory got options %v", opts)
+	}
+	var c layer0.Collector
+	req := &layer0.Request{Model: "m", MaxTokens: 8, Messages: []layer0.Message{layer0.TextMessage(layer0.RoleUser, "hi")}}
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		t.Fatalf("the wrapped sim engine: %v", err)
+	}
+	bad := write("bad.yaml", "engines:\n  w: {kind: wrapped, options: {prefix: 3}}\nmodels:\n  m: {engines: [w]}\n")
+	if _, err := layer0.LoadConfig(bad, kind); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
+		t.Errorf("LoadConfig of invalid options: got %v", err)
+	}
+	cfg.Engines["w"] = layer0.EngineConfig{Kind: "wrapped", Options: map[string]any{"prefix": 3}}
+	if err := g.Reload(cfg); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
+		t.Errorf("Reload with invalid options: got %v", err)
+	}
+	builtin := write("builtin.yaml", "engines:\n  s: {kind: sim, options: {a: 1}}\nmodels:\n  m: {engines: [s]}\n")
+	if _, err := layer0.LoadConfig(builtin); err == nil || !strings.Contains(err.Error(), "engines.s.options: kind sim takes no options") {
+		t.Errorf("options on a built-in kind: got %v", err)
 	}
 }
