@@ -194,7 +194,10 @@ func TestMetricsMatchDocs(t *testing.T) {
 	docs := docMetrics(t)
 	// Registered only with store.kind redis, which needs a Redis (TestGatewayRedis* serve it), and
 	// exported only for replicas whose prefix index is precise (TestPrefixPrecise* serve them).
-	onlyWith := map[string]bool{"layer0_store_errors_total": true, "layer0_engine_prefix_precise": true}
+	// The admission queue's are exported once admission gates a model (TestAdmission* serve them).
+	onlyWith := map[string]bool{"layer0_store_errors_total": true, "layer0_engine_prefix_precise": true,
+		"layer0_admission_queue_depth": true, "layer0_admission_in_flight": true, "layer0_admission_wait_seconds": true,
+		"layer0_admission_shed_total": true, "layer0_admission_requests_total": true}
 	for name, f := range fams {
 		d, ok := docs[name]
 		if !ok {

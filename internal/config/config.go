@@ -64,6 +64,9 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Responses configures the Responses API's stored responses (docs/responses.md).
 	Responses Responses `yaml:"responses"`
+	// Admission queues requests in front of saturated pools, by priority and weight
+	// (docs/admission.md); off by default.
+	Admission Admission `yaml:"admission"`
 }
 
 // Engine kinds.
@@ -363,6 +366,7 @@ func withPath(msg string, paths map[int]string) string {
 // configuration came from.
 func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
+	c.Admission.setDefaults()
 	s := &c.Server
 	if s.Addr == "" {
 		s.Addr = "127.0.0.1:8080"
@@ -516,6 +520,7 @@ func builtinKind(kind string) bool {
 func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
+	c.validateAdmission(errs)
 	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
 		errs.add("server.tls", "cert_file and key_file must be given together")
 	}

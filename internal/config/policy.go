@@ -28,6 +28,15 @@ type Key struct {
 	// (when no admin address is set), as the admin listener serves them; it implies Debug.
 	// Default false.
 	Admin bool `yaml:"admin"`
+	// Priority names the admission band of the key's requests (admission.bands). Default:
+	// admission.default_band.
+	Priority string `yaml:"priority"`
+	// AllowPriority lists the admission bands the key may ask for with the X-Layer0-Priority
+	// header ("*" for any). Default none: the header may only name the key's own band.
+	AllowPriority []string `yaml:"allow_priority"`
+	// Weight is the key's share of its band's capacity when the pool is saturated, relative to
+	// the other keys waiting in the band. Default 1.
+	Weight float64 `yaml:"weight"`
 }
 
 // Rates are one scope's rate limits: a key's, or the global ones. A zero field means no limit on

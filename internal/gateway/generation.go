@@ -7,12 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/layer0ai/layer0/internal/admission"
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/conversation"
 	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/telemetry"
 	"github.com/layer0ai/layer0/internal/tokenizer"
@@ -202,18 +204,29 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 		// A reload keeps the stored answers of every model whose policy is unchanged.
 		rcache.Adopt(old.pipe.Cache())
 	}
+	// Admission: the queues outlive the generation; the policy is this configuration's.
+	var prevGate *admission.Gate
+	if old != nil {
+		prevGate = old.pipe.Admission()
+	}
+	gate, err := admission.FromConfig(cfg, func(name string) *route.Replica { return g.replicas[name].route }, prevGate,
+		o.Registry, o.Now)
+	if err != nil {
+		return fmt.Errorf("layer0: %w", err)
+	}
 	g.pipe, err = pipeline.New(pipeline.Config{
 		Keys:   keys,
 		Limits: lim,
 		Sizes: limit.Sizes{MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxMessages: cfg.Limits.MaxMessages,
 			MaxContentBytes: cfg.Limits.MaxContentBytes},
-		Routes:  rt.table,
-		Models:  rt.models,
-		Engines: rt.engines,
-		Tokens:  tokenizer.Default(),
-		Cache:   rcache,
-		Offload: offloadTargets(cfg.OffloadTargets),
-		Prefix:  rt.prefix,
+		Routes:    rt.table,
+		Models:    rt.models,
+		Engines:   rt.engines,
+		Tokens:    tokenizer.Default(),
+		Cache:     rcache,
+		Offload:   offloadTargets(cfg.OffloadTargets),
+		Prefix:    rt.prefix,
+		Admission: gate,
 	})
 	if err != nil {
 		return fmt.Errorf("layer0: %w", err)

@@ -96,3 +96,13 @@ func contentBytes(bs []llm.Block) int {
 	}
 	return n
 }
+
+// RequestBytes is the content of r in bytes — its system prompt's and messages' payloads — the
+// memory a decoded request holds, give or take its structure.
+func RequestBytes(r *llm.Request) int {
+	n := contentBytes(r.System)
+	for i := range r.Messages {
+		n += contentBytes(r.Messages[i].Content)
+	}
+	return n
+}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/admission"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/cache"
@@ -103,6 +104,9 @@ type Config struct {
 	Offload map[string]string
 	// Prefix is the prefix index: which replicas may hold which prompts. Nil indexes nothing.
 	Prefix *prefix.Index
+	// Admission queues requests for saturated pools (admit.go); nil admits every request at
+	// once.
+	Admission *admission.Gate
 }
 
 // Pipeline is one immutable configuration of the request path. Build it with New.
@@ -118,6 +122,7 @@ type Pipeline struct {
 	cache   *cache.Cache
 	offload map[string]string
 	prefix  *prefix.Index
+	admit   *admission.Gate
 }
 
 // New builds a pipeline from c.
@@ -126,7 +131,7 @@ func New(c Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no routing table")
 	}
 	p := &Pipeline{keys: c.Keys, limits: c.Limits, sizes: c.Sizes, routes: c.Routes, engines: c.Engines,
-		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, prefix: c.Prefix, byID: map[string]*Model{}}
+		tokens: c.Tokens, cache: c.Cache, offload: c.Offload, prefix: c.Prefix, admit: c.Admission, byID: map[string]*Model{}}
 	for _, m := range c.Models {
 		if _, ok := c.Routes.Resolve(m.ID); !ok {
 			return nil, errors.New("pipeline: model " + strconv.Quote(m.ID) + " is not in the routing table")
@@ -272,6 +277,8 @@ type Record struct {
 	Directives Directives
 	// Offload is the offload target the request was sent to ("" for none).
 	Offload string
+	// Admission is what the admission queue did (its Band is "" when the model is not gated).
+	Admission admission.Decision
 	// Context is what context planning cut.
 	Context ContextRecord
 	// Pick is what a prefix-aware picker weighed and chose for the last attempt; its Picker is
@@ -402,6 +409,14 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
 	plan.SetHeader(c.Header)
+
+	// Admission: a saturated pool's requests wait here, by band and tenant, or are shed.
+	slot, err := p.admitPool(ctx, c, plan.Model(), key.Name)
+	if err != nil {
+		_ = lease.Settle(0, 0)
+		return err
+	}
+	defer slot.Release()
 
 	// Attempts, until one succeeds or content has reached the client. Only then is a failure
 	// final; before it, the plan decides between another replica, the next fallback model, or

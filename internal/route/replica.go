@@ -131,6 +131,7 @@ type Replica struct {
 	p Policy
 
 	outstanding atomic.Int64
+	limit       atomic.Int64  // requests it serves at once (SetLimit); 0: no limit
 	util        atomic.Uint64 // math.Float64bits of the utilisation
 	down        atomic.Bool   // marked down by active health checks
 	// clear is true while the breaker is closed and the replica is not ejected: the pick path
@@ -167,6 +168,18 @@ func NewReplica(name string, e engine.Engine, p Policy) *Replica {
 
 // Outstanding is the number of requests the replica is serving now.
 func (r *Replica) Outstanding() int64 { return r.outstanding.Load() }
+
+// SetLimit records how many requests the replica serves at once (its engine's concurrency cap;
+// the admission queue sets it for the pools it gates). A replica at its limit is left out of a
+// pick while another replica below its limit can serve, so a pool admitted up to its capacity
+// never queues inside one engine while another has room. 0 removes the limit.
+func (r *Replica) SetLimit(n int) { r.limit.Store(int64(n)) }
+
+// full reports whether the replica serves as many requests as its limit.
+func (r *Replica) full() bool {
+	l := r.limit.Load()
+	return l > 0 && r.outstanding.Load() >= l
+}
 
 // SetUtilization records the replica's utilisation, 0 to 1 (the metrics scraper sets it from
 // vllm:kv_cache_usage_perc and vllm:num_requests_waiting). Above the table's threshold the

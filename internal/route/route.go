@@ -579,7 +579,7 @@ func (p *Plan) left(now time.Time, from int) Skip {
 }
 
 // candidates lists m's replicas not yet tried and able to serve now, and in the strict pass only
-// those at or below the utilisation threshold — or, for a picker that weighs load itself
+// those below their limit (SetLimit) and at or below the utilisation threshold — or, for a picker that weighs load itself
 // (LoadWeigher), all of them as long as one is at or below it. The slice is reused between calls.
 func (p *Plan) candidates(m *model, now time.Time, strict bool) []*Replica {
 	p.cands = p.cands[:0]
@@ -592,7 +592,7 @@ next:
 				continue next
 			}
 		}
-		if !r.available(now) {
+		if !r.available(now) || strict && r.full() {
 			continue
 		}
 		if over := r.Utilization() > p.t.threshold; strict && over && !weighs {

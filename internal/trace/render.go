@@ -31,12 +31,13 @@ type Trace struct {
 	Simulated bool   `json:"simulated,omitempty"`
 	Passed    bool   `json:"pass_through,omitempty"`
 	// The stages' decisions.
-	Directives []string  `json:"directives,omitempty"`
-	Offload    string    `json:"offload,omitempty"`
-	Cache      string    `json:"cache,omitempty"`
-	Context    *Context  `json:"context,omitempty"`
-	Route      *Route    `json:"route,omitempty"`
-	Attempts   []Attempt `json:"attempts,omitempty"`
+	Directives []string   `json:"directives,omitempty"`
+	Offload    string     `json:"offload,omitempty"`
+	Cache      string     `json:"cache,omitempty"`
+	Context    *Context   `json:"context,omitempty"`
+	Route      *Route     `json:"route,omitempty"`
+	Admission  *Admission `json:"admission,omitempty"`
+	Attempts   []Attempt  `json:"attempts,omitempty"`
 	// AttemptsTotal counts every attempt; Attempts details the first few.
 	AttemptsTotal int      `json:"attempts_total"`
 	Fallbacks     []string `json:"fallbacks,omitempty"`
@@ -50,6 +51,19 @@ type Context struct {
 	Before       int `json:"tokens_before"`
 	After        int `json:"tokens_after"`
 	TurnsDropped int `json:"turns_dropped"`
+}
+
+// Admission is what the admission queue of a saturated pool did with the request.
+type Admission struct {
+	Band    string `json:"band"`
+	Tenant  string `json:"tenant"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// Ahead and EstimateMs are the requests estimated to go first and the estimated wait, when
+	// the request arrived to a full pool.
+	Ahead      int     `json:"ahead,omitempty"`
+	EstimateMs float64 `json:"estimate_ms,omitempty"`
+	WaitedMs   float64 `json:"waited_ms,omitempty"`
 }
 
 // Route is what the prefix-aware picker weighed and chose for the last attempt.
@@ -139,6 +153,10 @@ func build(e *entry) *Trace {
 	if c := &rec.Context; c.Truncated {
 		t.Context = &Context{Before: c.Before, After: c.After, TurnsDropped: c.TurnsDropped}
 	}
+	if a := &rec.Admission; a.Band != "" {
+		t.Admission = &Admission{Band: a.Band, Tenant: a.Tenant, Outcome: a.Outcome, Reason: a.Reason, Ahead: a.Ahead,
+			EstimateMs: ms(a.Estimate), WaitedMs: ms(a.Waited)}
+	}
 	if p := &rec.Pick; p.Picker != "" {
 		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens}
 		for i := 0; i < p.N; i++ {
@@ -201,6 +219,9 @@ func (t *Trace) Lines() []string {
 	}
 	if c := t.Context; c != nil {
 		add("context", "cut %d → %d input tokens (%d turns dropped)", c.Before, c.After, c.TurnsDropped)
+	}
+	if a := t.Admission; a != nil {
+		add("admission", "%s", a.line())
 	}
 	if r := t.Route; r != nil && r.Picker == "sticky" {
 		// The sticky picker weighs no prompt: its cost is the replica's rank for the session.
@@ -286,6 +307,18 @@ func (t *Trace) Lines() []string {
 	tm := t.Times
 	add("times", "total %.3fms, engine %.3fms, ttft %.3fms, overhead %.3fms", tm.TotalMs, tm.EngineMs, tm.TTFTMs, tm.OverheadMs)
 	return out
+}
+
+// line renders the admission decision for Lines.
+func (a *Admission) line() string {
+	s := fmt.Sprintf("band %s, tenant %s: %s", a.Band, a.Tenant, a.Outcome)
+	if a.Outcome != "admitted" {
+		s += fmt.Sprintf(" (queued behind %d, estimated %.3fms, waited %.3fms)", a.Ahead, a.EstimateMs, a.WaitedMs)
+	}
+	if a.Reason != "" {
+		s += ", reason: " + a.Reason
+	}
+	return s
 }
 
 func streamed(s bool) string {
