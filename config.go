@@ -77,6 +77,10 @@ type (
 	Responses = config.Responses
 	// Secret is a configured secret: redacted when the configuration is marshalled.
 	Secret = config.Secret
+	// Admission configures fair admission in front of saturated pools.
+	Admission = config.Admission
+	// AdmissionBand is one priority band of the admission queue.
+	AdmissionBand = config.AdmissionBand
 	// ConfigErrors lists every problem LoadConfig, New or Reload found in a configuration.
 	ConfigErrors = config.Errors
 )

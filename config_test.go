@@ -27,7 +27,7 @@ var configTypes = []reflect.Type{
 	reflect.TypeFor[layer0.StickyRouting](), reflect.TypeFor[layer0.OffloadTarget](),
 	reflect.TypeFor[layer0.Store](), reflect.TypeFor[layer0.StoreCache](), reflect.TypeFor[layer0.CORS](),
 	reflect.TypeFor[layer0.Telemetry](), reflect.TypeFor[layer0.OTLP](), reflect.TypeFor[layer0.Responses](),
-	reflect.TypeFor[layer0.Secret](),
+	reflect.TypeFor[layer0.Secret](), reflect.TypeFor[layer0.Admission](), reflect.TypeFor[layer0.AdmissionBand](),
 }
 
 // Every type a field of Config reaches, however deep (through pointers, slices and maps), has
