@@ -147,13 +147,16 @@ func TestWithEngineRefused(t *testing.T) {
 // a built-in kind.
 func TestWithEngineOptions(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+	for name, text := range map[string]string{
+		"good":    "engines:\n  w: {kind: wrapped, options: {prefix: hi, n: [1, 2]}}\nmodels:\n  m: {engines: [w]}\n",
+		"bad":     "engines:\n  w: {kind: wrapped, options: {prefix: 3}}\nmodels:\n  m: {engines: [w]}\n",
+		"builtin": "engines:\n  s: {kind: sim, options: {a: 1}}\nmodels:\n  m: {engines: [s]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return p
 	}
+	good, bad, builtin := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "builtin.yaml")
 	var got atomic.Value
 	kind := layer0.WithEngineKind("wrapped", layer0.EngineKind{
 		Build: func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
@@ -169,7 +172,6 @@ func TestWithEngineOptions(t *testing.T) {
 			return nil
 		},
 	})
-	good := write("good.yaml", "engines:\n  w: {kind: wrapped, options: {prefix: hi, n: [1, 2]}}\nmodels:\n  m: {engines: [w]}\n")
 	cfg, err := layer0.LoadConfig(good, kind)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +190,6 @@ func TestWithEngineOptions(t *testing.T) {
 	if err := g.Do(context.Background(), req, &c); err != nil {
 		t.Fatalf("the wrapped sim engine: %v", err)
 	}
-	bad := write("bad.yaml", "engines:\n  w: {kind: wrapped, options: {prefix: 3}}\nmodels:\n  m: {engines: [w]}\n")
 	if _, err := layer0.LoadConfig(bad, kind); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
 		t.Errorf("LoadConfig of invalid options: got %v", err)
 	}
@@ -196,7 +197,6 @@ func TestWithEngineOptions(t *testing.T) {
 	if err := g.Reload(cfg); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
 		t.Errorf("Reload with invalid options: got %v", err)
 	}
-	builtin := write("builtin.yaml", "engines:\n  s: {kind: sim, options: {a: 1}}\nmodels:\n  m: {engines: [s]}\n")
 	if _, err := layer0.LoadConfig(builtin); err == nil || !strings.Contains(err.Error(), "engines.s.options: kind sim takes no options") {
 		t.Errorf("options on a built-in kind: got %v", err)
 	}
