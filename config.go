@@ -6,7 +6,7 @@ import (
 )
 
 // The configuration's parts, so that an application can build or change a configuration in
-// code: cfg.Engines["gpu"] = layer0.Engine{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
+// code: cfg.Engines["gpu"] = layer0.EngineConfig{Kind: layer0.KindOpenAI, URL: "http://10.0.0.5:8000"}.
 // A field left zero takes its default (New and Reload fill them in, as LoadConfig does); each
 // field's comment gives its unit and default.
 type (
@@ -16,8 +16,8 @@ type (
 	Server = config.Server
 	// TLS names the certificate and key files of an HTTPS listener.
 	TLS = config.TLS
-	// Engine is one backend replica's configuration; see also Backend and WithEngine.
-	Engine = config.Engine
+	// EngineConfig is one engine replica's configuration; see also Engine and WithEngine.
+	EngineConfig = config.Engine
 	// Timeouts bound the calls to an engine.
 	Timeouts = config.Timeouts
 	// Sim configures the embedded simulated engine.
@@ -92,11 +92,17 @@ type (
 	Spend = config.Spend
 	// Money is an amount in exact micro-units of the currency.
 	Money = money.Micros
+	// Admission configures fair admission in front of saturated pools.
+	Admission = config.Admission
+	// AdmissionBand is one priority band of the admission queue.
+	AdmissionBand = config.AdmissionBand
+	// ModelRouting is a model's own routing settings (its picker).
+	ModelRouting = config.ModelRouting
 	// ConfigErrors lists every problem LoadConfig, New or Reload found in a configuration.
 	ConfigErrors = config.Errors
 )
 
-// Built-in engine kinds (Engine.Kind); WithEngine adds an application's own.
+// Built-in engine kinds (EngineConfig.Kind); WithEngine adds an application's own.
 const (
 	KindSim       = config.KindSim
 	KindOpenAI    = config.KindOpenAI
@@ -116,8 +122,8 @@ const (
 
 // The values of the configuration's enumerated fields, by field.
 const (
-	HTTP1Lean          = config.HTTP1Lean          // Server.HTTP1: the lean HTTP/1.1 server
-	HTTP1NetHTTP       = config.HTTP1NetHTTP       // Server.HTTP1: net/http's (the default)
+	HTTP1Lean          = config.HTTP1Lean          // Server.HTTP1: the lean HTTP/1.1 server (the default)
+	HTTP1NetHTTP       = config.HTTP1NetHTTP       // Server.HTTP1: net/http's
 	AccessJSON         = config.AccessJSON         // AccessLog.Format (the default)
 	AccessText         = config.AccessText         // AccessLog.Format
 	OverflowRefuse     = config.OverflowRefuse     // Context.Overflow (the default)
@@ -126,6 +132,10 @@ const (
 	SplitFixed         = config.SplitFixed         // Context.Split
 	PrefixApproximate  = config.PrefixApproximate  // PrefixCache.Mode (the default)
 	PrefixPrecise      = config.PrefixPrecise      // PrefixCache.Mode
+	TokenizeGateway    = config.TokenizeGateway    // PrefixCache.Tokenize (the default)
+	TokenizeEngine     = config.TokenizeEngine     // PrefixCache.Tokenize
+	SimTokenizerCL100K = config.SimTokenizerCL100K // Sim.Tokenizer (the default)
+	SimTokenizerBytes  = config.SimTokenizerBytes  // Sim.Tokenizer
 	StickyFallbackKey  = config.StickyFallbackKey  // StickyRouting.Fallback
 	StickyFallbackLoad = config.StickyFallbackLoad // StickyRouting.Fallback
 	StoreMemory        = config.StoreMemory        // Store.Kind (the default)

@@ -16,7 +16,7 @@ import (
 // configTypes are the root's aliases of the configuration's types.
 var configTypes = []reflect.Type{
 	reflect.TypeFor[layer0.Config](), reflect.TypeFor[layer0.Server](), reflect.TypeFor[layer0.TLS](),
-	reflect.TypeFor[layer0.Engine](), reflect.TypeFor[layer0.Timeouts](), reflect.TypeFor[layer0.Sim](),
+	reflect.TypeFor[layer0.EngineConfig](), reflect.TypeFor[layer0.Timeouts](), reflect.TypeFor[layer0.Sim](),
 	reflect.TypeFor[layer0.SimFail](), reflect.TypeFor[layer0.Model](), reflect.TypeFor[layer0.Auth](),
 	reflect.TypeFor[layer0.Log](), reflect.TypeFor[layer0.Key](), reflect.TypeFor[layer0.Rates](),
 	reflect.TypeFor[layer0.Limits](), reflect.TypeFor[layer0.Split](), reflect.TypeFor[layer0.SplitTarget](),
@@ -30,6 +30,7 @@ var configTypes = []reflect.Type{
 	reflect.TypeFor[layer0.Secret](), reflect.TypeFor[layer0.Price](), reflect.TypeFor[layer0.ModelPrice](),
 	reflect.TypeFor[layer0.Budget](), reflect.TypeFor[layer0.Team](), reflect.TypeFor[layer0.Spend](),
 	reflect.TypeFor[layer0.Money](),
+	reflect.TypeFor[layer0.Admission](), reflect.TypeFor[layer0.AdmissionBand](), reflect.TypeFor[layer0.ModelRouting](),
 }
 
 // Every type a field of Config reaches, however deep (through pointers, slices and maps), has

@@ -14,7 +14,7 @@ import (
 // their defaults.
 func echoGateway() *layer0.Gateway {
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Engines: map[string]layer0.EngineConfig{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
 		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
 	}
 	g, err := layer0.New(cfg)
@@ -125,9 +125,9 @@ func (shout) Close() error { return nil }
 // WithEngine plugs in an engine of the application's own: the configuration names its kind
 // like any other, and the gateway routes, limits and meters it like any other.
 func ExampleWithEngine() {
-	newShout := func(name string, cfg layer0.Engine) (layer0.Backend, error) { return shout{}, nil }
+	newShout := func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) { return shout{}, nil }
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"loud": {Kind: "shout"}},
+		Engines: map[string]layer0.EngineConfig{"loud": {Kind: "shout"}},
 		Models:  map[string]layer0.Model{"loud": {Engines: []string{"loud"}}},
 	}
 	g, err := layer0.New(cfg, layer0.WithEngine("shout", newShout))
@@ -145,4 +145,75 @@ func ExampleWithEngine() {
 	fmt.Println(c.Response.Content[0].Text)
 	// Output:
 	// HELLO
+}
+
+// WithEngineKind plugs in an engine kind with settings of its own: the engine's options block
+// reaches its factory as decoded, and Validate checks it first — when the file is loaded, and
+// by New and Reload — so a bad value is a configuration error at engines.NAME.options. This kind
+// decorates a built-in engine (NewBuiltinEngine): it puts a prefix before each text delta.
+func ExampleWithEngineKind() {
+	kind := layer0.EngineKind{
+		Validate: func(name string, cfg layer0.EngineConfig) error {
+			if _, ok := cfg.Options["prefix"].(string); !ok {
+				return fmt.Errorf("prefix: a string is required")
+			}
+			return nil
+		},
+		Build: func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
+			inner := cfg
+			inner.Kind, inner.Options, inner.Sim = layer0.KindSim, nil, layer0.Sim{Mode: "echo"}
+			e, err := layer0.NewBuiltinEngine(name, inner)
+			if err != nil {
+				return nil, err
+			}
+			return prefixed{Engine: e, prefix: cfg.Options["prefix"].(string)}, nil
+		},
+	}
+	opt := layer0.WithEngineKind("prefixed", kind)
+	cfg := &layer0.Config{
+		Engines: map[string]layer0.EngineConfig{"p": {Kind: "prefixed", Options: map[string]any{"prefix": 42}}},
+		Models:  map[string]layer0.Model{"p": {Engines: []string{"p"}}},
+	}
+	_, err := layer0.New(cfg, opt)
+	fmt.Println(err)
+	cfg.Engines["p"] = layer0.EngineConfig{Kind: "prefixed", Options: map[string]any{"prefix": "> "}}
+	g, err := layer0.New(cfg, opt)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	var c layer0.Collector
+	req := &layer0.Request{Model: "p", MaxTokens: 16, Messages: []layer0.Message{layer0.TextMessage(layer0.RoleUser, "hello")}}
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Response.Content[0].Text)
+	// Output:
+	// layer0: engines.p.options: prefix: a string is required
+	// > hello
+}
+
+// prefixed decorates an engine: it puts its prefix before the first text delta.
+type prefixed struct {
+	layer0.Engine
+	prefix string
+}
+
+func (p prefixed) Generate(ctx context.Context, req *layer0.Request, sink layer0.Sink) error {
+	return p.Engine.Generate(ctx, req, &prefixSink{Sink: sink, prefix: p.prefix})
+}
+
+// prefixSink adds prefix to the first text delta that passes through it.
+type prefixSink struct {
+	layer0.Sink
+	prefix string
+}
+
+func (s *prefixSink) Send(ev *layer0.Event) error {
+	if ev.Kind == layer0.EventTextDelta && s.prefix != "" {
+		e := *ev
+		e.Text, s.prefix = s.prefix+e.Text, ""
+		return s.Sink.Send(&e)
+	}
+	return s.Sink.Send(ev)
 }

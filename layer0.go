@@ -6,6 +6,7 @@ package layer0
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -119,9 +120,18 @@ const (
 func DefaultConfig() *Config { return config.Default() }
 
 // LoadConfig reads and validates a configuration file. The engine kinds registered by opts
-// (WithEngine) are accepted beside the built-in ones; other options are ignored here.
+// (WithEngine, WithEngineKind) are accepted beside the built-in ones, and their engines'
+// options checked by their Validate; other options are ignored here.
 func LoadConfig(path string, opts ...Option) (*Config, error) {
-	return config.Load(path, apply(opts).Kinds()...)
+	o := apply(opts)
+	c, err := config.Load(path, o.Kinds()...)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.Check(c); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return c, nil
 }
 
 // Option adjusts a Gateway.
@@ -147,30 +157,67 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l 
 // is queued. Default: no access log.
 func WithAccessLog(w io.Writer) Option { return func(o *options) { o.AccessLog = w } }
 
-// Backend is what an engine is to the gateway: Generate turns a canonical request into a
+// Engine is what an engine is to the gateway: Generate turns a canonical request into a
 // stream of events pushed into a sink, and Close releases what the engine holds once the
-// gateway no longer routes to it. See WithEngine.
-type Backend = engine.Engine
+// gateway no longer routes to it. See WithEngine; its configuration is an EngineConfig.
+type Engine = engine.Engine
 
-// TokenCounter is implemented by a Backend that counts input tokens in its own tokenizer (for
+// Backend is the former name of Engine.
+//
+// Deprecated: use Engine.
+type Backend = Engine
+
+// TokenCounter is implemented by an Engine that counts input tokens in its own tokenizer (for
 // count_tokens and the context-window check); without it the gateway's tokenizer counts.
 type TokenCounter = engine.Counter
 
-// EngineFactory builds the engine named name from its configuration (with the defaults filled
-// in). It is called by New, and by Reload for each engine whose configuration changed; an
-// error refuses the configuration.
-type EngineFactory func(name string, cfg Engine) (Backend, error)
+// EngineFactory builds the engine named name from its configuration, with the defaults filled
+// in and cfg.Options as the file gave them (YAML mappings as map[string]any, sequences as
+// []any). It is called by New, and by Reload for each engine whose configuration changed; an
+// error refuses the configuration. To decorate a built-in engine, build it with
+// NewBuiltinEngine.
+type EngineFactory func(name string, cfg EngineConfig) (Engine, error)
+
+// EngineKind is an application's own engine kind: Build builds its engines, and Validate, when
+// not nil, checks an engine's configuration (above all cfg.Options) before anything is built —
+// by LoadConfig, New and Reload —, its error reported as a configuration error at
+// engines.NAME.options.
+type EngineKind struct {
+	Build    EngineFactory
+	Validate func(name string, cfg EngineConfig) error
+}
 
 // WithEngine registers an application's own engine kind: an engine whose configuration has
-// Kind kind is built by factory. The configuration then accepts the kind (pass the same option
-// to LoadConfig for a file naming it). Built-in kinds cannot be replaced.
+// Kind kind is built by factory, which checks its options itself (see WithEngineKind to have
+// them checked when the configuration is loaded). The configuration then accepts the kind (pass
+// the same option to LoadConfig for a file naming it). Built-in kinds cannot be replaced.
 func WithEngine(kind string, factory EngineFactory) Option {
+	return WithEngineKind(kind, EngineKind{Build: factory})
+}
+
+// WithEngineKind registers an application's own engine kind, as WithEngine does, with a
+// validation of its configuration that LoadConfig runs too.
+func WithEngineKind(kind string, k EngineKind) Option {
 	return func(o *options) {
 		if o.Engines == nil {
-			o.Engines = map[string]gateway.EngineFactory{}
+			o.Engines = map[string]gateway.EngineKind{}
 		}
-		o.Engines[kind] = gateway.EngineFactory(factory)
+		gk := gateway.EngineKind{}
+		if k.Build != nil {
+			gk.Build = func(name string, cfg config.Engine) (engine.Engine, error) { return k.Build(name, cfg) }
+		}
+		if k.Validate != nil {
+			gk.Validate = func(name string, cfg config.Engine) error { return k.Validate(name, cfg) }
+		}
+		o.Engines[kind] = gk
 	}
+}
+
+// NewBuiltinEngine builds the engine name of a built-in kind (cfg.Kind is KindSim, KindOpenAI,
+// KindAnthropic or KindLayer0, cfg.Options empty) as the gateway would, so that an
+// application's factory can wrap it. Its error answers are logged to slog.Default in full.
+func NewBuiltinEngine(name string, cfg EngineConfig) (Engine, error) {
+	return gateway.NewBuiltin(name, cfg, slog.Default())
 }
 
 // WithMetrics sets the Prometheus registry the gateway's metrics are registered with and GET

@@ -31,7 +31,7 @@ func TestListenAndServe(t *testing.T) {
 	g, err := layer0.New(&layer0.Config{
 		Server: layer0.Server{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", HTTP3: true, ShutdownTimeout: drain,
 			TLS: layer0.TLS{CertFile: certFile, KeyFile: keyFile}},
-		Engines: map[string]layer0.Engine{
+		Engines: map[string]layer0.EngineConfig{
 			"echo": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}},
 			"slow": {Kind: layer0.KindSim, Sim: layer0.Sim{InterTokenLatency: 20 * time.Millisecond}},
 		},

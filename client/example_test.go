@@ -97,7 +97,7 @@ func ExampleStream_Events() {
 // echoGateway is a gateway whose sim repeats the user's message.
 func echoGateway() *layer0.Gateway {
 	g, err := layer0.New(&layer0.Config{
-		Engines: map[string]layer0.Engine{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
+		Engines: map[string]layer0.EngineConfig{"sim": {Kind: layer0.KindSim, Sim: layer0.Sim{Mode: "echo"}}},
 		Models:  map[string]layer0.Model{"sim": {Engines: []string{"sim"}}},
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -49,7 +50,7 @@ func (e *tagged) Close() error {
 // configuration builds a new one and closes the old, and Close closes the last.
 func TestWithEngine(t *testing.T) {
 	var built, closed atomic.Int32
-	opt := layer0.WithEngine("tagged", func(name string, cfg layer0.Engine) (layer0.Backend, error) {
+	opt := layer0.WithEngine("tagged", func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
 		built.Add(1)
 		return &tagged{tag: name + "@" + cfg.URL, closed: &closed}, nil
 	})
@@ -97,7 +98,7 @@ func TestWithEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next.Engines["t"] = layer0.Engine{Kind: "tagged", URL: "two"}
+	next.Engines["t"] = layer0.EngineConfig{Kind: "tagged", URL: "two"}
 	if err := g.Reload(next); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestWithEngine(t *testing.T) {
 // TestWithEngineRefused checks the registrations New refuses: a built-in kind, and a factory
 // that is missing.
 func TestWithEngineRefused(t *testing.T) {
-	f := func(string, layer0.Engine) (layer0.Backend, error) { return nil, nil }
+	f := func(string, layer0.EngineConfig) (layer0.Engine, error) { return nil, nil }
 	for _, tt := range []struct {
 		name string
 		opt  layer0.Option
@@ -132,11 +133,71 @@ func TestWithEngineRefused(t *testing.T) {
 		}
 	}
 	cfg := &layer0.Config{
-		Engines: map[string]layer0.Engine{"x": {Kind: "mine"}},
+		Engines: map[string]layer0.EngineConfig{"x": {Kind: "mine"}},
 		Models:  map[string]layer0.Model{"m": {Engines: []string{"x"}}},
 	}
 	_, err := layer0.New(cfg, layer0.WithEngine("mine", f))
 	if err == nil || !strings.Contains(err.Error(), "returned no engine") {
 		t.Errorf("a factory returning nil: got %v, want it refused", err)
+	}
+}
+
+// TestWithEngineOptions checks an engine's options block: handed to its kind's factory as
+// decoded, checked by the kind's Validate when the file is loaded (and by New), and refused for
+// a built-in kind.
+func TestWithEngineOptions(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"good":    "engines:\n  w: {kind: wrapped, options: {prefix: hi, n: [1, 2]}}\nmodels:\n  m: {engines: [w]}\n",
+		"bad":     "engines:\n  w: {kind: wrapped, options: {prefix: 3}}\nmodels:\n  m: {engines: [w]}\n",
+		"builtin": "engines:\n  s: {kind: sim, options: {a: 1}}\nmodels:\n  m: {engines: [s]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, bad, builtin := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "builtin.yaml")
+	var got atomic.Value
+	kind := layer0.WithEngineKind("wrapped", layer0.EngineKind{
+		Build: func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
+			got.Store(cfg.Options)
+			inner := cfg
+			inner.Kind, inner.Options = layer0.KindSim, nil
+			return layer0.NewBuiltinEngine(name, inner)
+		},
+		Validate: func(name string, cfg layer0.EngineConfig) error {
+			if _, ok := cfg.Options["prefix"].(string); !ok {
+				return fmt.Errorf("prefix must be a string, got %v", cfg.Options["prefix"])
+			}
+			return nil
+		},
+	})
+	cfg, err := layer0.LoadConfig(good, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := layer0.New(cfg, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	opts, _ := got.Load().(map[string]any)
+	if opts["prefix"] != "hi" || fmt.Sprint(opts["n"]) != "[1 2]" {
+		t.Errorf("the factory got options %v", opts)
+	}
+	var c layer0.Collector
+	req := &layer0.Request{Model: "m", MaxTokens: 8, Messages: []layer0.Message{layer0.TextMessage(layer0.RoleUser, "hi")}}
+	if err := g.Do(context.Background(), req, &c); err != nil {
+		t.Fatalf("the wrapped sim engine: %v", err)
+	}
+	if _, err := layer0.LoadConfig(bad, kind); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
+		t.Errorf("LoadConfig of invalid options: got %v", err)
+	}
+	cfg.Engines["w"] = layer0.EngineConfig{Kind: "wrapped", Options: map[string]any{"prefix": 3}}
+	if err := g.Reload(cfg); err == nil || !strings.Contains(err.Error(), "engines.w.options: prefix must be a string") {
+		t.Errorf("Reload with invalid options: got %v", err)
+	}
+	if _, err := layer0.LoadConfig(builtin); err == nil || !strings.Contains(err.Error(), "engines.s.options: kind sim takes no options") {
+		t.Errorf("options on a built-in kind: got %v", err)
 	}
 }

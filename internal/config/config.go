@@ -114,6 +114,10 @@ type Engine struct {
 	// previous_response_id) passes through to it unchanged but for the model name, instead of
 	// being translated to Chat Completions. Default false.
 	Responses bool `yaml:"responses"`
+	// Options are the settings of an application's own engine kind (registered with
+	// layer0.WithEngine), kept as decoded and handed to its factory, which checks them. The
+	// built-in kinds take none. Default none.
+	Options map[string]any `yaml:"options,omitempty"`
 }
 
 // Timeouts bound an engine call. Zero means no bound.
@@ -520,6 +524,15 @@ func (e *Errors) Error() string {
 	return strings.Join(e.List, "\n")
 }
 
+// builtinKind reports whether kind is one of the engine kinds layer0 builds itself.
+func builtinKind(kind string) bool {
+	switch kind {
+	case KindSim, KindOpenAI, KindAnthropic, KindLayer0:
+		return true
+	}
+	return false
+}
+
 // Validate checks the configuration and returns an *Errors with every problem, or nil. An
 // engine's kind must be one of the built-in kinds or one of kinds (an application's own, which
 // its engine factory checks the rest of).
@@ -581,6 +594,9 @@ func (c *Config) Validate(kinds ...string) error {
 		p := "engines." + name
 		if e.Responses && e.Kind != KindOpenAI {
 			errs.add(p+".responses", "only for kind openai")
+		}
+		if len(e.Options) > 0 && builtinKind(e.Kind) {
+			errs.add(p+".options", "kind %s takes no options (they are for an application's own engine kinds)", e.Kind)
 		}
 		switch e.Kind {
 		case KindSim:

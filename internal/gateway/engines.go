@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -23,10 +24,49 @@ func builtIn(kind string) bool {
 	return false
 }
 
+// Check validates cfg (config.Validate, accepting the kinds registered in o), then the options
+// of each engine of a registered kind by its Validate. The error is a *config.Errors naming
+// every problem.
+func (o *Options) Check(cfg *config.Config) error {
+	errs := &config.Errors{}
+	if err := cfg.Validate(o.Kinds()...); err != nil {
+		if !errors.As(err, &errs) {
+			return err
+		}
+	}
+	for _, name := range sortedNames(cfg.Engines) {
+		ec := cfg.Engines[name]
+		if k, ok := o.Engines[ec.Kind]; ok && k.Validate != nil {
+			if err := k.Validate(name, ec); err != nil {
+				errs.List = append(errs.List, fmt.Sprintf("engines.%s.options: %v", name, err))
+			}
+		}
+	}
+	if len(errs.List) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// NewBuiltin builds the engine name of a built-in kind, as the gateway does: an application's
+// engine may wrap one. Its error answers go to logger in full.
+func NewBuiltin(name string, ec config.Engine, logger *slog.Logger) (engine.Engine, error) {
+	if !builtIn(ec.Kind) {
+		return nil, fmt.Errorf("layer0: engine %s: kind %q is not built in", name, ec.Kind)
+	}
+	if len(ec.Options) > 0 {
+		return nil, fmt.Errorf("layer0: engine %s: kind %s takes no options", name, ec.Kind)
+	}
+	if ec.Kind == config.KindSim {
+		ec.Sim.SetDefaults() // the rest came with the application's kind's defaults
+	}
+	return newEngine(name, ec, tokenizer.Default(), &Options{Logger: logger})
+}
+
 // newEngine builds the engine name: by the factory registered for its kind, else built in.
 func newEngine(name string, ec config.Engine, tok *tokenizer.Codec, o *Options) (engine.Engine, error) {
-	if f := o.Engines[ec.Kind]; f != nil {
-		e, err := f(name, ec)
+	if k, ok := o.Engines[ec.Kind]; ok {
+		e, err := k.Build(name, ec)
 		if err != nil {
 			return nil, fmt.Errorf("layer0: engine %s: %w", name, err)
 		}

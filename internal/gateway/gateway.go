@@ -30,9 +30,13 @@ import (
 	"github.com/layer0ai/layer0/internal/trace"
 )
 
-// EngineFactory builds the engine named name of an application's own kind from its
-// configuration (with the defaults filled in).
-type EngineFactory func(name string, cfg config.Engine) (engine.Engine, error)
+// EngineKind is an application's own engine kind: Build builds the engine named name from its
+// configuration (with the defaults filled in, Options as decoded), and Validate, when not nil,
+// checks that configuration beforehand (its error is reported as the engine's options').
+type EngineKind struct {
+	Build    func(name string, cfg config.Engine) (engine.Engine, error)
+	Validate func(name string, cfg config.Engine) error
+}
 
 // Options are the settings of a Gateway that are not configuration; the zero value of each
 // field takes its default in New.
@@ -47,7 +51,7 @@ type Options struct {
 	// Now is the clock of the limits and the replicas' routing state (default time.Now).
 	Now func() time.Time
 	// Engines are an application's engine kinds, by kind.
-	Engines map[string]EngineFactory
+	Engines map[string]EngineKind
 }
 
 // Kinds returns the engine kinds an application registered, sorted.
@@ -74,9 +78,9 @@ type Gateway struct {
 
 // New builds a gateway from cfg (config.Default when nil) and starts its background loop.
 func New(cfg *config.Config, o Options) (*Gateway, error) {
-	for kind, f := range o.Engines {
+	for kind, k := range o.Engines {
 		switch {
-		case kind == "" || f == nil:
+		case kind == "" || k.Build == nil:
 			return nil, fmt.Errorf("layer0: WithEngine(%q): a kind and a factory are required", kind)
 		case builtIn(kind):
 			return nil, fmt.Errorf("layer0: WithEngine(%q): the kind is built in", kind)

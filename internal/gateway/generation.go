@@ -82,7 +82,7 @@ func (g *generation) retire() {
 func build(cfg *config.Config, old *generation, o *Options) (*generation, error) {
 	// A configuration built in code gets the defaults a loaded one has, and the same checks.
 	cfg.SetDefaults()
-	if err := cfg.Validate(o.Kinds()...); err != nil {
+	if err := o.Check(cfg); err != nil {
 		return nil, fmt.Errorf("layer0: %w", err)
 	}
 	keys, err := auth.New(keySpecs(cfg.Keys))
