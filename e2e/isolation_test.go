@@ -16,7 +16,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	oaiopt "github.com/openai/openai-go/v3/option"
 
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // isolationConfig has three keys — alice and bob may use every model, carol only "other" — one

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 

@@ -14,7 +14,7 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // The OpenAI Responses API through the official Go SDK's Responses client, on every engine kind

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // replicas serves n gateways with the same configuration on their own loopback listeners, the

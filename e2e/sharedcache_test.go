@@ -13,7 +13,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	oaiopt "github.com/openai/openai-go/v3/option"
 
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 

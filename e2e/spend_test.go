@@ -16,10 +16,10 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/layer0ai/layer0"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/money"
 	"github.com/layer0ai/layer0/internal/spend"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/layer0ai/layer0/internal/syncbuf"
 )
 

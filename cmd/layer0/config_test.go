@@ -26,6 +26,9 @@ func TestConfigCheck(t *testing.T) {
 		{"no keys off loopback", "server: {addr: '0.0.0.0:8080'}\n", "keys"},
 		{"http3 without tls", "server: {http3: true}\n", "server.http3: needs server.tls"},
 		{"missing tls files", "server: {tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}}\n", "server.tls"},
+		// Every refusal the build of the gateway can make is reported by the check.
+		{"unset redis password", "store: {kind: redis, url: 'redis://127.0.0.1:9', password_env: L0_TEST_SURELY_UNSET}\n", "store.password_env"},
+		{"duplicate key hash", "keys: [{name: a, hash: " + strings.Repeat("ab", 32) + "}, {name: b, hash: " + strings.Repeat("ab", 32) + "}]\n", "hash"},
 		{"unset credential", "engines: {v: {kind: openai, url: 'http://127.0.0.1:9', api_key_env: L0_TEST_SURELY_UNSET}}\nmodels: {m: {engines: [v]}}\n", "L0_TEST_SURELY_UNSET"},
 	}
 	for _, tt := range tests {

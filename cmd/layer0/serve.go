@@ -17,7 +17,7 @@ import (
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/accesslog"
 	"github.com/layer0ai/layer0/internal/config"
-	"github.com/layer0ai/layer0/internal/limit"
+	"github.com/layer0ai/layer0/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,7 +62,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}()
 	// The Redis client has its own logger, which would write plain lines to stderr: its lines are
 	// records too. It is the process's (go-redis keeps one), so it is set here, not by the library.
-	redis.SetLogger(limit.RedisLogger{L: logger})
+	redis.SetLogger(store.Logger{L: logger})
 	opts := []layer0.Option{layer0.WithLogger(logger)}
 	var accessFile *accesslog.File
 	if *cfg.Log.Access {

@@ -209,6 +209,7 @@ func TestChartDefaults(t *testing.T) {
 }
 
 func TestChartAllOptions(t *testing.T) {
+	t.Setenv("REDIS_PASSWORD", "pw") // the chart's Secret sets it in the pod
 	r := render(t, "testdata/all-options.yaml")
 	if r.deployment == nil || r.service == nil || r.serviceMonitor == nil || r.pdb == nil {
 		t.Fatalf("all options rendered %v", r.kinds)

@@ -10,25 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// Health is the state of the Redis connection a shared store uses, kept by the rate-limit store
-// on the same client: one view of whether Redis is reachable, one error counter.
-type Health interface {
-	// Use reports whether to try Redis now; when not, the caller does without it and the
-	// operation is counted as an error.
-	Use() bool
-	// Fail records an operation that failed: counted, and Redis is not tried again until it
-	// answers a probe.
-	Fail(ctx context.Context, err error)
-}
+	"github.com/layer0ai/layer0/internal/store"
+)
 
 // RedisConfig configures the shared response cache.
 type RedisConfig struct {
-	// Client is the connection, shared with the rate-limit store. Required.
-	Client redis.UniversalClient
-	// Health says whether Redis is reachable and counts failures. Required.
-	Health Health
+	// Store is the connection, shared with the rate limits: one view of whether Redis is
+	// reachable, one error counter. Required.
+	Store *store.Redis
 	// Timeout bounds one operation. Default 50ms.
 	Timeout time.Duration
 	// MaxEntryBytes is the largest encoded answer stored in Redis; a larger one stays in the
@@ -61,7 +51,7 @@ type Shared struct {
 	owner string // this store's fill claims
 }
 
-// NewShared returns a shared store with l1 in front. c.Client and c.Health are required.
+// NewShared returns a shared store with l1 in front. c.Store is required.
 func NewShared(c RedisConfig, l1 *Memory) *Shared {
 	if c.Timeout <= 0 {
 		c.Timeout = 50 * time.Millisecond
@@ -102,12 +92,12 @@ func (s *Shared) Get(ctx context.Context, k Key) (*Entry, bool) {
 	if e, ok := s.l1.Get(ctx, k); ok {
 		return e, true
 	}
-	if !s.c.Health.Use() {
+	if !s.c.Store.Use() {
 		return nil, false
 	}
 	octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
-	b, err := s.c.Client.Get(octx, s.entryKey(k)).Bytes()
+	b, err := s.c.Store.Client().Get(octx, s.entryKey(k)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, false
 	}
@@ -142,7 +132,7 @@ func (s *Shared) decode(b []byte) (*Entry, time.Duration) {
 // MaxEntryBytes. A fill claim of this store on k ends with it.
 func (s *Shared) Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) error {
 	_ = s.l1.Put(ctx, k, e, ttl)
-	if ttl <= 0 || !s.c.Health.Use() {
+	if ttl <= 0 || !s.c.Store.Use() {
 		return nil
 	}
 	b, err := json.Marshal(stored{V: storedVersion, Expires: time.Now().Add(ttl).UnixMilli(), Entry: e})
@@ -151,7 +141,7 @@ func (s *Shared) Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) er
 	}
 	octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
-	p := s.c.Client.Pipeline()
+	p := s.c.Store.Client().Pipeline()
 	if int64(len(b)) <= s.c.MaxEntryBytes {
 		p.SetNX(octx, s.entryKey(k), b, ttl)
 	}
@@ -165,12 +155,12 @@ func (s *Shared) Put(ctx context.Context, k Key, e *Entry, ttl time.Duration) er
 // Delete implements Store.
 func (s *Shared) Delete(ctx context.Context, k Key) error {
 	_ = s.l1.Delete(ctx, k)
-	if !s.c.Health.Use() {
+	if !s.c.Store.Use() {
 		return nil
 	}
 	octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
-	if err := s.c.Client.Del(octx, s.entryKey(k)).Err(); err != nil {
+	if err := s.c.Store.Client().Del(octx, s.entryKey(k)).Err(); err != nil {
 		s.failed(ctx, err)
 	}
 	return nil
@@ -183,11 +173,11 @@ var _ Filler = (*Shared)(nil)
 // it waits, up to FillWait, for that replica's entry and returns it. It returns nil when the
 // caller is to call the engine: it holds the claim, the wait ran out, or Redis failed.
 func (s *Shared) Claim(ctx context.Context, k Key) *Entry {
-	if !s.c.Health.Use() {
+	if !s.c.Store.Use() {
 		return nil
 	}
 	octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
-	claimed, err := s.c.Client.SetNX(octx, s.fillKey(k), s.owner, s.c.FillWait).Result()
+	claimed, err := s.c.Store.Client().SetNX(octx, s.fillKey(k), s.owner, s.c.FillWait).Result()
 	cancel()
 	if err != nil {
 		s.failed(ctx, err)
@@ -208,7 +198,7 @@ func (s *Shared) Claim(ctx context.Context, k Key) *Entry {
 		case <-t.C:
 		}
 		octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
-		p := s.c.Client.Pipeline()
+		p := s.c.Store.Client().Pipeline()
 		get := p.Get(octx, s.entryKey(k))
 		filling := p.Exists(octx, s.fillKey(k))
 		_, err := p.Exec(octx)
@@ -239,12 +229,12 @@ return 0
 // Unclaim ends this store's claim on k without an entry (the call failed, or its answer is not
 // to be stored), so that waiting replicas stop waiting.
 func (s *Shared) Unclaim(ctx context.Context, k Key) {
-	if !s.c.Health.Use() {
+	if !s.c.Store.Use() {
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
-	if err := unclaim.Run(octx, s.c.Client, []string{s.fillKey(k)}, s.owner).Err(); err != nil {
+	if err := unclaim.Run(octx, s.c.Store.Client(), []string{s.fillKey(k)}, s.owner).Err(); err != nil {
 		s.failed(ctx, err)
 	}
 }
@@ -252,6 +242,6 @@ func (s *Shared) Unclaim(ctx context.Context, k Key) {
 // failed reports a failed operation, unless it failed because the caller's context ended.
 func (s *Shared) failed(ctx context.Context, err error) {
 	if ctx.Err() == nil {
-		s.c.Health.Fail(ctx, fmt.Errorf("cache: redis: %w", err))
+		s.c.Store.Fail(ctx, fmt.Errorf("cache: redis: %w", err))
 	}
 }

@@ -8,23 +8,23 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/cache"
-	"github.com/layer0ai/layer0/internal/limit"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/store"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // sharedPair returns two shared stores on one real Redis, as two replicas would have, with the
-// rate-limit store of each keeping the connection's health.
-func sharedPair(t *testing.T, srv *redistest.Server, c cache.RedisConfig) (*cache.Shared, *cache.Shared, *limit.Redis) {
+// store's connection of each keeping its health.
+func sharedPair(t *testing.T, srv *redistest.Server, c cache.RedisConfig) (*cache.Shared, *cache.Shared, *store.Redis) {
 	t.Helper()
 	var out [2]*cache.Shared
-	var first *limit.Redis
+	var first *store.Redis
 	for i := range out {
-		client, err := limit.DialRedis([]string{srv.URL()}, "", 2*time.Second)
+		client, err := store.Dial([]string{srv.URL()}, "", 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := limit.NewRedis(limit.RedisConfig{Client: client, Timeout: 2 * time.Second})
+		st, err := store.New(store.Config{Client: client, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func sharedPair(t *testing.T, srv *redistest.Server, c cache.RedisConfig) (*cach
 		if first == nil {
 			first = st
 		}
-		c.Client, c.Health, c.Timeout = client, st, 2*time.Second
+		c.Store, c.Timeout = st, 2*time.Second
 		out[i] = cache.NewShared(c, cache.NewMemory(1<<20, nil))
 	}
 	return out[0], out[1], first

@@ -49,6 +49,7 @@ engines:
 
 // MarshalRedacted keeps every setting but the secrets.
 func TestMarshalRedacted(t *testing.T) {
+	t.Setenv("REDIS_PW", "pw")
 	c, err := Parse([]byte(`
 keys: [{name: k, hash: ` + strings.Repeat("ab", 32) + `}]
 store: {kind: redis, url: "redis://u:pw-1@h:1,rediss://:pw-2@h:2", password_env: REDIS_PW}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -117,6 +118,9 @@ func (s *Store) validate(errs *Errors) {
 		if s.URL == "" {
 			errs.add("store.url", "required for kind redis")
 		}
+		if s.PasswordEnv != "" && os.Getenv(s.PasswordEnv) == "" {
+			errs.add("store.password_env", "the environment variable %s is not set", s.PasswordEnv)
+		}
 		for _, u := range splitURLs(s.URL) {
 			if unescapedAt(u) {
 				errs.add("store.url", "%s, got %q", unescapedAtMsg, RedactUserinfo(u))
@@ -156,6 +160,15 @@ func (s *Store) validate(errs *Errors) {
 	if s.Cache.Timeout < 0 {
 		errs.add("store.cache.timeout", "must not be negative")
 	}
+}
+
+// Password is the Redis password: the value of the environment variable PasswordEnv names (which
+// validation checks is set), or "" without one.
+func (s *Store) Password() string {
+	if s.PasswordEnv == "" {
+		return ""
+	}
+	return os.Getenv(s.PasswordEnv)
 }
 
 // StoreURLs returns the store's URLs: one for a single Redis server, several for the seed nodes

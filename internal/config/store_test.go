@@ -9,6 +9,7 @@ import (
 )
 
 func TestStoreDefaults(t *testing.T) {
+	t.Setenv("REDIS_PASSWORD", "pw")
 	cacheDefaults := StoreCache{MaxEntryBytes: 1 << 20, FillWait: 5 * time.Second, Timeout: 50 * time.Millisecond}
 	want := Store{Kind: StoreMemory, Timeout: time.Second, OnError: OnErrorAllow, Replicas: 1,
 		LeaseTTL: 10 * time.Second, Cache: cacheDefaults}
@@ -55,6 +56,7 @@ func TestStoreInvalid(t *testing.T) {
 		{"store: {kind: redis, url: 'redis://r', cache: {fill_wait: 2m}}", "store.cache.fill_wait: must be between 0 and 1m"},
 		{"store: {kind: redis, url: 'redis://r', cache: {timeout: -1s}}", "store.cache.timeout: must not be negative"},
 		{"store: {kind: redis, url: 'redis://r', cache: {enabld: true}}", "enabld"},
+		{"store: {kind: redis, url: 'redis://r', password_env: L0_TEST_SURELY_UNSET}", "store.password_env: the environment variable L0_TEST_SURELY_UNSET is not set"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/store"
 )
 
 // unavailable is the 503 of a shared store that cannot answer: the client may retry.
@@ -30,10 +31,10 @@ type Redis struct {
 	timeout time.Duration
 }
 
-// NewRedis returns a store on c keeping each entry for ttl, each operation bounded by timeout
-// (0 for none beyond the client's own).
-func NewRedis(c redis.UniversalClient, ttl, timeout time.Duration) *Redis {
-	return &Redis{c: c, ttl: ttl, timeout: timeout}
+// NewRedis returns a store on st's connection keeping each entry for ttl, each operation bounded
+// by timeout (0 for none beyond the client's own).
+func NewRedis(st *store.Redis, ttl, timeout time.Duration) *Redis {
+	return &Redis{c: st.Client(), ttl: ttl, timeout: timeout}
 }
 
 func (s *Redis) bound(ctx context.Context) (context.Context, context.CancelFunc) {

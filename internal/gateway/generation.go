@@ -49,9 +49,9 @@ type generation struct {
 type parts struct {
 	replicas map[string]*Shared[*replica] // by engine name
 	pickers  *Shared[pickers]
-	// redis is the shared store of the limits, the response cache and the stored responses;
-	// nil with the in-memory store.
-	redis *Shared[*limit.Redis]
+	// redis is the connection to the shared store, of the limits, the response cache and the
+	// stored responses, with the limits' counters on it; nil with the in-memory store.
+	redis *Shared[redisStore]
 	// tel is the OpenTelemetry provider; nil when tracing is off.
 	tel *Shared[*telemetry.Provider]
 	// stored keeps the Responses API's stored responses in this process.
@@ -134,8 +134,8 @@ func (g *generation) provision(prev parts, o *Options) error {
 		// this replica's concurrency leases).
 		sc := cfg.Store
 		sc.Cache = config.StoreCache{}
-		g.parts.redis, err = provision(prev.redis, sc, func() (*limit.Redis, error) { return newRedisStore(sc, o) },
-			func(st *limit.Redis) { _ = st.Close() })
+		g.parts.redis, err = provision(prev.redis, sc, func() (redisStore, error) { return newRedisStore(sc, o) },
+			func(st redisStore) { _ = st.close() })
 		if err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (g *generation) provisionLedger(prev *Shared[spend.Ledger], o *Options) err
 	if g.parts.redis != nil {
 		r := g.parts.redis.Value()
 		sc.Cache = config.StoreCache{}
-		sh, key = spend.Shared{Client: r.Client(), Circuit: r}, sc
+		sh, key = spend.Shared{Client: r.conn.Client(), Circuit: r.conn}, sc
 	}
 	var err error
 	g.parts.ledger, err = provision(prev, key, func() (spend.Ledger, error) { return spend.NewLedger(sh, sc, o.Logger) }, spend.Close)
@@ -216,7 +216,7 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 	}
 	var st limit.Store
 	if g.parts.redis != nil {
-		st = g.parts.redis.Value()
+		st = g.parts.redis.Value().limits
 	}
 	lim := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.Now, Store: st})
 	if old != nil && old.parts.redis == g.parts.redis {
@@ -271,8 +271,7 @@ func (g *generation) responseCache(o *Options) *cache.Cache {
 	cfg := g.cfg
 	cc := cache.Config{Models: map[string]cache.Policy{}, Aliases: cfg.Aliases, Now: o.Now}
 	if sc := cfg.Store.Cache; sc.Enabled && g.parts.redis != nil {
-		r := g.parts.redis.Value()
-		cc.Shared = &cache.RedisConfig{Client: r.Client(), Health: r, Timeout: sc.Timeout,
+		cc.Shared = &cache.RedisConfig{Store: g.parts.redis.Value().conn, Timeout: sc.Timeout,
 			MaxEntryBytes: sc.MaxEntryBytes, FillWait: sc.FillWait}
 	}
 	for id, mc := range cfg.Models {
@@ -294,7 +293,7 @@ func (g *generation) snapshot() {
 	// process's memory, which outlives reloads.
 	g.snap.Responses = g.parts.stored.Value()
 	if cfg.Responses.Shared && g.parts.redis != nil {
-		g.snap.Responses = conversation.NewRedis(g.parts.redis.Value().Client(), cfg.Responses.TTL, cfg.Store.Cache.Timeout)
+		g.snap.Responses = conversation.NewRedis(g.parts.redis.Value().conn, cfg.Responses.TTL, cfg.Store.Cache.Timeout)
 	}
 	g.snap.CORS = server.NewCORS(cfg.CORS)
 	g.snap.Playground = cfg.Playground

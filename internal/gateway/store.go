@@ -2,45 +2,50 @@ package gateway
 
 import (
 	"fmt"
-	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/limit"
+	"github.com/layer0ai/layer0/internal/store"
 )
 
-// newRedisStore connects the limit counters to Redis. The connection is lazy: a Redis that is
-// down at start is handled like one that goes down later (store.on_error).
-func newRedisStore(sc config.Store, o *Options) (*limit.Redis, error) {
-	password := ""
-	if sc.PasswordEnv != "" {
-		if password = os.Getenv(sc.PasswordEnv); password == "" {
-			return nil, fmt.Errorf("layer0: store.password_env: the environment variable %s is not set", sc.PasswordEnv)
-		}
-	}
-	client, err := limit.DialRedis(sc.StoreURLs(), password, sc.Timeout)
+// redisStore is the connection to the shared store and the limits' counters on it: one
+// component, kept across reloads while store's connection settings are unchanged.
+type redisStore struct {
+	conn   *store.Redis
+	limits *limit.Redis
+}
+
+// close stops the limits' use of the connection, then closes it.
+func (r redisStore) close() error {
+	_ = r.limits.Close()
+	return r.conn.Close()
+}
+
+// newRedisStore connects to Redis and builds the limit counters on it. The connection is lazy:
+// a Redis that is down at start is handled like one that goes down later (store.on_error).
+func newRedisStore(sc config.Store, o *Options) (redisStore, error) {
+	client, err := store.Dial(sc.StoreURLs(), sc.Password(), sc.Timeout) // password_env checked by config
 	if err != nil {
-		return nil, fmt.Errorf("layer0: store: %w", err)
+		return redisStore{}, fmt.Errorf("layer0: store: %w", err)
 	}
-	errs := prometheus.NewCounter(prometheus.CounterOpts{Name: "layer0_store_errors_total",
-		Help: "Rate-limit and shared-cache operations that could not use the shared store (Redis failed or was unreachable)."})
-	if err := o.Registry.Register(errs); err != nil {
-		are, ok := err.(prometheus.AlreadyRegisteredError)
-		if !ok {
-			client.Close()
-			return nil, fmt.Errorf("layer0: store metrics: %w", err)
-		}
-		errs = are.ExistingCollector.(prometheus.Counter) // the store of an earlier configuration registered it
+	errs, err := store.ErrorsCounter(o.Registry)
+	if err != nil {
+		client.Close()
+		return redisStore{}, fmt.Errorf("layer0: %w", err)
 	}
-	st, err := limit.NewRedis(limit.RedisConfig{Client: client, Timeout: sc.Timeout, Deny: sc.OnError == config.OnErrorDeny,
+	conn, err := store.New(store.Config{Client: client, Timeout: sc.Timeout, Deny: sc.OnError == config.OnErrorDeny,
 		Replicas: sc.Replicas, LeaseTTL: sc.LeaseTTL, Logger: o.Logger, OnError: errs.Inc})
 	if err != nil {
 		client.Close()
-		return nil, fmt.Errorf("layer0: %w", err)
+		return redisStore{}, fmt.Errorf("layer0: %w", err)
 	}
-	return st, nil
+	lim, err := limit.NewRedis(conn)
+	if err != nil {
+		_ = conn.Close()
+		return redisStore{}, fmt.Errorf("layer0: %w", err)
+	}
+	return redisStore{conn: conn, limits: lim}, nil
 }
 
 func keySpecs(ks []config.Key) []auth.Spec {

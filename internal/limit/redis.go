@@ -3,12 +3,8 @@ package limit
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,45 +12,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/layer0ai/layer0/internal/store"
 )
 
 // ErrStoreUnavailable is the error of every store operation while the shared store cannot be
 // reached and the store is set to deny: the Limiter answers it with a 503 and retry-after.
 var ErrStoreUnavailable = errors.New("limit: the shared store is unreachable")
-
-// RedisConfig configures a Redis store.
-type RedisConfig struct {
-	// Client is the connection (a single server or a Redis Cluster). Required. The store closes
-	// it on Close.
-	Client redis.UniversalClient
-	// Timeout is how long one operation (one round trip) waits for Redis's answer. An answer
-	// later than that fails the operation (the Limiter answers 503) but does not mark Redis
-	// unreachable: only a lost connection, or failRun failures in a row, does (see failed).
-	// Default DefaultTimeout.
-	Timeout time.Duration
-	// Deny refuses every operation while Redis cannot be reached (the Limiter answers 503 with
-	// retry-after). Default false: allow, serving from this replica's own counters, each limit
-	// divided by the number of live replicas (see Live).
-	Deny bool
-	// Replicas is the least divisor of every limit while Redis cannot be reached: the divisor is
-	// the number of live replicas Redis last reported, or this when larger (or when Redis was
-	// never reached). Default 1.
-	Replicas int
-	// LeaseTTL is how long this replica's concurrency slots outlive its last renewal; it renews
-	// them every LeaseTTL/3. Default 10s.
-	LeaseTTL time.Duration
-	// Prefix starts every key. Default "layer0:".
-	Prefix string
-	// ReplicaID names this replica's concurrency slots. Default: the host name and a random
-	// suffix.
-	ReplicaID string
-	// Logger receives one line each time Redis becomes unreachable or reachable again, or is
-	// found to have lost its state. Default: discard.
-	Logger *slog.Logger
-	// OnError, when set, is called once for each operation that could not use Redis (it failed,
-	// or was not tried because Redis was unreachable), for the layer0_store_errors_total counter.
-	OnError func()
-}
 
 // Redis is a Store in Redis, shared by every layer0 replica that uses the same server: a rate
 // cell is one key holding its TAT, updated by one Lua script per operation (check and take in one
@@ -64,117 +28,47 @@ type RedisConfig struct {
 // and one script can take a request's admission in a scope at once. A Limiter on this store runs
 // each of a request's operations in one round trip (redisbatch.go): admission, reservation, the
 // headers, and the settlement with the release; a stream's output tokens are written at most
-// every chargeEvery. Safe for concurrent use.
+// every chargeEvery. The connection and its health (the circuit, the heartbeats, the live
+// replicas that divide each limit while Redis is unreachable) are the store.Redis's; this store
+// is one of its Keepers. Safe for concurrent use.
 type Redis struct {
-	c         RedisConfig
-	ttlMS     string
-	epoch0    uint64 // where this store's gauges start numbering their count's fields (random)
-	up        atomic.Bool
-	probing   atomic.Bool
-	closed    chan struct{}
-	closeOnce sync.Once
-	wg        sync.WaitGroup
-	errCount  atomic.Uint64
-	health    health
-	cluster   bool // a Redis Cluster: a script takes keys of one shard only
+	st      *store.Redis
+	c       redisConf
+	ttlMS   string
+	epoch0  uint64 // where this store's gauges start numbering their count's fields (random)
+	cluster bool   // a Redis Cluster: a script takes keys of one shard only
+	forget  func()
 
 	mu     sync.Mutex
 	rates  map[string]*redisRate
 	gauges map[string]*redisGauge
 }
 
-// NewRedis returns a store on c.Client and starts its lease renewal. Close it when done.
-func NewRedis(c RedisConfig) (*Redis, error) {
-	if c.Client == nil {
-		return nil, errors.New("limit: redis store: no client")
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
-	}
-	c.Replicas = max(c.Replicas, 1)
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 10 * time.Second
-	}
-	if c.Prefix == "" {
-		c.Prefix = "layer0:"
-	}
-	if c.ReplicaID == "" {
-		c.ReplicaID = NewReplicaID()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+// redisConf is what the limits read of the store's configuration.
+type redisConf struct {
+	Client    redis.UniversalClient
+	Timeout   time.Duration
+	Deny      bool
+	LeaseTTL  time.Duration
+	Prefix    string
+	ReplicaID string
+}
+
+// NewRedis returns the limits' store on st's connection; st renews its leases and has it write
+// its counts back after Redis lost them. Close it when done (before st).
+func NewRedis(st *store.Redis) (*Redis, error) {
+	if st == nil {
+		return nil, errors.New("limit: redis store: no connection")
 	}
 	var e [4]byte
 	_, _ = rand.Read(e[:])
-	s := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), closed: make(chan struct{}),
+	s := &Redis{st: st, c: redisConf{Client: st.Client(), Timeout: st.Timeout(), Deny: st.Deny(), LeaseTTL: st.LeaseTTL(),
+		Prefix: st.Prefix(), ReplicaID: st.ReplicaID()},
+		ttlMS:  strconv.FormatInt(st.LeaseTTL().Milliseconds(), 10),
 		epoch0: uint64(e[0])<<24 | uint64(e[1])<<16 | uint64(e[2])<<8 | uint64(e[3]),
-		rates:  map[string]*redisRate{}, gauges: map[string]*redisGauge{}}
-	s.health.init(s)
-	_, s.cluster = c.Client.(*redis.ClusterClient)
-	s.up.Store(true)
-	s.wg.Add(1)
-	go s.renewLoop()
+		rates:  map[string]*redisRate{}, gauges: map[string]*redisGauge{}, cluster: st.Cluster()}
+	s.forget = st.Keep(s)
 	return s, nil
-}
-
-// NewReplicaID names this replica in a shared store: the host name and a random suffix, so that
-// two processes on one host, or a restarted one, never share a name.
-func NewReplicaID() string {
-	host, _ := os.Hostname()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return host + "-" + hex.EncodeToString(b[:])
-}
-
-// DialRedis returns a client for urls: one redis:// or rediss:// URL for a single server, or
-// several (the seed nodes) for a Redis Cluster. password, when not empty, overrides the URLs'.
-// Operations are bounded by timeout and never retried by the client: a script that timed out may
-// still run, and running it again could count a request twice.
-func DialRedis(urls []string, password string, timeout time.Duration) (redis.UniversalClient, error) {
-	if len(urls) == 0 {
-		return nil, errors.New("limit: redis: no URL")
-	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	o, err := redis.ParseURL(urls[0])
-	if err != nil {
-		return nil, fmt.Errorf("limit: redis: %w", err)
-	}
-	if password != "" {
-		o.Password = password
-	}
-	// Connecting may take longer than one operation; operations may not.
-	dial := max(timeout, 250*time.Millisecond)
-	if len(urls) == 1 {
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = dial, timeout, timeout
-		o.MaxRetries = -1
-		o.DialerRetries = 1 // a refused connection is an outage, known at once (not after retries)
-		o.ContextTimeoutEnabled = true
-		o.DisableIdentity = true
-		return redis.NewClient(o), nil
-	}
-	addrs := make([]string, 0, len(urls))
-	for _, u := range urls {
-		p, err := url.Parse(u)
-		if err != nil || p.Host == "" {
-			return nil, fmt.Errorf("limit: redis: bad cluster node URL %q", redactURL(u))
-		}
-		addrs = append(addrs, p.Host)
-	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
-		DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, DialerRetries: 1,
-		ContextTimeoutEnabled: true, DisableIdentity: true,
-	}), nil
-}
-
-func redactURL(s string) string {
-	if p, err := url.Parse(s); err == nil && p.User != nil {
-		p.User = url.User("xxx")
-		return p.String()
-	}
-	return s
 }
 
 // Rate implements Store. Cells with equal ids are the same state, in this process and in every
@@ -218,164 +112,35 @@ func (s *Redis) cellKey(id string) string {
 	return s.c.Prefix + "{" + tag + "}" + rest
 }
 
+// Store is the connection the limits use.
+func (s *Redis) Store() *store.Redis { return s.st }
+
 // Up reports whether Redis answered the last operation (or the last probe since it failed).
-func (s *Redis) Up() bool { return s.up.Load() }
-
-// Client is the store's connection, for another user of the same Redis (the shared response
-// cache), whose operations then share the store's view of whether Redis is reachable (Use, Fail).
-func (s *Redis) Client() redis.UniversalClient { return s.c.Client }
-
-// Use reports whether another user of the client should try Redis now; when not, its operation
-// is counted as an error, as the limits' own are.
-func (s *Redis) Use() bool { return s.usable() }
-
-// Fail records another user's operation that failed: counted; a lost connection marks Redis
-// unreachable until a probe answers, while a late answer does not (the other user's timeout is
-// its own, and says nothing of the limits' round trips). An error caused by ctx ending is not the
-// store's.
-func (s *Redis) Fail(ctx context.Context, err error) {
-	if ctx.Err() == nil && !connLost(err) {
-		s.counted()
-		return
-	}
-	s.failed(ctx, err)
-}
+func (s *Redis) Up() bool { return s.st.Up() }
 
 // Errors returns how many operations could not use Redis.
-func (s *Redis) Errors() uint64 { return s.errCount.Load() }
+func (s *Redis) Errors() uint64 { return s.st.Errors() }
 
-// Close stops renewing this replica's leases and heartbeat, removes the heartbeat (the others'
-// divisor drops at their next heartbeat) and closes the client. It does not release the slots
-// still held: they expire after the lease TTL, as a dead replica's would.
+// Live returns how many replicas wrote a heartbeat within a lease TTL (store.Redis.Live).
+func (s *Redis) Live() int { return s.st.Live() }
+
+// Close stops the store's calls into the limits (write-backs, lease renewals). It does not
+// release the slots still held: they expire after the lease TTL unless renewed by a successor
+// on the same connection, as a dead replica's would. The connection is its owner's to close.
 func (s *Redis) Close() error {
-	first := false
-	s.closeOnce.Do(func() {
-		first = true
-		s.mu.Lock()
-		close(s.closed)
-		s.mu.Unlock()
-	})
-	if !first {
-		return nil
-	}
-	s.wg.Wait()
-	s.unbeat() // after the heartbeats stop: none writes the entry again
-	if err := s.c.Client.Close(); err != nil {
-		return fmt.Errorf("limit: redis: %w", err)
-	}
+	s.forget()
 	return nil
 }
 
-// usable says whether to try Redis now; when not, the caller falls back (allow) or fails (deny),
-// and the operation is counted as an error.
-func (s *Redis) usable() bool {
-	if s.up.Load() {
-		return true
-	}
-	s.counted()
-	return false
-}
-
-func (s *Redis) counted() {
-	s.errCount.Add(1)
-	if s.c.OnError != nil {
-		s.c.OnError()
-	}
-}
-
-// probe starts, once, a loop that pings Redis until it answers, then writes back what this
-// replica knows (restore: the slots it holds exactly, the rate cells as it last saw them and
-// what it took meanwhile), makes admissions wait for the other replicas to do the same (hold),
-// and marks Redis up.
-func (s *Redis) probe() {
-	s.mu.Lock() // against Close's Wait
-	defer s.mu.Unlock()
-	select {
-	case <-s.closed:
-		return
-	default:
-	}
-	if !s.probing.CompareAndSwap(false, true) {
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.probing.Store(false)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.closed:
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), max(s.c.Timeout, 100*time.Millisecond))
-			err := s.c.Client.Ping(ctx).Err()
-			cancel()
-			if err == nil {
-				s.hold()
-				s.restore() // Redis may have restarted empty, or missed writes: every count is re-asserted
-				s.health.fails.Store(0)
-				s.up.Store(true)
-				s.c.Logger.Info("shared store (Redis) reachable again")
-				return
-			}
-		}
-	}()
-}
-
-// renewLoop writes the heartbeat every period and renews the leases every third of their TTL;
-// when Redis's state was found lost, it writes everything back at once.
-func (s *Redis) renewLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.health.every)
-	defer t.Stop()
-	renewed := time.Now()
-	s.beat()
-	for {
-		select {
-		case <-s.closed:
-			return
-		case <-t.C:
-		case <-s.health.kick:
-		}
-		if !s.up.Load() {
-			continue
-		}
-		s.beat()
-		if s.health.restore.Swap(false) { // found by this heartbeat or elsewhere, whichever woke the loop
-			s.restore()
-			renewed = time.Now()
-		}
-		if time.Since(renewed) >= s.c.LeaseTTL/3 {
-			renewed = time.Now()
-			s.renewAll()
-		}
-	}
-}
-
-// staleAll marks every gauge's count in Redis as possibly wrong: the next operation on each (or
-// the renewal of one holding slots) writes it exactly.
-func (s *Redis) staleAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, g := range s.gauges {
-		g.markStale()
-	}
-}
-
-func (s *Redis) renewAll() {
-	s.mu.Lock()
-	gs := make([]*redisGauge, 0, len(s.gauges))
-	for _, g := range s.gauges {
-		gs = append(gs, g)
-	}
-	s.mu.Unlock()
-	for _, g := range gs {
-		g.renew()
-	}
-}
+// The connection's health, as the limits use it.
+func (s *Redis) usable() bool                               { return s.st.Use() }
+func (s *Redis) failed(ctx context.Context, err error) bool { return s.st.Failed(ctx, err) }
+func (s *Redis) counted()                                   { s.st.CountError() }
+func (s *Redis) settled(ctx context.Context) error          { return s.st.Settled(ctx) }
+func (s *Redis) ok()                                        { s.st.OK() }
+func (s *Redis) share(n int64) int64                        { return s.st.Share(n) }
+func (s *Redis) expectBeat() bool                           { return s.st.ExpectBeat() }
+func (s *Redis) lost(what string)                           { s.st.Lost(what) }
 
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
@@ -585,14 +350,4 @@ func (c *redisRate) fallbackPeek(ctx context.Context, now time.Time, r Rate) (St
 	}
 	c.seedLocal()
 	return c.local.Peek(ctx, now, c.localRate(r))
-}
-
-// pair decodes a script's {n, flag} reply.
-func pair(v []any) (int64, bool) {
-	if len(v) != 2 {
-		return 0, false
-	}
-	n, _ := v[0].(int64)
-	f, _ := v[1].(int64)
-	return n, f == 1
 }

@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"fmt"
+	"github.com/layer0ai/layer0/internal/store"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,15 +23,11 @@ import (
 // Reserve), the latency a request sees added; the rest happens after its answer.
 func BenchmarkAdmitRelease(b *testing.B) {
 	srv := redistest.Start(b)
-	client, err := DialRedis([]string{srv.URL()}, "", time.Second)
+	client, err := store.Dial([]string{srv.URL()}, "", time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
-	red, err := NewRedis(RedisConfig{Client: client, Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { red.Close() })
+	red := newLimits(b, store.Config{Client: client, Timeout: time.Second})
 	limits := map[string]Limits{
 		"requests": {RequestsPerMinute: 1 << 40},
 		"all": {RequestsPerMinute: 1 << 40, InputTokensPerMinute: 1 << 50, OutputTokensPerMinute: 1 << 50,

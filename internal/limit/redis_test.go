@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"errors"
+	"github.com/layer0ai/layer0/internal/store"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -11,14 +12,14 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // newRedisStore returns a store on srv with a generous timeout: the race detector on a busy
 // machine must not turn into store errors.
-func newRedisStore(t *testing.T, srv *redistest.Server, c RedisConfig) *Redis {
+func newRedisStore(t *testing.T, srv *redistest.Server, c store.Config) *Redis {
 	t.Helper()
-	client, err := DialRedis([]string{srv.URL()}, "", 5*time.Second)
+	client, err := store.Dial([]string{srv.URL()}, "", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +27,21 @@ func newRedisStore(t *testing.T, srv *redistest.Server, c RedisConfig) *Redis {
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
 	}
-	st, err := NewRedis(c)
+	return newLimits(t, c)
+}
+
+// newLimits returns the limits' store on a new connection of c, both closed when t ends.
+func newLimits(t testing.TB, c store.Config) *Redis {
+	t.Helper()
+	conn, err := store.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	st, err := NewRedis(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); conn.Close() })
 	return st
 }
 
@@ -38,7 +49,7 @@ func newRedisStore(t *testing.T, srv *redistest.Server, c RedisConfig) *Redis {
 // with one clock: every answer must be the same, to the nanosecond.
 func TestRedisRateMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a"})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a"})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, r := range []Rate{{Limit: 100, Period: Minute}, {Limit: 7, Period: Minute}, {Limit: 100000, Period: Minute}} {
@@ -105,7 +116,7 @@ func TestRedisExactAcrossReplicas(t *testing.T) {
 	t0 := time.Now() // a clock standing still: the refill (one every 600ms) does not blur the count
 	var lims []*Limiter
 	for i := range 3 {
-		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i))})
+		st := newRedisStore(t, srv, store.Config{ReplicaID: string(rune('a' + i))})
 		l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 100}}, Store: st,
 			Now: func() time.Time { return t0 }})
 		lims = append(lims, l)
@@ -147,7 +158,7 @@ func TestRedisConcurrencyLeases(t *testing.T) {
 	var stores []*Redis
 	var gauges []Gauge
 	for i := range 3 {
-		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i)), LeaseTTL: ttl})
+		st := newRedisStore(t, srv, store.Config{ReplicaID: string(rune('a' + i)), LeaseTTL: ttl})
 		stores = append(stores, st)
 		gauges = append(gauges, st.Gauge("key/\"k\"/concurrent"))
 	}
@@ -198,7 +209,7 @@ func TestRedisConcurrencyLeases(t *testing.T) {
 	if v, err := gauges[1].Value(ctx); err != nil || v != 5 {
 		t.Fatalf("a alive past the TTL: %d slots %v, want 5", v, err)
 	}
-	stores[0].Close()
+	stores[0].Store().Close()
 	died := time.Now()
 	for i := range 5 {
 		if _, ok, err := gauges[1+i%2].Inc(ctx, 10); !ok || err != nil {
@@ -232,7 +243,7 @@ func TestRedisConcurrencyLeases(t *testing.T) {
 func TestRedisDownAllow(t *testing.T) {
 	srv := redistest.Start(t)
 	var errs atomic.Int64
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", Replicas: 4, Timeout: 50 * time.Millisecond,
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", Replicas: 4, Timeout: 50 * time.Millisecond,
 		OnError: func() { errs.Add(1) }})
 	ctx := context.Background()
 	g := st.Gauge("global/concurrent")
@@ -284,7 +295,7 @@ func TestRedisDownAllow(t *testing.T) {
 // down, and admits again once it is back.
 func TestRedisDownDeny(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", Deny: true, Timeout: 50 * time.Millisecond})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", Deny: true, Timeout: 50 * time.Millisecond})
 	l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 1000, Concurrent: 5}}, Store: st})
 	ctx := context.Background()
 	ls, err := l.Admit(ctx, "k")
@@ -329,15 +340,11 @@ func TestRedisCluster(t *testing.T) {
 	var lims []*Limiter
 	var stores []*Redis
 	for i := range 3 {
-		client, err := DialRedis(c.URLs(), "", 5*time.Second)
+		client, err := store.Dial(c.URLs(), "", 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := NewRedis(RedisConfig{Client: client, Timeout: 5 * time.Second, ReplicaID: string(rune('x' + i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := newLimits(t, store.Config{Client: client, Timeout: 5 * time.Second, ReplicaID: string(rune('x' + i))})
 		// Every limit globally too: the reservation and the end of a request then touch two
 		// scopes, on two shards, in one round trip.
 		l := New(Config{Keys: keys, Global: Limits{RequestsPerMinute: 1000, Concurrent: 1000,
@@ -389,7 +396,7 @@ func TestRedisCluster(t *testing.T) {
 	// The cells are spread over the masters.
 	used := 0
 	for _, n := range c.Nodes {
-		client, err := DialRedis([]string{n.URL()}, "", time.Second)
+		client, err := store.Dial([]string{n.URL()}, "", time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +423,7 @@ func TestRedisTokensAcrossReplicas(t *testing.T) {
 	t0 := time.Now()
 	var lims []*Limiter
 	for i := range 3 {
-		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i))})
+		st := newRedisStore(t, srv, store.Config{ReplicaID: string(rune('a' + i))})
 		l := New(Config{Keys: map[string]Limits{"k": {InputTokensPerMinute: 10000}}, Store: st,
 			Now: func() time.Time { return t0 }})
 		lims = append(lims, l)
@@ -473,7 +480,7 @@ func TestRedisTokensAcrossReplicas(t *testing.T) {
 func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 3 * time.Second
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: ttl})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: ttl})
 	l := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: st})
 	ctx := context.Background()
 	g := l.keys["k"].conc.cell.(*redisGauge)
@@ -527,9 +534,9 @@ func TestRedisLeaseWrittenWhenStale(t *testing.T) {
 	if _, err := l.Admit(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
+	st.Store().Close()
 	closed := time.Now()
-	other := newRedisStore(t, srv, RedisConfig{ReplicaID: "b", LeaseTTL: ttl})
+	other := newRedisStore(t, srv, store.Config{ReplicaID: "b", LeaseTTL: ttl})
 	l2 := New(Config{Keys: map[string]Limits{"k": {Concurrent: 1}}, Store: other})
 	for {
 		ls, err := l2.Admit(ctx, "k")

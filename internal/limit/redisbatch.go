@@ -149,7 +149,7 @@ func replyAt(c *scriptCall, i int) int64 {
 
 // batched reports whether to run a request's operations in one round trip now: Redis is up. When
 // it is not, the cells one by one count the errors and serve from their fallback.
-func (s *Redis) batched() bool { return s.up.Load() }
+func (s *Redis) batched() bool { return s.st.Up() }
 
 // mine returns c as a cell of this store, or nil (a cell of another store, kept by Adopt).
 func (s *Redis) mine(c RateCell) *redisRate {
@@ -217,7 +217,7 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		}
 		beat := ""
 		if !s.cluster && s.expectBeat() {
-			keys[4], beat = s.health.key[0], s.health.member
+			keys[4], beat = s.st.Heartbeat()
 		}
 		for k := range keys {
 			if keys[k] == "" {

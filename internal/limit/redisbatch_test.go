@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"errors"
+	"github.com/layer0ai/layer0/internal/store"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -11,7 +12,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,7 +45,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // A refused admission costs the undo of the other scope and the 429's headers.
 func TestRedisOneRoundTripPerOperation(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: time.Minute})
 	rt := &roundTrips{}
 	st.c.Client.AddHook(rt)
 	all := Limits{RequestsPerMinute: 3, InputTokensPerMinute: 10000, OutputTokensPerMinute: 10000, Concurrent: 5}
@@ -103,7 +104,7 @@ func TestRedisOneRoundTripPerOperation(t *testing.T) {
 // the in-memory one cell by cell.
 func TestRedisBatchMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: time.Minute})
 	now := time.Unix(1_800_000_000, 987_654_321)
 	clock := func() time.Time { return now }
 	keys := map[string]Limits{
@@ -201,7 +202,7 @@ func TestRedisBatchMatchesMemory(t *testing.T) {
 // but a reload: the pipelined EVALSHA answered NOSCRIPT is sent again as EVAL.
 func TestRedisScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a"})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a"})
 	l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 2, Concurrent: 1}},
 		Global: Limits{RequestsPerMinute: 100, Concurrent: 10}, Store: st})
 	ctx := context.Background()
@@ -235,7 +236,7 @@ func TestRedisScriptFlushed(t *testing.T) {
 // settlement, and after the release.
 func TestRedisLeaseHeader(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: time.Minute})
 	now := time.Unix(1_800_000_000, 5)
 	clock := func() time.Time { return now }
 	keys := map[string]Limits{"a": {RequestsPerMinute: 30, InputTokensPerMinute: 3000, OutputTokensPerMinute: 2000, Concurrent: 4}}

@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"fmt"
+	"github.com/layer0ai/layer0/internal/store"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -222,7 +223,7 @@ func (g *redisGauge) enter(ctx context.Context, anyway bool) (gaugeOp, bool) {
 			if !g.await(ctx, p.done) {
 				return gaugeOp{}, false
 			}
-			if !anyway && !g.s.up.Load() { // the re-assertion failed: serve from the fallback
+			if !anyway && !g.s.st.Up() { // the re-assertion failed: serve from the fallback
 				return gaugeOp{}, false
 			}
 			continue
@@ -498,7 +499,7 @@ func (g *redisGauge) Value(ctx context.Context) (int64, error) {
 		}
 		return 0, fmt.Errorf("limit: redis: %w", err)
 	}
-	n, _ := pair(v)
+	n, _ := store.Pair(v)
 	return n, nil
 }
 

@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"errors"
+	"github.com/layer0ai/layer0/internal/store"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,7 +54,7 @@ func (r *slowRoundTrips) enter() func() {
 // once, and take far less than the 320 round trips one after another would.
 func TestRedisConcurrencyNotSerialized(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: time.Minute})
 	l := New(Config{Keys: map[string]Limits{"k": {}}, Global: Limits{Concurrent: 1000}, Store: st})
 	ctx := context.Background()
 	ls, err := l.Admit(ctx, "k") // the gauge's first operation writes its field
@@ -114,7 +115,7 @@ func TestRedisConcurrencyExactUnderRenewal(t *testing.T) {
 	var stores []*Redis
 	var lims []*Limiter
 	for i := range 3 {
-		st := newRedisStore(t, srv, RedisConfig{ReplicaID: string(rune('a' + i)), LeaseTTL: 600 * time.Millisecond})
+		st := newRedisStore(t, srv, store.Config{ReplicaID: string(rune('a' + i)), LeaseTTL: 600 * time.Millisecond})
 		l := New(Config{Keys: map[string]Limits{"x": {Concurrent: keyMax}, "y": {Concurrent: keyMax}},
 			Global: Limits{Concurrent: globalMax}, Store: st})
 		stores, lims = append(stores, st), append(lims, l)
@@ -133,9 +134,9 @@ func TestRedisConcurrencyExactUnderRenewal(t *testing.T) {
 				case <-time.After(time.Millisecond):
 				}
 				if i%3 == 0 {
-					st.staleAll()
+					st.Stale()
 				}
-				st.renewAll()
+				st.Renew()
 			}
 		}()
 	}
@@ -201,7 +202,7 @@ func TestRedisConcurrencyExactUnderRenewal(t *testing.T) {
 	close(stop)
 	churn.Wait()
 	for _, st := range stores {
-		st.renewAll()
+		st.Renew()
 	}
 	check := func(when string, want int64) {
 		t.Helper()
@@ -256,7 +257,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // re-assertion replaced (one delayed past its timeout) changes nothing.
 func TestRedisConcurrencyCountLost(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", LeaseTTL: time.Minute})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", LeaseTTL: time.Minute})
 	l := New(Config{Keys: map[string]Limits{"k": {Concurrent: 10, RequestsPerMinute: 1000}}, Store: st})
 	ctx := context.Background()
 	g := l.keys["k"].conc.cell.(*redisGauge)

@@ -3,11 +3,12 @@ package limit
 import (
 	"context"
 	"errors"
+	"github.com/layer0ai/layer0/internal/store"
 	"testing"
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,11 +50,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestRedisSlowIsNotDown: a Redis that answers later than the timeout fails that operation alone
-// — an error, not an answer from this replica's own counters — and stays in use; failRun late
+// — an error, not an answer from this replica's own counters — and stays in use; store.FailRun late
 // answers in a row mark it unreachable, and the probe brings it back when it answers again.
 func TestRedisSlowIsNotDown(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", Timeout: 100 * time.Millisecond})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", Timeout: 100 * time.Millisecond})
 	r := Rate{Limit: 10, Period: Minute}
 	cell := st.Rate("global/requests/10/1m0s")
 	ctx := context.Background()
@@ -88,9 +89,9 @@ func TestRedisSlowIsNotDown(t *testing.T) {
 			late++
 		}
 	}
-	if st.Up() || late > failRun {
+	if st.Up() || late > store.FailRun {
 		t.Errorf("Redis reachable %v after %d late answers to takes; want unreachable after at most %d in a row",
-			st.Up(), late, failRun)
+			st.Up(), late, store.FailRun)
 	}
 	waitFor(t, "the probe to find Redis again", st.Up)
 }
@@ -102,10 +103,10 @@ func TestRedisLiveReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	var sts []*Redis
 	for _, id := range []string{"a", "b", "c"} {
-		sts = append(sts, newRedisStore(t, srv, RedisConfig{ReplicaID: id, Timeout: 200 * time.Millisecond}))
+		sts = append(sts, newRedisStore(t, srv, store.Config{ReplicaID: id, Timeout: 200 * time.Millisecond}))
 	}
 	waitFor(t, "three live replicas", func() bool { return sts[0].Live() == 3 && sts[1].Live() == 3 })
-	sts[2].Close()
+	sts[2].Store().Close()
 	waitFor(t, "two live replicas after one stopped", func() bool { return sts[0].Live() == 2 })
 
 	srv.Stop()
@@ -130,7 +131,7 @@ func TestRedisLiveReplicas(t *testing.T) {
 // so the limits are not handed out again.
 func TestRedisOutageWrittenBack(t *testing.T) {
 	srv := redistest.Start(t)
-	st := newRedisStore(t, srv, RedisConfig{ReplicaID: "a", Timeout: 200 * time.Millisecond})
+	st := newRedisStore(t, srv, store.Config{ReplicaID: "a", Timeout: 200 * time.Millisecond})
 	waitFor(t, "the first heartbeat", func() bool { return st.Live() == 1 })
 	ctx := context.Background()
 	now := time.Now() // the clock stands still: no refill
@@ -191,7 +192,7 @@ func TestRedisRateAfterFlushAll(t *testing.T) {
 	var lims []*Limiter
 	var sts []*Redis
 	for _, id := range []string{"a", "b"} {
-		st := newRedisStore(t, srv, RedisConfig{ReplicaID: id, Timeout: 200 * time.Millisecond})
+		st := newRedisStore(t, srv, store.Config{ReplicaID: id, Timeout: 200 * time.Millisecond})
 		l := New(Config{Keys: map[string]Limits{"k": {RequestsPerMinute: 30}}, Store: st,
 			Now: func() time.Time { return t0 }})
 		lims, sts = append(lims, l), append(sts, st)

@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/limit"
+	"github.com/layer0ai/layer0/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// Circuit is the shared store's view of Redis, kept by the rate limits' store on the same
-// client (limit.Redis): whether Redis is reachable, and how many replicas are live.
+// Circuit is the shared store's view of Redis (store.Redis, which owns the client): whether
+// Redis is reachable, and how many replicas are live.
 type Circuit interface {
 	// Use reports whether to try Redis now; when not, the operation is counted as an error.
 	Use() bool
@@ -123,7 +123,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 		c.Prefix = "layer0:"
 	}
 	if c.ReplicaID == "" {
-		c.ReplicaID = limit.NewReplicaID()
+		c.ReplicaID = store.NewReplicaID()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

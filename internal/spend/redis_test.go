@@ -8,22 +8,22 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/limit"
-	"github.com/layer0ai/layer0/internal/limit/redistest"
 	"github.com/layer0ai/layer0/internal/money"
+	"github.com/layer0ai/layer0/internal/store"
+	"github.com/layer0ai/layer0/internal/store/redistest"
 )
 
 // newRedisLedger returns a ledger on srv with the rate limits' store on the same client as its
 // circuit, as a gateway replica builds them.
 func newRedisLedger(t *testing.T, srv *redistest.Server, id string, ttl time.Duration) *Redis {
 	t.Helper()
-	client, err := limit.DialRedis([]string{srv.URL()}, "", time.Second)
+	client, err := store.Dial([]string{srv.URL()}, "", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Three replicas: the floor of the divisor, as an operator sets store.replicas, for a
 	// replica whose heartbeat has not yet seen the others.
-	st, err := limit.NewRedis(limit.RedisConfig{Client: client, ReplicaID: id, LeaseTTL: ttl, Replicas: 3})
+	st, err := store.New(store.Config{Client: client, ReplicaID: id, LeaseTTL: ttl, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

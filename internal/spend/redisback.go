@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/layer0ai/layer0/internal/limit"
+	"github.com/layer0ai/layer0/internal/store"
 )
 
 // How the Redis ledger comes back from an outage or a Redis that lost its state, without
@@ -26,7 +26,7 @@ func (r *Redis) ready(ctx context.Context) error {
 	if r.down.Load() && r.c.Circuit.Use() {
 		r.restore(ctx)
 	}
-	if err := limit.WaitUntil(ctx, r.settleAt.Load()); err != nil {
+	if err := store.WaitUntil(ctx, r.settleAt.Load()); err != nil {
 		return fmt.Errorf("spend: redis: waiting for the reservations to be written back: %w", err)
 	}
 	return nil

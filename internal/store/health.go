@@ -1,4 +1,4 @@
-package limit
+package store
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // A busy machine answers late; that is not an outage. An operation waits up to the timeout for
 // its answer; one that gets none fails alone (the Limiter answers that request 503, a limit that
 // cannot decide refuses) and Redis stays in use. Only a lost connection (refused, reset, closed)
-// or failRun failures in a row mark Redis unreachable: the circuit opens, operations serve from
+// or FailRun failures in a row mark Redis unreachable: the circuit opens, operations serve from
 // this replica's own counters (or are refused, with deny), and a probe every 100ms closes it.
 //
 // Each replica writes a heartbeat every beatEvery into one sorted set (member: the replica,
@@ -35,14 +35,14 @@ import (
 // round trip on a loaded machine (milliseconds), short enough that a hung Redis is noticed.
 const DefaultTimeout = time.Second
 
-// failRun is how many operations in a row may fail without losing the connection (timeouts,
+// FailRun is how many operations in a row may fail without losing the connection (timeouts,
 // error replies) before Redis is marked unreachable.
-const failRun = 3
+const FailRun = 3
 
 // beatEvery is how often each replica writes its heartbeat (at most a third of the lease TTL).
 const beatEvery = 250 * time.Millisecond
 
-// health is the Redis store's view of its connection and of the other replicas.
+// health is the store's view of its connection and of the other replicas.
 type health struct {
 	key    []string      // the heartbeat set
 	member string        // this replica's entry in it
@@ -81,16 +81,12 @@ return {n, 0}
 // it, this one included; 0 before the first answer.
 func (s *Redis) Live() int { return int(s.health.live.Load()) }
 
-// divisor is what each limit is divided by while Redis is unreachable.
-func (s *Redis) divisor() int64 { return max(s.health.live.Load(), int64(s.c.Replicas), 1) }
+// Divisor is what each limit is divided by while Redis is unreachable: the live replicas, or
+// Config.Replicas when larger.
+func (s *Redis) Divisor() int64 { return max(s.health.live.Load(), int64(s.c.Replicas), 1) }
 
-// Divisor is what each limit is divided by while Redis is unreachable — the live replicas as
-// Redis last reported them, at least the configured floor — for another user of the store that
-// shares a budget between the replicas the same way (the spend ledger).
-func (s *Redis) Divisor() int64 { return s.divisor() }
-
-// share is a limit's part for one replica while Redis is unreachable.
-func (s *Redis) share(n int64) int64 { return max(n/s.divisor(), 1) }
+// Share is a limit's part for one replica while Redis is unreachable (at least 1).
+func (s *Redis) Share(n int64) int64 { return max(n/s.Divisor(), 1) }
 
 // beat writes this replica's heartbeat and caches the live count. It reports Redis's state lost
 // when the replica's entry, written less than a lease ago, is gone.
@@ -98,15 +94,15 @@ func (s *Redis) beat() {
 	ctx := context.Background()
 	v, err := s.run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS)
 	if err != nil {
-		s.failed(ctx, err)
+		s.Failed(ctx, err)
 		return
 	}
-	n, had := pair(v)
+	n, had := Pair(v)
 	now := time.Now()
 	last := s.health.beatOK.Swap(now.UnixNano())
 	s.health.live.Store(n)
 	if !had && last != 0 && now.Sub(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every {
-		s.lost("this replica's heartbeat")
+		s.Lost("this replica's heartbeat")
 	}
 }
 
@@ -130,10 +126,11 @@ func (s *Redis) settleWindow() time.Duration { return 2*s.health.every + writeBa
 // loaded machine take milliseconds, tens at worst.
 const writeBack = 250 * time.Millisecond
 
-// settled waits while the counts are being written back (see lost), at most ctx.
-func (s *Redis) settled(ctx context.Context) error {
+// Settled waits while the replicas write their counts back after a loss or an outage (see
+// Lost), at most until ctx ends. A user that takes from a shared count waits for it first.
+func (s *Redis) Settled(ctx context.Context) error {
 	if err := WaitUntil(ctx, s.health.settle.Load()); err != nil {
-		return fmt.Errorf("limit: redis: waiting for the counts to be written back: %w", err)
+		return fmt.Errorf("store: redis: waiting for the counts to be written back: %w", err)
 	}
 	return nil
 }
@@ -173,22 +170,22 @@ func (s *Redis) hold() bool {
 	}
 }
 
-// expectBeat reports whether this replica's heartbeat entry must be in Redis now: written less
+// ExpectBeat reports whether this replica's heartbeat entry must be in Redis now: written less
 // than a lease ago, and not since found lost. An admission that finds it gone found a loss.
-func (s *Redis) expectBeat() bool {
+func (s *Redis) ExpectBeat() bool {
 	last := s.health.beatOK.Load()
 	return last != 0 && time.Since(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every
 }
 
-// lost handles Redis found without the state this replica wrote (what found it): admissions
+// Lost handles Redis found without the state this replica wrote (what found it): admissions
 // wait, and every count is written back at once. Until the next heartbeat is written, its
 // absence is not a new loss.
-func (s *Redis) lost(what string) {
+func (s *Redis) Lost(what string) {
 	s.health.beatOK.Store(0)
 	if s.hold() {
 		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
 	}
-	s.staleAll()
+	s.each(Keeper.Stale)
 	s.health.restore.Store(true)
 	select {
 	case s.health.kick <- struct{}{}:
@@ -196,66 +193,8 @@ func (s *Redis) lost(what string) {
 	}
 }
 
-// restore writes back what this replica knows after a loss or an outage: the concurrency
-// slots it holds (those taken from its own share while Redis was away become counted in Redis),
-// and each rate cell's state as it last saw it and what it took locally. It runs on the renewal
-// loop or the probe, never on a request.
-func (s *Redis) restore() {
-	s.mu.Lock()
-	gs := make([]*redisGauge, 0, len(s.gauges))
-	for _, g := range s.gauges {
-		gs = append(gs, g)
-	}
-	rs := make([]*redisRate, 0, len(s.rates))
-	for _, c := range s.rates {
-		rs = append(rs, c)
-	}
-	s.mu.Unlock()
-	for _, g := range gs {
-		g.adoptLocal()
-		g.markStale()
-	}
-	for _, g := range gs {
-		g.renew()
-	}
-	ctx := context.Background()
-	for len(rs) > 0 {
-		n := min(len(rs), 64)
-		s.restoreRates(ctx, rs[:n])
-		rs = rs[n:]
-	}
-}
-
-// restoreRates writes back cells: each cell's last seen state where Redis holds less (a seed:
-// never lowers it), then what was taken locally while Redis was unreachable, in one round trip.
-func (s *Redis) restoreRates(ctx context.Context, rs []*redisRate) {
-	now := time.Now().UnixNano()
-	var calls []scriptCall
-	var owed []*redisRate
-	var amounts []int64
-	sec, ns := now/1e9, now%1e9
-	for _, c := range rs {
-		if rel := c.seen.Load() - now; rel > 0 {
-			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"seed", sec, ns, rel, int64(0)}})
-		}
-		if o := c.owed.Swap(0); o > 0 {
-			calls = append(calls, scriptCall{sc: gcraScript, keys: c.key, args: []any{"add", sec, ns, o, int64(0)}})
-			owed, amounts = append(owed, c), append(amounts, o)
-		}
-	}
-	if len(calls) == 0 {
-		return
-	}
-	if err := s.pipe(ctx, calls); err != nil {
-		for i, c := range owed { // written at the next restore
-			c.owed.Add(amounts[i])
-		}
-		s.failed(ctx, err)
-	}
-}
-
-// ok records an operation Redis answered: the run of failures is over.
-func (s *Redis) ok() {
+// OK records an operation Redis answered: the run of failures is over.
+func (s *Redis) OK() {
 	if s.health.fails.Load() != 0 {
 		s.health.fails.Store(0)
 	}
@@ -275,11 +214,11 @@ func connLost(err error) bool {
 	return !errors.As(err, &ne) || !ne.Timeout()
 }
 
-// failed records a failed operation and reports whether Redis is now marked unreachable (the
+// Failed records a failed operation and reports whether Redis is now marked unreachable (the
 // caller then serves from its fallback; else it fails the operation). A lost connection marks it
-// at once, other failures when they are failRun in a row; a probe then looks for it every 100ms.
+// at once, other failures when they are FailRun in a row; a probe then looks for it every 100ms.
 // An error caused by the caller's own context ending is not the store's.
-func (s *Redis) failed(ctx context.Context, err error) bool {
+func (s *Redis) Failed(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return !s.up.Load()
 	}
@@ -288,14 +227,14 @@ func (s *Redis) failed(ctx context.Context, err error) bool {
 		return !s.up.Load()
 	default:
 	}
-	s.counted()
-	if !connLost(err) && s.health.fails.Add(1) < failRun {
+	s.CountError()
+	if !connLost(err) && s.health.fails.Add(1) < FailRun {
 		return !s.up.Load()
 	}
 	s.health.fails.Store(0)
 	if s.up.CompareAndSwap(true, false) {
 		policy := "allow: serving with this replica's own counters, each limit divided by " +
-			strconv.FormatInt(s.divisor(), 10) + " (the live replicas)"
+			strconv.FormatInt(s.Divisor(), 10) + " (the live replicas)"
 		if s.c.Deny {
 			policy = "deny: answering 503 to limited requests"
 		}

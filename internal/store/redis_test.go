@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/layer0ai/layer0/internal/store/redistest"
+)
+
+func newStore(t *testing.T, srv *redistest.Server, c Config) *Redis {
+	t.Helper()
+	client, err := Dial([]string{srv.URL()}, "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Client = client
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDial: a bad cluster node URL is refused with its password redacted; no URL is an error.
+func TestDial(t *testing.T) {
+	if _, err := Dial(nil, "", 0); err == nil {
+		t.Error("no URL: want an error")
+	}
+	_, err := Dial([]string{"redis://a:1", "redis://user:secret@/x"}, "", 0)
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("bad cluster URL: %v, want an error without the password", err)
+	}
+}
+
+// TestLiveReplicas: each replica's heartbeat counts it live; the divisor is that count, or
+// Replicas when larger; a replica that stops cleanly leaves the count at once.
+func TestLiveReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	var sts []*Redis
+	for _, id := range []string{"a", "b", "c"} {
+		sts = append(sts, newStore(t, srv, Config{ReplicaID: id, Replicas: 2}))
+	}
+	waitFor(t, "three live replicas", func() bool { return sts[0].Live() == 3 && sts[1].Live() == 3 })
+	if d, s := sts[0].Divisor(), sts[0].Share(30); d != 3 || s != 10 {
+		t.Errorf("divisor %d, share of 30 %d; want 3 and 10", d, s)
+	}
+	sts[2].Close()
+	waitFor(t, "two live replicas after one stopped", func() bool { return sts[0].Live() == 2 })
+	if s := sts[0].Share(1); s != 1 {
+		t.Errorf("share of 1: %d, want at least 1", s)
+	}
+}
+
+type countingKeeper struct{ stale, restore, renew atomic.Int32 }
+
+func (k *countingKeeper) Stale()   { k.stale.Add(1) }
+func (k *countingKeeper) Restore() { k.restore.Add(1) }
+func (k *countingKeeper) Renew()   { k.renew.Add(1) }
+
+// TestCircuit: late answers fail alone until FailRun in a row; a lost connection opens the
+// circuit at once; the probe closes it when Redis answers and has the keepers write back, and
+// admissions wait for the others' write-back (Settled); a lenient user's late answer never opens
+// it. Every failure is counted.
+func TestCircuit(t *testing.T) {
+	srv := redistest.Start(t)
+	var errs atomic.Int32
+	s := newStore(t, srv, Config{ReplicaID: "a", LeaseTTL: 600 * time.Millisecond, OnError: func() { errs.Add(1) }})
+	k := &countingKeeper{}
+	forget := s.Keep(k)
+	defer forget()
+	waitFor(t, "the first heartbeat", func() bool { return s.Live() == 1 })
+	waitFor(t, "a lease renewal", func() bool { return k.renew.Load() > 0 })
+
+	ctx := context.Background()
+	for range 10 {
+		s.Fail(ctx, context.DeadlineExceeded) // the cache's own timeout
+	}
+	if !s.Up() {
+		t.Fatal("a lenient user's late answers opened the circuit")
+	}
+	for i := 1; i < FailRun; i++ {
+		if s.Failed(ctx, context.DeadlineExceeded) {
+			t.Fatalf("late answer %d opened the circuit", i)
+		}
+	}
+	s.OK()
+	if s.Failed(ctx, context.DeadlineExceeded) {
+		t.Fatal("an answer did not end the run of failures")
+	}
+
+	srv.Stop()
+	if !s.Failed(ctx, errors.New("connection refused")) || s.Up() || s.Use() {
+		t.Fatal("a lost connection did not open the circuit")
+	}
+	srv.Restart()
+	waitFor(t, "the probe to find Redis again", s.Up)
+	if k.restore.Load() == 0 {
+		t.Error("the keeper did not write back when Redis came back")
+	}
+	if s.ExpectBeat() && s.Settled(ctx) != nil {
+		t.Error("Settled failed without a deadline")
+	}
+	if got := int(errs.Load()); got != int(s.Errors()) || got < 10+FailRun+1 {
+		t.Errorf("errors counted %d, Errors %d; want equal and ≥ %d", got, s.Errors(), 10+FailRun+1)
+	}
+
+	before := k.restore.Load()
+	s.Lost("a test")
+	if k.stale.Load() == 0 {
+		t.Error("Lost did not mark the keeper's state stale")
+	}
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if err := s.Settled(short); err == nil {
+		t.Error("Settled right after a loss: want to wait for the write-back")
+	}
+	waitFor(t, "the write-back after the loss", func() bool { return k.restore.Load() > before })
+}
