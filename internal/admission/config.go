@@ -42,7 +42,7 @@ func FromConfig(cfg *config.Config, replica func(engine string) *route.Replica, 
 			MaxShare: b.MaxShare})
 	}
 	for _, k := range cfg.Keys {
-		c.Keys[k.Name] = KeyPolicy{Band: k.Priority, Allow: k.AllowPriority, Weight: k.Weight}
+		c.Keys[k.Name] = KeyPolicy{Band: k.Priority, Allow: k.AllowPriority, Weight: k.Weight, Team: k.Team}
 	}
 	if a.Enabled {
 		for id, m := range cfg.Models {
