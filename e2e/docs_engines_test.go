@@ -23,13 +23,18 @@ func TestEnginesDocConfigs(t *testing.T) {
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LAYER0_CORE_KEY"} {
 		t.Setenv(k, "doc-test-key")
 	}
+	// The custom kind of the "Custom engines" example, built here as a sim.
+	tagged := layer0.WithEngine("tagged", func(name string, cfg layer0.EngineConfig) (layer0.Engine, error) {
+		cfg.Kind, cfg.URL, cfg.Options = layer0.KindSim, "", nil
+		return layer0.NewBuiltinEngine(name, cfg)
+	})
 	for i, b := range blocks {
-		cfg, err := config.Parse(b[1])
+		cfg, err := config.Parse(b[1], "tagged")
 		if err != nil {
 			t.Errorf("example %d does not load: %v\n%s", i, err, b[1])
 			continue
 		}
-		if _, err := layer0.New(cfg); err != nil {
+		if _, err := layer0.New(cfg, tagged); err != nil {
 			t.Errorf("example %d does not build: %v", i, err)
 		}
 	}

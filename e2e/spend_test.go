@@ -199,6 +199,17 @@ func testSpendBudget(t *testing.T, kill bool) {
 	}
 	bases, logs := spendReplicas(t, srv, secret, budget, itl)
 	served, refused := spendRun(t, bases, secret, 100, rounds, during)
+	// The access log is written in batches by a goroutine of its own: the last answers' records
+	// may follow their responses by a moment.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n := 0
+		for _, l := range logs {
+			n += strings.Count(l.String(), `"status":200`)
+		}
+		if int64(n) >= int64(served) {
+			break
+		}
+	}
 	logged, n := spendLogged(t, logs)
 	t.Logf("served %d, refused %d; logged %d answers costing %s of a budget of %s", served, refused, n, logged, budget)
 	if logged > budget {
