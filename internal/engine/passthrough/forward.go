@@ -99,6 +99,9 @@ type state struct {
 	er   sse.Reader
 	read []byte
 	ev   Event
+	// res is the result being built: the policy's methods (an interface) take a pointer into
+	// it, which would move a local Result to the heap on every call.
+	res Result
 }
 
 var states = sync.Pool{New: func() any { return new(state) }}
@@ -132,26 +135,29 @@ func (s *state) release() {
 // ready (not after the last: the caller ends the response). An error before anything was
 // written leaves w untouched (the caller may fall back); after that the caller ends the stream
 // with its format's error event.
-func Forward(p Policy, src *Source, w Writer) (res Result, err error) {
+func Forward(p Policy, src *Source, w Writer) (Result, error) {
 	s := states.Get().(*state)
 	defer s.release()
 	s.out = Out{W: w, ContentType: src.ContentType, Held: s.out.Held[:0], Queued: s.out.Queued[:0]}
 	s.rn.Reset(src.ClientModel)
+	s.res = Result{}
+	res := &s.res
 	errf := src.Err
 	if errf == nil {
 		errf = func(err error) error { return err }
 	}
 	if err := upstream.CheckContentType(src.ContentType, src.Stream); err != nil {
-		return res, errf(err)
+		return *res, errf(err)
 	}
+	var err error
 	if !upstream.IsSSE(src.ContentType) {
-		err = s.answer(p, src, &res, errf)
+		err = s.answer(p, src, res, errf)
 	} else {
 		res.Stream = true
-		err = s.stream(p, src.Body, &res, errf)
+		err = s.stream(p, src.Body, res, errf)
 	}
 	res.Bytes = s.out.N
-	return res, err
+	return *res, err
 }
 
 // answer copies a non-streamed answer.
