@@ -191,9 +191,10 @@ type exchange struct {
 	// write instead of two.
 	ended bool
 	end   ending
-	// hv holds the values of the headers the server sets (request id, timings): one
-	// allocation per request for all of them. It is not part of the pooled exchange because
-	// net/http may read the handler's header map after the handler returns.
+	// hv holds the values of the headers the server sets (request id, timings) and the
+	// answer's id: one allocation per request for all of them. It is not part of the pooled
+	// exchange because net/http may read the handler's header map after the handler returns,
+	// and the request id outlives the request.
 	hv *headerValues
 	// Parts of the call kept here so that they come with the pooled exchange instead of being
 	// allocated per request: the pass-through offer, the stream's writer, the collector of a
@@ -201,6 +202,10 @@ type exchange struct {
 	fwd pipeline.Forward
 	stw streamWriter
 	col llm.Collector
+	// blocks is where the collector's Response.Content starts: an answer of one or two blocks
+	// costs no allocation for them. Nothing keeps Content past the request (a stored Responses
+	// API answer copies its blocks: assistantTurn).
+	blocks [2]llm.Block
 	enc lazyEncoder
 	ast anthropicStart
 	// Per-request options of the front: OpenAI's stream_options.include_usage, the binary
@@ -257,15 +262,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
-	rec.RequestID = ids.Request()
+	x.hv = new(headerValues)
+	rec.RequestID = x.hv.keep(ids.AppendRequest(x.hv.room()))
 	if lv.Tracer != nil && !admin && isGeneration(r.URL.Path) {
 		x.tel = lv.Tracer
 		x.ctx, x.span = x.tel.Start(x.ctx, r.Header, rec.Start)
 		x.call.Traced = x.span.IsRecording()
 	}
 	h := w.Header()
-	x.hv = new(headerValues)
-	x.hv[hvRequestID] = rec.RequestID
+	x.hv.v[hvRequestID] = rec.RequestID
 	h["Request-Id"] = x.hv.slice(hvRequestID)
 	h["X-Request-Id"] = h["Request-Id"]
 	if !admin {
