@@ -206,8 +206,8 @@ type exchange struct {
 	// costs no allocation for them. Nothing keeps Content past the request (a stored Responses
 	// API answer copies its blocks: assistantTurn).
 	blocks [2]llm.Block
-	enc lazyEncoder
-	ast anthropicStart
+	enc    lazyEncoder
+	ast    anthropicStart
 	// Per-request options of the front: OpenAI's stream_options.include_usage, the binary
 	// protocol's mode.
 	includeUsage bool
