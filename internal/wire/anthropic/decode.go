@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -21,17 +22,27 @@ import (
 // does not act on (thinking, output_config, context_management, …) are validated as JSON and left
 // out: the pass-through path forwards the client's bytes, the translated path drops them.
 func DecodeRequest(body []byte) (*llm.Request, error) {
-	return decode(body, true)
+	return decode(string(body), true)
+}
+
+// DecodeRequestInPlace is DecodeRequest without the copy of body: the strings of the returned
+// Request point into body, which must not change while the request or any string of it is in
+// use. Model, UserID and Ignored are still copies of their own (see DecodeRequest). Whatever
+// keeps a string of the request past the request's end must copy it: a caller that reuses body
+// for the next request guarantees this for all it hands the request to.
+func DecodeRequestInPlace(body []byte) (*llm.Request, error) {
+	return decode(unsafe.String(unsafe.SliceData(body), len(body)), true)
 }
 
 // DecodeCountTokens decodes the body of POST /v1/messages/count_tokens: the same fields as
 // DecodeRequest, with max_tokens optional.
 func DecodeCountTokens(body []byte) (*llm.Request, error) {
-	return decode(body, false)
+	return decode(string(body), false)
 }
 
-func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
-	d := decoder{scanner: newScanner(string(body))}
+// decode decodes text, whose strings the request shares.
+func decode(text string, needMaxTokens bool) (*llm.Request, error) {
+	d := decoder{scanner: newScanner(text)}
 	mem := &requestMem{r: llm.Request{Format: llm.FormatAnthropic}}
 	r := &mem.r
 	if err := d.request(mem, needMaxTokens); err != nil {
