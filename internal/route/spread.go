@@ -5,21 +5,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
 // MaxSpreadReplicas is the most replicas a hot prefix's set may hold (Spread.MaxReplicas).
-const MaxSpreadReplicas = MaxDecisionReplicas
+const MaxSpreadReplicas = config.MaxSpreadReplicas
 
 // Spread tunes how the prefix picker spreads a hot prefix over a set of replicas. A prefix (the
 // key of a prompt's leading PrefixTokens, per tenant scope) is hot when the replica it would go
-// to was over the load guard for at least HotShare of its last Window requests or so: the
-// least loaded replica not yet in the prefix's set joins it (a second, then a third, up to
+// to was over the load guard for at least HotShare of its last Window requests or so: the least
+// loaded replica not yet in the prefix's set joins it (a second, then a third, up to
 // MaxReplicas), and the prefix's requests go to the least loaded member. While the set holds
 // two or more, the share measured is of requests whose least loaded member was at the guard
-// (one request more would put it over); the set shrinks by its newest member when, for HotShare of the requests, one member fewer
-// would have carried the members' requests in flight within the guard. The zero value uses the
-// defaults.
+// (one request more would put it over); the set shrinks by its newest member when, for HotShare
+// of the requests, one member fewer would have carried the members' requests in flight within
+// the guard. The zero value uses the defaults (config.DefaultSpreadMaxReplicas and the others).
 type Spread struct {
 	// MaxReplicas bounds a hot prefix's set. Default 3; 1 turns sets off (the guard alone then
 	// sends each request over it elsewhere). At most MaxSpreadReplicas.
@@ -43,35 +44,25 @@ type Spread struct {
 	Now func() time.Time
 }
 
-// Spread's defaults.
-const (
-	DefaultSpreadMaxReplicas  = 3
-	DefaultSpreadHotShare     = 0.5
-	DefaultSpreadWindow       = 32
-	DefaultSpreadPrefixTokens = 256
-	DefaultSpreadMaxPrefixes  = 1024
-	DefaultSpreadIdle         = time.Minute
-)
-
 func (s Spread) withDefaults() Spread {
 	if s.MaxReplicas <= 0 {
-		s.MaxReplicas = DefaultSpreadMaxReplicas
+		s.MaxReplicas = config.DefaultSpreadMaxReplicas
 	}
 	s.MaxReplicas = min(s.MaxReplicas, MaxSpreadReplicas)
 	if s.HotShare <= 0 || s.HotShare > 1 {
-		s.HotShare = DefaultSpreadHotShare
+		s.HotShare = config.DefaultSpreadHotShare
 	}
 	if s.Window <= 0 {
-		s.Window = DefaultSpreadWindow
+		s.Window = config.DefaultSpreadWindow
 	}
 	if s.PrefixTokens <= 0 {
-		s.PrefixTokens = DefaultSpreadPrefixTokens
+		s.PrefixTokens = config.DefaultSpreadPrefixTokens
 	}
 	if s.MaxPrefixes <= 0 {
-		s.MaxPrefixes = DefaultSpreadMaxPrefixes
+		s.MaxPrefixes = config.DefaultSpreadMaxPrefixes
 	}
 	if s.Idle <= 0 {
-		s.Idle = DefaultSpreadIdle
+		s.Idle = config.DefaultSpreadIdle
 	}
 	if s.Now == nil {
 		s.Now = time.Now

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/layer0ai/layer0/internal/config"
 )
 
 // inFlight is a closed loop of requests over replicas: at most c at once, the oldest finishing
@@ -163,7 +165,7 @@ func TestPrefixSpreadBounded(t *testing.T) {
 	}
 
 	p := promptOf(499, 3000, 3100)
-	clk.Advance(2 * DefaultSpreadIdle)
+	clk.Advance(2 * config.DefaultSpreadIdle)
 	pk.PickPrompt(rs, p, &d)
 	if d.Spread != 2 {
 		t.Fatalf("after an idle spell: spread %d, want 2 (started over, hot again at once)", d.Spread)
