@@ -14,13 +14,15 @@ const MaxSpreadReplicas = config.MaxSpreadReplicas
 
 // Spread tunes how the prefix picker spreads a hot prefix over a set of replicas. A prefix (the
 // key of a prompt's leading PrefixTokens, per tenant scope) is hot when the replica it would go
-// to was over the load guard for at least HotShare of its last Window requests or so: the least
-// loaded replica not yet in the prefix's set joins it (a second, then a third, up to
-// MaxReplicas), and the prefix's requests go to the least loaded member. While the set holds
-// two or more, the share measured is of requests whose least loaded member was at the guard
-// (one request more would put it over); the set shrinks by its newest member when, for HotShare
-// of the requests, one member fewer would have carried the members' requests in flight within
-// the guard. The zero value uses the defaults (config.DefaultSpreadMaxReplicas and the others).
+// to was over the load guard for at least HotShare of its last Window requests or so: the
+// cheapest replica not yet in the prefix's set, by the picker's cost, joins it (a second, then
+// a third, up to MaxReplicas), and the prefix's requests go to the cheapest member — among
+// members that hold the prefix alike, the least loaded — or, when that one is over the guard,
+// the least loaded member. While the set holds two or more, the share measured is of requests
+// whose least loaded member was at the guard (one request more would put it over); the set
+// shrinks by its newest member when, for HotShare of the requests, one member fewer would have
+// carried the members' requests in flight within the guard. The zero value uses the defaults
+// (config.DefaultSpreadMaxReplicas and the others).
 type Spread struct {
 	// MaxReplicas bounds a hot prefix's set. Default 3; 1 turns sets off (the guard alone then
 	// sends each request over it elsewhere). At most MaxSpreadReplicas.
@@ -206,30 +208,9 @@ func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, best int, over bool
 	s.seen = now
 	alpha := 1 / float64(cfg.Window)
 
-	// The members among the candidates (absent ones stay members: an ejection is brief), and
-	// the least loaded of them, ties to the cheaper.
-	var at [MaxSpreadReplicas]int
-	k, target := 0, -1
-	var sum int64
-	var tCost, tLoad float64
-	for j := 0; j < s.n; j++ {
-		at[j] = -1
-		for i, r := range cands {
-			if r == s.members[j] {
-				at[j] = i
-				break
-			}
-		}
-		if i := at[j]; i >= 0 {
-			k++
-			sum += cands[i].Outstanding()
-			c, l := cost(i)
-			if target < 0 || l < tLoad || l == tLoad && c < tCost {
-				target, tCost, tLoad = i, c, l
-			}
-		}
-	}
-	if k <= 1 {
+	// The members among the candidates (absent ones stay members: an ejection is brief).
+	m := s.among(cands, cost)
+	if m.k <= 1 {
 		// A set of one follows the cost's choice: its share is of requests whose cheapest
 		// replica was over the guard.
 		hot := s.hot
@@ -245,42 +226,69 @@ func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, best int, over bool
 	}
 	// The set is full when its least loaded member is at the guard: one more request would
 	// put it over.
-	s.hot += alpha * (b2f(p.Guard.Over(cands[target].Outstanding()+1, leastOut)) - s.hot)
+	s.hot += alpha * (b2f(p.Guard.Over(cands[m.least].Outstanding()+1, leastOut)) - s.hot)
 	// One member fewer would carry the members' requests in flight: all of them, an upper
 	// bound of the prefix's own.
-	fewer := (sum + int64(k) - 2) / int64(k-1)
+	fewer := (m.sum + int64(m.k) - 2) / int64(m.k-1)
 	s.cool += alpha * (b2f(!p.Guard.Over(fewer, leastOut)) - s.cool)
 	switch {
-	case s.hot >= cfg.HotShare && k < cfg.MaxReplicas && k < len(cands):
-		return p.admit(s, cands, -1, cost), k + 1
+	case s.hot >= cfg.HotShare && m.k < cfg.MaxReplicas && m.k < len(cands):
+		return p.admit(s, cands, -1, cost), m.k + 1
 	case s.cool >= cfg.HotShare:
-		// The newest present member leaves; the least loaded of the others takes the request.
+		// The newest present member leaves; the others take the request.
 		for j := s.n - 1; j >= 0; j-- {
-			if at[j] >= 0 {
+			if containsReplica(cands, s.members[j]) {
 				s.remove(j)
 				break
 			}
 		}
 		s.hot, s.cool = 0, 0
-		target, k = -1, k-1
-		for j := 0; j < s.n; j++ {
-			for i, r := range cands {
-				if r != s.members[j] {
-					continue
-				}
-				c, l := cost(i)
-				if target < 0 || l < tLoad || l == tLoad && c < tCost {
-					target, tCost, tLoad = i, c, l
-				}
-			}
-		}
+		m = s.among(cands, cost)
 	}
-	return target, k
+	// The cheapest member — the one holding most of the prompt when the members' loads are
+	// alike, so that a conversation stays where its turns are cached — unless it is over the
+	// guard, then the least loaded.
+	if p.Guard.Over(cands[m.cheap].Outstanding(), leastOut) {
+		return m.least, m.k
+	}
+	return m.cheap, m.k
 }
 
-// admit adds to s the least loaded candidate not in it (ties to the cheaper), in place of a
-// member absent from cands when s is full, and returns it; seed, when not negative, is the
-// candidate s holds alone (it was just reset). The shares start over.
+// present is what a pick knows of a hot set's members among the candidates.
+type present struct {
+	k            int   // members among the candidates
+	least, cheap int   // the least loaded (ties to the cheaper) and the cheapest (ties to the less loaded)
+	sum          int64 // their requests in flight
+}
+
+// among returns s's members among cands; cost is the picker's.
+func (s *hotSet) among(cands []*Replica, cost func(i int) (float64, float64)) present {
+	m := present{least: -1, cheap: -1}
+	var lCost, lLoad, cCost, cLoad float64
+	for j := 0; j < s.n; j++ {
+		for i, r := range cands {
+			if r != s.members[j] {
+				continue
+			}
+			m.k++
+			m.sum += r.Outstanding()
+			c, l := cost(i)
+			if m.least < 0 || l < lLoad || l == lLoad && c < lCost {
+				m.least, lCost, lLoad = i, c, l
+			}
+			if m.cheap < 0 || c < cCost || c == cCost && l < cLoad {
+				m.cheap, cCost, cLoad = i, c, l
+			}
+			break
+		}
+	}
+	return m
+}
+
+// admit adds to s the cheapest candidate not in it (ties to the less loaded) — where the guard
+// sends the prefix's overflow, so often a replica that holds some of it already, rather than an
+// idle cold one — in place of a member absent from cands when s is full, and returns it; seed,
+// when not negative, is the candidate s holds alone (it was just reset). The shares start over.
 func (p *Prefix) admit(s *hotSet, cands []*Replica, seed int, cost func(i int) (float64, float64)) int {
 	pick := -1
 	var pCost, pLoad float64
@@ -295,7 +303,7 @@ next:
 			}
 		}
 		c, l := cost(i)
-		if pick < 0 || l < pLoad || l == pLoad && c < pCost {
+		if pick < 0 || c < pCost || c == pCost && l < pLoad {
 			pick, pCost, pLoad = i, c, l
 		}
 	}
