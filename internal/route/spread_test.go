@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -242,5 +243,37 @@ func TestPrefixSpreadConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := pk.hot.Len(); n > 16 {
 		t.Errorf("%d prefixes tracked, more than 16", n)
+	}
+}
+
+// BenchmarkPrefixPickHot is BenchmarkPrefixPick for a hot prefix: the replica holding most of
+// the prompt is over the guard (load weighs little here, so that it stays the cheapest), and
+// the prefix is spread over a set.
+func BenchmarkPrefixPickHot(b *testing.B) {
+	clk := newClock()
+	names := make([]string, 8)
+	for i := range names {
+		names[i] = fmt.Sprint("r", i)
+	}
+	rs := replicas(clk, Policy{}, names...)
+	indexed(rs, 1<<20)
+	p := promptOf(3, 4000, 4000)
+	for i, r := range rs {
+		for j := 0; r.Prefix.Cache().Len() < r.Prefix.Cache().Capacity()-250; j++ {
+			r.Prefix.RecordPrompt(promptOf(100+i*1000+j, 1024, 1024))
+		}
+		r.Prefix.Cache().Insert(p.Keys(16)[:250*(i+1)/8])
+	}
+	busy(rs[7], 9)
+	toks := append([]uint32(nil), p.Tokens...)
+	pp := &Prefix{LoadTokens: 1, Spread: Spread{Window: 1}}
+	var d Decision
+	b.ReportAllocs()
+	for b.Loop() {
+		p.SetTokens(toks)
+		pp.PickPrompt(rs, p, &d)
+		if d.Spread < 2 {
+			b.Fatalf("not spread: %+v", d.Reason)
+		}
 	}
 }
