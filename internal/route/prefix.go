@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
@@ -136,7 +138,13 @@ func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
 		if pl.prompt == nil {
 			return m.picker.Pick(cands)
 		}
-		i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+		if px, ok := pk.(*Prefix); ok {
+			// One picker serves every model of the routing section: a prefix's hot set is
+			// the model's own.
+			i = px.pickPrompt(cands, pl.prompt, pl.decision, xxh3.HashString(m.name))
+		} else {
+			i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+		}
 	default:
 		return m.picker.Pick(cands)
 	}
@@ -198,6 +206,12 @@ func (p *Prefix) cold(cands []*Replica) int {
 
 // PickPrompt implements PromptPicker.
 func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) int {
+	return p.pickPrompt(cands, pr, d, 0)
+}
+
+// pickPrompt is PickPrompt for the model whose name hashes to pool (0 when unknown), which
+// scopes the hot prefixes' sets.
+func (p *Prefix) pickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision, pool uint64) int {
 	loadTokens := p.LoadTokens
 	if loadTokens <= 0 {
 		loadTokens = 128
@@ -247,7 +261,7 @@ func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) in
 	over := len(cands) > 1 && p.Guard.Over(cands[best].Outstanding(), leastOut)
 	if len(cands) > 1 {
 		// A hot prefix goes to the least loaded replica of its set (spread.go).
-		if i, k := p.spread(cands, pr, best, over, leastOut, cost); k > 1 {
+		if i, k := p.spread(cands, pr, pool, best, over, leastOut, cost); k > 1 {
 			best, d.Reason, d.Spread = i, "hot", k
 			over = p.Guard.Over(cands[best].Outstanding(), leastOut)
 		}

@@ -174,11 +174,11 @@ func (s *hotSet) remove(j int) {
 	s.members[s.n] = nil
 }
 
-// spread notes the request in the hot set of its prompt's prefix and returns the candidate to
-// send it to and the set's size. A size below 2 leaves the choice to the cost: best, the cost's
+// spread notes the request in the hot set of its prompt's prefix, in the model pool (a hash of
+// its name), and returns the candidate to send it to and the set's size. A size below 2 leaves the choice to the cost: best, the cost's
 // choice, is the prefix's one replica, over whether it is over the guard against leastOut. cost
 // returns candidate i's cost and load.
-func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, best int, over bool, leastOut int64,
+func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, pool uint64, best int, over bool, leastOut int64,
 	cost func(i int) (float64, float64)) (int, int) {
 	h := &p.hot
 	h.init(p.Spread)
@@ -196,6 +196,9 @@ func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, best int, over bool
 	}
 	if !ok {
 		return best, 0
+	}
+	if pool != 0 {
+		key = prefix.Mix(key ^ pool)
 	}
 	now := cfg.Now().UnixNano()
 	sh := &h.shards[key>>60&(hotShards-1)]

@@ -277,3 +277,52 @@ func BenchmarkPrefixPickHot(b *testing.B) {
 		}
 	}
 }
+
+// TestPrefixSpreadPerModel: one prefix picker serves every model; the same prompt hot on one
+// model's replicas has its set there, and another model's requests for it neither see nor undo
+// that set.
+func TestPrefixSpreadPerModel(t *testing.T) {
+	clk := newClock()
+	rs := replicas(clk, Policy{}, "a", "b", "c", "d", "e", "f", "g", "h")
+	indexed(rs, 1<<16)
+	pk := &Prefix{Spread: Spread{Window: 8, Now: clk.Now}}
+	tb := newTable(t, Config{Models: []Model{{Name: "m1", Replicas: rs[:4]}, {Name: "m2", Replicas: rs[4:]}},
+		Picker: pk, Now: clk.Now})
+	p := promptOf(1, 2000, 2100)
+	rs[0].Prefix.RecordPrompt(p)
+	rs[4].Prefix.RecordPrompt(p)
+	var open []*Plan
+	pick := func(model string, inFlight int) Decision {
+		for len(open) >= inFlight {
+			open[0].Report(nil, time.Millisecond)
+			open = open[1:]
+		}
+		plan, err := tb.Plan(model, "", len(p.Tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decision
+		plan.SetPrompt(p, &d)
+		a, err := plan.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Replica.Prefix.RecordPrompt(p)
+		open = append(open, plan)
+		return d
+	}
+	for range 200 {
+		pick("m1", 12)
+	}
+	if d := pick("m1", 12); d.Spread != 3 || d.Reason != "hot" {
+		t.Fatalf("m1 under sustained demand: reason %q, spread %d; want hot over 3", d.Reason, d.Spread)
+	}
+	for range 3 {
+		if d := pick("m2", 1); d.Spread != 0 || d.Reason != "cache" {
+			t.Errorf("m2, quiet: reason %q, spread %d; want cache, not spread", d.Reason, d.Spread)
+		}
+	}
+	if d := pick("m1", 12); d.Spread != 3 {
+		t.Errorf("m1 after m2's requests: reason %q, spread %d; want its set of 3 kept", d.Reason, d.Spread)
+	}
+}
