@@ -30,7 +30,7 @@ type Decision struct {
 	// Reason is why the chosen replica won. For "prefix": "cache" (the lowest expected cost,
 	// with a cached share), "load" (the lowest cost with nothing cached anywhere, or a tie
 	// broken by load), "hot" (the prompt's prefix is hot: it is spread over a set of Spread
-	// replicas, and the request goes to the least loaded of them), or "spread" (the replica
+	// replicas, and the request goes to the cheapest of them not over the guard), or "spread" (the replica
 	// chosen was too loaded against the least loaded candidate: the request goes to the
 	// cheapest of the others, which then warms). For "sticky": "session" (the
 	// session's own replica), "spread" (passed over by the guard) or "load" (no session).
@@ -83,7 +83,8 @@ type Candidate struct {
 // least loaded candidate, the request goes to the cheapest of the others instead, which then
 // warms and shares the prefix. A prefix that keeps its replica over the guard is hot: it gets a
 // set of replicas, grown one at a time up to Spread.MaxReplicas while it stays hot and shrunk as
-// it cools, and its requests go to the least loaded member (reason "hot"; see Spread).
+// it cools, and its requests go to its cheapest member not over the guard (reason "hot"; see
+// Spread).
 // Candidates without an index entry count as holding nothing. A
 // request without a rendered prompt is picked by Fallback. The zero value uses the defaults; a
 // Prefix must not be copied after first use.
@@ -97,7 +98,8 @@ type Prefix struct {
 	// Guard spreads a hot prefix: when the cheapest candidate is over it against the least
 	// loaded, the request goes to the cheapest of the others.
 	Guard Guard
-	// Spread spreads a prefix that keeps its replica over the guard over a set of replicas.
+	// Spread spreads a prefix that keeps its replica over the guard over a set of replicas. It
+	// is read at the first pick.
 	Spread Spread
 	// Fallback picks when there is no prompt. Default P2C{}.
 	Fallback Picker
@@ -260,7 +262,7 @@ func (p *Prefix) pickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision, po
 	}
 	over := len(cands) > 1 && p.Guard.Over(cands[best].Outstanding(), leastOut)
 	if len(cands) > 1 {
-		// A hot prefix goes to the least loaded replica of its set (spread.go).
+		// A hot prefix goes to a replica of its set (spread.go).
 		if i, k := p.spread(cands, pr, pool, best, over, leastOut, cost); k > 1 {
 			best, d.Reason, d.Spread = i, "hot", k
 			over = p.Guard.Over(cands[best].Outstanding(), leastOut)

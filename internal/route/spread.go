@@ -36,8 +36,8 @@ type Spread struct {
 	// PrefixTokens is how many of a prompt's leading tokens name its prefix, rounded down to
 	// whole blocks (at least one). Default 256.
 	PrefixTokens int
-	// MaxPrefixes bounds the prefixes tracked at once (a few hundred bytes each); the least
-	// recently seen makes room for a new one. Default 1024.
+	// MaxPrefixes bounds the prefixes tracked at once (about 150 bytes each, allocated at the
+	// first pick); the least recently seen makes room for a new one. Default 1024.
 	MaxPrefixes int
 	// Idle is how long a prefix may go without requests before its set is forgotten. Default
 	// one minute.
@@ -117,7 +117,7 @@ func (h *hotSets) init(cfg Spread) {
 	})
 }
 
-// Len returns how many prefixes are tracked (for tests and the debug endpoints).
+// Len returns how many prefixes are tracked.
 func (h *hotSets) Len() int { return int(h.n.Load()) }
 
 // track returns key's set in sh, a new one (seeded with first) when over, nil otherwise;
@@ -175,9 +175,9 @@ func (s *hotSet) remove(j int) {
 }
 
 // spread notes the request in the hot set of its prompt's prefix, in the model pool (a hash of
-// its name), and returns the candidate to send it to and the set's size. A size below 2 leaves the choice to the cost: best, the cost's
-// choice, is the prefix's one replica, over whether it is over the guard against leastOut. cost
-// returns candidate i's cost and load.
+// its name), and returns the candidate to send it to and the set's size. A size below 2 leaves
+// the choice to the cost: best, the cost's choice, is the prefix's one replica, over whether it
+// is over the guard against leastOut. cost returns candidate i's cost and load.
 func (p *Prefix) spread(cands []*Replica, pr *prefix.Prompt, pool uint64, best int, over bool, leastOut int64,
 	cost func(i int) (float64, float64)) (int, int) {
 	h := &p.hot
