@@ -183,15 +183,15 @@ func (s *countingLimits) Rate(id string) layer0.RateCell {
 	s.mu.Lock()
 	s.ids = append(s.ids, id)
 	s.mu.Unlock()
-	return countingCell{RateCell: s.LimitStore.Rate(id), takes: &s.takes}
+	return takeCounter{RateCell: s.LimitStore.Rate(id), takes: &s.takes}
 }
 
-type countingCell struct {
+type takeCounter struct {
 	layer0.RateCell
 	takes *atomic.Int64
 }
 
-func (c countingCell) Take(ctx context.Context, now time.Time, r layer0.LimitRate, cost int64) (layer0.LimitStatus, bool, error) {
+func (c takeCounter) Take(ctx context.Context, now time.Time, r layer0.LimitRate, cost int64) (layer0.LimitStatus, bool, error) {
 	c.takes.Add(1)
 	return c.RateCell.Take(ctx, now, r, cost)
 }
