@@ -149,6 +149,18 @@ func TestPickerPlacesRequests(t *testing.T) {
 		Messages: []layer0.Message{layer0.TextMessage(layer0.RoleUser, "in-process")}}, &col); err != nil {
 		t.Fatal(err)
 	}
+	// A reload builds the model's picker again; one naming an unknown picker is refused.
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(built, []string{"m", "m"}) {
+		t.Errorf("after a reload the factory built pickers for %v, want [m m]", built)
+	}
+	bad := *cfg
+	bad.Routing.Picker = "nope"
+	if err := g.Reload(&bad); err == nil || !strings.Contains(err.Error(), `routing.picker: unknown picker "nope"`) {
+		t.Errorf("a reload naming an unknown picker: %v", err)
+	}
 
 	pk.mu.Lock()
 	defer pk.mu.Unlock()
