@@ -87,10 +87,23 @@ func loads(dst []ReplicaLoad, cands []*Replica, threshold float64) []ReplicaLoad
 // stay valid until the plan is done.
 func (pl *Plan) SetRequest(req *llm.Request) { pl.req = req }
 
+// appPick is what a plan hands an application's picker, allocated once per plan that uses one:
+// the picker's arguments escape (an interface call).
+type appPick struct {
+	req   PickRequest
+	loads []ReplicaLoad
+	buf   [8]ReplicaLoad
+}
+
 // pickApp places the request with an application's picker.
 func (pl *Plan) pickApp(a App, m *model, cands []*Replica) int {
-	pl.loads = loads(pl.loads, cands, pl.t.threshold)
-	req := PickRequest{Model: m.name, Key: pl.key, Header: pl.header, Request: pl.req, InputTokens: pl.input,
+	if pl.app == nil {
+		pl.app = &appPick{}
+		pl.app.loads = pl.app.buf[:0]
+	}
+	ap := pl.app
+	ap.loads = loads(ap.loads, cands, pl.t.threshold)
+	ap.req = PickRequest{Model: m.name, Key: pl.key, Header: pl.header, Request: pl.req, InputTokens: pl.input,
 		Retry: len(pl.tried) > 0}
-	return a.pick(&req, cands, pl.loads)
+	return a.pick(&ap.req, cands, ap.loads)
 }

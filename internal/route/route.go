@@ -433,7 +433,7 @@ type Plan struct {
 	key      string         // the API key's name
 	req      *llm.Request   // the canonical request, for an App picker
 	input    int            // the input tokens counted
-	loads    []ReplicaLoad  // what an App picker is given, reused between picks
+	app      *appPick       // what an App picker is given, reused between picks
 }
 
 // Attempt is one try of a request on one replica.
