@@ -225,21 +225,42 @@ func Served() *Config {
 	return c
 }
 
-// Load reads, decodes, defaults and validates the file at path (see LoadBytes). kinds are the
-// engine kinds accepted beyond the built-in ones (see Validate).
-func Load(path string, kinds ...string) (*Config, error) {
+// Known are the names a configuration may use beyond the built-in ones: an application's own
+// engine kinds and replica pickers (registered with the root package's WithEngine and
+// WithPicker). The zero value knows the built-in ones only.
+type Known struct {
+	// EngineKinds are the engine kinds accepted beside sim, openai, anthropic and layer0.
+	EngineKinds []string
+	// Pickers are the replica pickers accepted beside p2c, round_robin, prefix and sticky, by
+	// routing.picker and a model's routing.picker.
+	Pickers []string
+}
+
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes), knowing the
+// built-in names only; Known.Load knows an application's too.
+func Load(path string) (*Config, error) { return Known{}.Load(path) }
+
+// LoadBytes is Known.LoadBytes knowing the built-in names only.
+func LoadBytes(path string, b []byte) (*Config, error) { return Known{}.LoadBytes(path, b) }
+
+// Parse is Known.Parse knowing the built-in names only.
+func Parse(b []byte) (*Config, error) { return Known{}.Parse(b) }
+
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes), accepting the
+// names of k beside the built-in ones.
+func (k Known) Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return LoadBytes(path, b, kinds...)
+	return k.LoadBytes(path, b)
 }
 
 // LoadBytes decodes, defaults and validates b, the content of the file at path. Unlike Parse it
 // refuses a document without a setting (empty, blank or only comments): a file is meant to
 // configure something, and an empty one is most likely being written, not the wish to run the
 // embedded default (which starting without a file gives).
-func LoadBytes(path string, b []byte, kinds ...string) (*Config, error) {
+func (k Known) LoadBytes(path string, b []byte) (*Config, error) {
 	if empty(b) {
 		return nil, fmt.Errorf("config: %s: %w", path, &Errors{List: []string{
 			"the file is empty (no settings); start without a config file for the embedded default"}})
@@ -251,16 +272,16 @@ func LoadBytes(path string, b []byte, kinds ...string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: %s: %w", path, errs)
 	}
-	c, err := Parse(b, kinds...)
+	c, err := k.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Parse decodes, defaults and validates a YAML document, accepting the engine kinds kinds
-// beyond the built-in ones (see Validate). Its error is an *Errors listing every problem found.
-func Parse(b []byte, kinds ...string) (*Config, error) {
+// Parse decodes, defaults and validates a YAML document, accepting the names of k beside the
+// built-in ones (see Validate). Its error is an *Errors listing every problem found.
+func (k Known) Parse(b []byte) (*Config, error) {
 	c := &Config{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
@@ -289,7 +310,7 @@ func Parse(b []byte, kinds ...string) (*Config, error) {
 		}
 	}
 	c.SetDefaults()
-	if err := c.Validate(kinds...); err != nil {
+	if err := c.Validate(k); err != nil {
 		var v *Errors
 		if errors.As(err, &v) {
 			errs.List = append(errs.List, v.List...)
@@ -463,9 +484,9 @@ func builtinKind(kind string) bool {
 }
 
 // Validate checks the configuration and returns an *Errors with every problem, or nil. An
-// engine's kind must be one of the built-in kinds or one of kinds (an application's own, which
-// its engine factory checks the rest of).
-func (c *Config) Validate(kinds ...string) error {
+// engine's kind must be one of the built-in kinds or one of k's (an application's own, which its
+// engine factory checks the rest of), and a picker one of the built-in pickers or of k's.
+func (c *Config) Validate(k Known) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
 	c.validateAdmission(errs)
@@ -539,7 +560,7 @@ func (c *Config) Validate(kinds ...string) error {
 		case "":
 			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
 		default:
-			if !slices.Contains(kinds, e.Kind) {
+			if !slices.Contains(k.EngineKinds, e.Kind) {
 				errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
 			}
 		}
@@ -590,7 +611,7 @@ func (c *Config) Validate(kinds ...string) error {
 	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
 		errs.add("log.access_log.path", "%q names a directory, want a file", p)
 	}
-	c.validatePolicy(errs)
+	c.validatePolicy(k, errs)
 	c.validateContext(errs)
 	c.Store.validate(errs)
 	c.validateCORS(errs)

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -269,7 +270,7 @@ func setDuration(d *time.Duration, def time.Duration) {
 }
 
 // validatePolicy checks keys, limits, routing names and knobs, adding every problem to errs.
-func (c *Config) validatePolicy(errs *Errors) {
+func (c *Config) validatePolicy(k Known, errs *Errors) {
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, k := range c.Keys {
@@ -376,9 +377,9 @@ func (c *Config) validatePolicy(errs *Errors) {
 	}
 
 	r := &c.Routing
-	validatePicker("routing.picker", r.Picker, errs)
+	validatePicker("routing.picker", r.Picker, k.Pickers, errs)
 	for _, id := range sortedKeys(c.Models) {
-		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, errs)
+		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, k.Pickers, errs)
 	}
 	r.Prefix.validate(errs)
 	r.Sticky.validate(errs)
@@ -471,10 +472,19 @@ func (c *Config) chainLen(id string) int {
 	return len(in)
 }
 
-func validatePicker(p, picker string, errs *Errors) {
+// validatePicker checks the picker at path p: a built-in one, or one of known (an
+// application's own).
+func validatePicker(p, picker string, known []string, errs *Errors) {
 	switch picker {
 	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
-	default:
-		errs.add(p, "unknown picker %q (want p2c, round_robin, prefix or sticky)", picker)
+		return
 	}
+	if slices.Contains(known, picker) {
+		return
+	}
+	want := "p2c, round_robin, prefix or sticky"
+	if len(known) > 0 {
+		want = "p2c, round_robin, prefix, sticky or one of the application's: " + strings.Join(known, ", ")
+	}
+	errs.add(p, "unknown picker %q (want %s)", picker, want)
 }

@@ -233,3 +233,32 @@ func TestFallbackChainCap(t *testing.T) {
 		t.Errorf("m1's chain of 64 reported: %v", err)
 	}
 }
+
+// A picker name beyond the built-in ones is accepted only when Known lists it (an application's
+// own), globally and per model; the error lists what is known.
+func TestKnownPickers(t *testing.T) {
+	const doc = "routing: {picker: tenant}\nengines: {s: {kind: sim}}\nmodels: {m: {engines: [s], routing: {picker: tenant}}}\n"
+	_, err := Parse([]byte(doc))
+	for _, want := range []string{
+		`routing.picker: unknown picker "tenant" (want p2c, round_robin, prefix or sticky)`,
+		`models.m.routing.picker: unknown picker "tenant"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no picker known: got %v, want %q", err, want)
+		}
+	}
+	_, err = Known{Pickers: []string{"a", "b"}}.Parse([]byte(doc))
+	if want := `routing.picker: unknown picker "tenant" (want p2c, round_robin, prefix, sticky or one of the application's: a, b)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("other pickers known: got %v, want %q", err, want)
+	}
+	c, err := Known{Pickers: []string{"tenant"}}.Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("the picker known: %v", err)
+	}
+	if c.Routing.Picker != "tenant" || c.Models["m"].Routing.Picker != "tenant" {
+		t.Errorf("pickers decoded as %q and %q", c.Routing.Picker, c.Models["m"].Routing.Picker)
+	}
+	if err := c.Validate(Known{EngineKinds: []string{"tenant"}}); err == nil {
+		t.Error("a picker known as an engine kind only: accepted")
+	}
+}

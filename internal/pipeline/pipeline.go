@@ -435,6 +435,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
 	plan.SetHeader(c.Header)
+	plan.SetRequest(req)
 
 	// Admission: a saturated pool's requests wait here, by band and tenant, or are shed.
 	slot, err := p.admitPool(ctx, c, plan.Model(), key.Name)

@@ -127,8 +127,12 @@ func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decisio
 func (pl *Plan) SetHeader(h http.Header) { pl.header = h }
 
 // pick chooses among cands, the candidates of m, with m's picker, weighing the prompt or the
-// session when it can; then the replicas of m left out of cands, and why, go on the decision.
+// session when it can (an application's picker, App, is given the request); then the replicas
+// of m left out of cands, and why, go on the decision.
 func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
+	if a, ok := m.picker.(App); ok {
+		return pl.pickApp(a, m, cands)
+	}
 	if pl.decision == nil {
 		return m.picker.Pick(cands)
 	}

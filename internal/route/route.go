@@ -20,6 +20,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
@@ -382,7 +383,7 @@ func (t *Table) Plan(name, key string, inputTokens int) (*Plan, error) {
 	if e.split != nil {
 		m = e.split.choose(key, t.rand)
 	}
-	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key}
+	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key, input: inputTokens}
 	p.tried = p.triedBuf[:0]
 	p.cands = p.candBuf[:0]
 	largest := 0
@@ -430,6 +431,9 @@ type Plan struct {
 	decision *Decision      // where the PromptPicker's or SessionPicker's decision goes
 	header   http.Header    // the request's headers, for a SessionPicker
 	key      string         // the API key's name
+	req      *llm.Request   // the canonical request, for an App picker
+	input    int            // the input tokens counted
+	app      *appPick       // what an App picker is given, reused between picks
 }
 
 // Attempt is one try of a request on one replica.
