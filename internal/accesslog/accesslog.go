@@ -224,6 +224,9 @@ func Append(dst []byte, e *Entry) []byte {
 	if d := &r.Pick; d.Picker != "" && d.Chosen < d.N {
 		dst = appendStr(dst, "pick", d.Reason)
 		dst = appendInt(dst, "pick_cached_tokens", d.Candidates[d.Chosen].Cached)
+		if d.Spread > 0 {
+			dst = appendInt(dst, "pick_spread", d.Spread) // the hot prefix's replicas
+		}
 		for i := range d.NSkipped {
 			// "pick_skipped":"b:ejected c:tried" — the replicas left out, and why.
 			if i == 0 {

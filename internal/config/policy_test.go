@@ -26,7 +26,8 @@ func TestPolicyDefaults(t *testing.T) {
 		Breaker: Breaker{Window: 10 * time.Second, MinRequests: 20, FailureRatio: 0.5, OpenTime: 30 * time.Second,
 			HalfOpenProbes: 1},
 		Health: Health{Interval: 10 * time.Second, Timeout: 5 * time.Second, UnhealthyThreshold: 2, HealthyThreshold: 1},
-		Prefix: PrefixRouting{Imbalance: 2, Slack: 4},
+		Prefix: PrefixRouting{Imbalance: 2, Slack: 4, Spread: PrefixSpread{MaxReplicas: 3, HotShare: 0.5, Window: 32,
+			PrefixTokens: 256, MaxPrefixes: 1024, Idle: time.Minute}},
 		Sticky: StickyRouting{Header: "x-session-id", Fallback: "key", Imbalance: 2, Slack: 4},
 	}
 	if diff := cmp.Diff(r, c.Routing); diff != "" {

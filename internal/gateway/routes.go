@@ -33,7 +33,10 @@ type pickerKey struct {
 
 func newPickers(rc config.Routing) pickers {
 	pc := rc.Prefix
-	p := pickers{prefix: &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}}
+	sp := pc.Spread
+	p := pickers{prefix: &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)},
+		Spread: route.Spread{MaxReplicas: sp.MaxReplicas, HotShare: sp.HotShare, Window: sp.Window,
+			PrefixTokens: sp.PrefixTokens, MaxPrefixes: sp.MaxPrefixes, Idle: sp.Idle}}}
 	p.fixed = p.named(rc, rc.Picker)
 	return p
 }

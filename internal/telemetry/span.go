@@ -44,6 +44,7 @@ const (
 	attrTTFT       = "layer0.time_to_first_token_ms"
 	attrPicker     = "layer0.route.picker"
 	attrPick       = "layer0.route.reason"
+	attrPickSpread = "layer0.route.spread"
 	attrOffload    = "layer0.offload"
 	attrTruncated  = "layer0.context.truncated"
 	attrAttempt    = "layer0.attempt"
@@ -141,6 +142,9 @@ func (t *Tracer) End(span trace.Span, rec *pipeline.Record, req *llm.Request, en
 	}
 	if rec.Pick.Picker != "" {
 		a = append(a, attribute.String(attrPicker, rec.Pick.Picker), attribute.String(attrPick, rec.Pick.Reason))
+		if rec.Pick.Spread > 0 {
+			a = append(a, attribute.Int(attrPickSpread, rec.Pick.Spread))
+		}
 	}
 	if rec.Offload != "" {
 		a = append(a, attribute.String(attrOffload, rec.Offload))

@@ -72,12 +72,15 @@ type Admission struct {
 
 // Route is what the prefix-aware picker weighed and chose for the last attempt.
 type Route struct {
-	Picker       string      `json:"picker"`
-	Reason       string      `json:"reason"`
-	PromptTokens int         `json:"prompt_tokens"`
-	Chosen       string      `json:"chosen"`
-	Candidates   []Candidate `json:"candidates"`
-	Skipped      []Skipped   `json:"skipped,omitempty"`
+	Picker       string `json:"picker"`
+	Reason       string `json:"reason"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// Spread is how many replicas the prompt's hot prefix is spread over (route.Decision's);
+	// absent when it is not.
+	Spread     int         `json:"spread,omitempty"`
+	Chosen     string      `json:"chosen"`
+	Candidates []Candidate `json:"candidates"`
+	Skipped    []Skipped   `json:"skipped,omitempty"`
 	// Prediction is the chosen replica's predicted cached tokens next to the engine's report;
 	// nil when the engine reported none to check against.
 	Prediction *Prediction `json:"prediction,omitempty"`
@@ -176,7 +179,7 @@ func build(e *entry) *Trace {
 			EstimateMs: ms(a.Estimate), WaitedMs: ms(a.Waited)}
 	}
 	if p := &rec.Pick; p.Picker != "" {
-		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens}
+		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens, Spread: p.Spread}
 		for i := 0; i < p.N; i++ {
 			c := &p.Candidates[i]
 			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
@@ -265,7 +268,11 @@ func (t *Trace) Lines() []string {
 				cached = c.Cached
 			}
 		}
-		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
+		why := r.Reason
+		if r.Spread > 1 {
+			why += "; prefix hot: spread to " + strconv.Itoa(r.Spread) + " replicas"
+		}
+		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, why)
 		if p := r.Prediction; p != nil {
 			add("route", "predicted %d cached tokens on %s, the engine reported %d", p.Predicted, r.Chosen, p.Engine)
 		}
