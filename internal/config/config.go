@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -314,56 +315,7 @@ func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
 	c.Admission.setDefaults()
 	c.Spend.setDefaults()
-	s := &c.Server
-	if s.Addr == "" {
-		s.Addr = "127.0.0.1:8080"
-	}
-	if s.MaxBodyBytes == 0 {
-		s.MaxBodyBytes = 32 << 20
-	}
-	if s.ReadHeaderTimeout == 0 {
-		s.ReadHeaderTimeout = 10 * time.Second
-	}
-	if s.IdleTimeout == 0 {
-		s.IdleTimeout = 120 * time.Second
-	}
-	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1Lean
-	}
-	if s.ShutdownTimeout == 0 {
-		s.ShutdownTimeout = 30 * time.Second
-	}
-	if s.ReadBodyTimeout == 0 {
-		s.ReadBodyTimeout = DefaultReadBodyTimeout
-	}
-	if s.MinBodyRate == 0 {
-		s.MinBodyRate = DefaultMinBodyRate
-	}
-	if s.WriteTimeout == 0 {
-		s.WriteTimeout = DefaultWriteTimeout
-	}
-	if s.MaxConnections == 0 {
-		s.MaxConnections = DefaultMaxConnections
-	}
-	if s.MaxBodyBytesInFlight == 0 {
-		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
-	}
-	if s.NewConnectionTimeout == 0 {
-		s.NewConnectionTimeout = DefaultNewConnectionTimeout
-	}
-	if s.MaxNewConnections == 0 {
-		s.MaxNewConnections = max(s.MaxConnections/2, 1)
-	}
-	if s.MaxNewConnectionsPerSource == 0 {
-		s.MaxNewConnectionsPerSource = DefaultMaxNewConnectionsPerSource
-	}
-	if s.MaxQUICHandshakes == 0 {
-		s.MaxQUICHandshakes = DefaultMaxQUICHandshakes
-	}
-	if strings.HasPrefix(s.AdminAddr, ":") {
-		// The admin listener has no auth: without a host it listens on loopback only.
-		s.AdminAddr = "127.0.0.1" + s.AdminAddr
-	}
+	c.Server.setDefaults()
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
 		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
@@ -374,46 +326,32 @@ func (c *Config) SetDefaults() {
 		c.Engines[name] = e
 	}
 	for id, m := range c.Models {
-		if m.UpstreamModel == "" {
-			m.UpstreamModel = id
-		}
-		if m.DisplayName == "" {
-			m.DisplayName = id
-		}
-		if m.ContextWindow == 0 {
-			m.ContextWindow = 200000
-		}
-		if m.Created.IsZero() {
-			m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-		}
-		if m.Cache.TTL == 0 {
-			m.Cache.TTL = DefaultCacheTTL
-		}
-		if m.Cache.MaxBytes == 0 {
-			m.Cache.MaxBytes = DefaultCacheMaxBytes
-		}
-		if m.Required == nil {
-			t := true
-			m.Required = &t
-		}
+		m.setDefaults(id)
 		c.Models[id] = m
 	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Access == nil {
-		t := true
-		c.Log.Access = &t
-	}
-	if c.Log.AccessLog.Format == "" {
-		c.Log.AccessLog.Format = AccessJSON
-	}
+	c.Log.setDefaults()
 	c.setPolicyDefaults()
 	c.setTokenizeModels()
 	c.setContextDefaults()
 	c.Store.setDefaults()
 	c.CORS.setDefaults()
 	c.Telemetry.setDefaults()
+}
+
+// setDefaults fills the unset fields of model id: its upstream and display names are its id.
+func (m *Model) setDefaults(id string) {
+	m.UpstreamModel = cmp.Or(m.UpstreamModel, id)
+	m.DisplayName = cmp.Or(m.DisplayName, id)
+	m.ContextWindow = cmp.Or(m.ContextWindow, 200000)
+	if m.Created.IsZero() {
+		m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	m.Cache.TTL = cmp.Or(m.Cache.TTL, DefaultCacheTTL)
+	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheMaxBytes)
+	if m.Required == nil {
+		t := true
+		m.Required = &t
+	}
 }
 
 func (e *Engine) setDefaults() {
@@ -469,55 +407,7 @@ func (c *Config) Validate(kinds ...string) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
 	c.validateAdmission(errs)
-	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
-		errs.add("server.tls", "cert_file and key_file must be given together")
-	}
-	if c.Server.HTTP3 && c.Server.TLS.CertFile == "" {
-		errs.add("server.http3", "needs server.tls (HTTP/3 is always encrypted)")
-	}
-	if c.Server.MaxBodyBytes < 0 {
-		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_body_timeout", c.Server.ReadBodyTimeout}, {"write_timeout", c.Server.WriteTimeout}} {
-		if d.v < 0 {
-			errs.add("server."+d.name, "must not be negative")
-		}
-	}
-	if c.Server.MinBodyRate < -1 {
-		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
-	}
-	if c.Server.MaxConnections < 0 {
-		errs.add("server.max_connections", "must be positive")
-	}
-	if c.Server.NewConnectionTimeout < 0 {
-		errs.add("server.new_connection_timeout", "must not be negative")
-	}
-	if n := c.Server.MaxNewConnections; n < 0 || n > c.Server.MaxConnections {
-		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", c.Server.MaxConnections, n)
-	}
-	if c.Server.MaxNewConnectionsPerSource < -1 {
-		errs.add("server.max_new_connections_per_source", "must be positive, or -1 to turn the cap off")
-	}
-	if c.Server.MaxQUICHandshakes < 0 {
-		errs.add("server.max_quic_handshakes", "must be positive")
-	}
-	for i, h := range c.Server.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, " /:@\t") && !strings.HasPrefix(h, "[") {
-			errs.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name or IP address without a port, got %q", h)
-		}
-	}
-	if h := c.Server.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
-		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
-	}
-	if c.Server.MaxBodyBytesInFlight < 0 {
-		errs.add("server.max_body_bytes_in_flight", "must be positive")
-	} else if c.Server.MaxBodyBytesInFlight < c.Server.MaxBodyBytes {
-		errs.add("server.max_body_bytes_in_flight", "must be at least server.max_body_bytes (%d), got %d",
-			c.Server.MaxBodyBytes, c.Server.MaxBodyBytesInFlight)
-	}
+	c.Server.validate(errs)
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]
 		p := "engines." + name
@@ -548,6 +438,28 @@ func (c *Config) Validate(kinds ...string) error {
 		}
 		e.validatePrefix(p+".prefix_cache", errs)
 	}
+	c.validateModels(errs)
+	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
+		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
+	}
+	c.Log.validate(errs)
+	c.validatePolicy(errs)
+	c.validateContext(errs)
+	c.Store.validate(errs)
+	c.validateCORS(errs)
+	c.Telemetry.validate(errs)
+	c.validateSpend(errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	for i, m := range errs.List {
+		errs.List[i] = RedactUserinfo(m)
+	}
+	return errs
+}
+
+// validateModels checks each model's engines, context window and response cache.
+func (c *Config) validateModels(errs *Errors) {
 	if len(c.Models) == 0 {
 		errs.add("models", "at least one model is required")
 	}
@@ -574,35 +486,6 @@ func (c *Config) Validate(kinds ...string) error {
 			errs.add(p+".cache.max_bytes", "must be at least %d (one answer), got %d", minCacheBytes, m.Cache.MaxBytes)
 		}
 	}
-	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
-		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
-	}
-	switch c.Log.AccessLog.Format {
-	case AccessJSON, AccessText:
-	default:
-		errs.add("log.access_log.format", "unknown format %q (want json or text)", c.Log.AccessLog.Format)
-	}
-	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
-		errs.add("log.access_log.path", "%q names a directory, want a file", p)
-	}
-	c.validatePolicy(errs)
-	c.validateContext(errs)
-	c.Store.validate(errs)
-	c.validateCORS(errs)
-	c.Telemetry.validate(errs)
-	c.validateSpend(errs)
-	if len(errs.List) == 0 {
-		return nil
-	}
-	for i, m := range errs.List {
-		errs.List[i] = RedactUserinfo(m)
-	}
-	return errs
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -270,6 +270,40 @@ func setDuration(d *time.Duration, def time.Duration) {
 
 // validatePolicy checks keys, limits, routing names and knobs, adding every problem to errs.
 func (c *Config) validatePolicy(errs *Errors) {
+	c.validateKeys(errs)
+
+	l := &c.Limits
+	l.Global.validate("limits.global", errs)
+	if l.MaxHeaderBytes < 0 {
+		errs.add("limits.max_header_bytes", "must not be negative")
+	}
+	if l.MaxMessages < 0 {
+		errs.add("limits.max_messages", "must not be negative")
+	}
+	if l.MaxContentBytes < 0 {
+		errs.add("limits.max_content_bytes", "must not be negative")
+	}
+
+	for _, name := range sortedKeys(c.Engines) {
+		e := c.Engines[name]
+		for _, f := range []struct{ key, v string }{{"health_path", e.HealthPath}, {"metrics_path", e.MetricsPath}} {
+			switch {
+			case f.v == "":
+			case e.Kind == KindSim:
+				errs.add("engines."+name+"."+f.key, "not used by kind sim (its load and health are read directly)")
+			case !strings.HasPrefix(f.v, "/"):
+				errs.add("engines."+name+"."+f.key, "must be a path starting with /, got %q", f.v)
+			}
+		}
+	}
+
+	c.validateNames(errs)
+	c.validateRouting(errs)
+}
+
+// validateKeys checks the API keys: each named, the names and the hashes unique, the hashes
+// SHA-256 in hex, the models they may use named, and their limits.
+func (c *Config) validateKeys(errs *Errors) {
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, k := range c.Keys {
@@ -300,33 +334,12 @@ func (c *Config) validatePolicy(errs *Errors) {
 		}
 		k.Limits.validate(p+".limits", errs)
 	}
+}
 
-	l := &c.Limits
-	l.Global.validate("limits.global", errs)
-	if l.MaxHeaderBytes < 0 {
-		errs.add("limits.max_header_bytes", "must not be negative")
-	}
-	if l.MaxMessages < 0 {
-		errs.add("limits.max_messages", "must not be negative")
-	}
-	if l.MaxContentBytes < 0 {
-		errs.add("limits.max_content_bytes", "must not be negative")
-	}
-
-	for _, name := range sortedKeys(c.Engines) {
-		e := c.Engines[name]
-		for _, f := range []struct{ key, v string }{{"health_path", e.HealthPath}, {"metrics_path", e.MetricsPath}} {
-			switch {
-			case f.v == "":
-			case e.Kind == KindSim:
-				errs.add("engines."+name+"."+f.key, "not used by kind sim (its load and health are read directly)")
-			case !strings.HasPrefix(f.v, "/"):
-				errs.add("engines."+name+"."+f.key, "must be a path starting with /, got %q", f.v)
-			}
-		}
-	}
-
-	// Names clients may ask for: models, splits and aliases share one namespace.
+// validateNames checks the names clients may ask for — models, splits and aliases share one
+// namespace — and what they lead to: each fallback and split target a model, fallback chains
+// bounded, each alias a model or a split.
+func (c *Config) validateNames(errs *Errors) {
 	for _, id := range sortedKeys(c.Models) {
 		m := c.Models[id]
 		for i, f := range m.Fallback {
@@ -374,7 +387,11 @@ func (c *Config) validatePolicy(errs *Errors) {
 			errs.add(p, "unknown model or split %q (an alias cannot point at another alias)", target)
 		}
 	}
+}
 
+// validateRouting checks the pickers, global and each model's, and the routing's bounds,
+// ratios and times.
+func (c *Config) validateRouting(errs *Errors) {
 	r := &c.Routing
 	validatePicker("routing.picker", r.Picker, errs)
 	for _, id := range sortedKeys(c.Models) {
