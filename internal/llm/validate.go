@@ -472,7 +472,13 @@ func (r *Request) validateTools() error {
 // ValidToolName reports whether s is a valid tool name: ^[a-zA-Z0-9_-]{1,128}$, as both the
 // Anthropic and the OpenAI APIs require.
 func ValidToolName(s string) bool {
-	if s == "" || len(s) > MaxToolName {
+	return len(s) <= MaxToolName && ValidID(s)
+}
+
+// ValidID reports whether s matches ^[a-zA-Z0-9_-]+$, the characters of tool names and of the
+// ids the Anthropic API takes for tool_use blocks.
+func ValidID(s string) bool {
+	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

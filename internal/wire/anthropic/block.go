@@ -326,7 +326,7 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		switch {
 		case b.seen&mID == 0:
 			return dst, d.required("id")
-		case !validID(b.id):
+		case !llm.ValidID(b.id):
 			return dst, d.failAt("id", "must match ^[a-zA-Z0-9_-]+$, got %q", clipString(b.id))
 		case b.seen&mName == 0:
 			return dst, d.required("name")
@@ -340,7 +340,7 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		switch {
 		case b.seen&mToolUseID == 0:
 			return dst, d.required("tool_use_id")
-		case !validID(b.toolUseID):
+		case !llm.ValidID(b.toolUseID):
 			return dst, d.failAt("tool_use_id", "must match ^[a-zA-Z0-9_-]+$, got %q", clipString(b.toolUseID))
 		}
 		return append(dst, llm.Block{Type: llm.BlockToolResult, ToolUseID: b.toolUseID,

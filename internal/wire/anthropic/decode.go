@@ -514,25 +514,6 @@ func (d *decoder) tools(r *llm.Request) error {
 	return nil
 }
 
-// validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,128}$.
-func validToolName(s string) bool {
-	return len(s) <= 128 && validID(s)
-}
-
-// validID reports whether s matches ^[a-zA-Z0-9_-]+$.
-func validID(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func (d *decoder) tool(t *llm.Tool) error {
 	if err := d.object(); err != nil {
 		return err
@@ -574,7 +555,7 @@ func (d *decoder) tool(t *llm.Tool) error {
 		return d.failAt("type", "tool type %q is not supported; only custom tools (name, description, input_schema) are", clipString(typ))
 	case !hasName:
 		return d.required("name")
-	case !validToolName(t.Name):
+	case !llm.ValidToolName(t.Name):
 		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(t.Name))
 	case t.InputSchema == nil:
 		return d.required("input_schema")
@@ -686,7 +667,7 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 	switch {
 	case tc.Type == llm.ToolNamed && !hasName:
 		return d.required("name")
-	case tc.Type == llm.ToolNamed && !validToolName(name):
+	case tc.Type == llm.ToolNamed && !llm.ValidToolName(name):
 		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(name))
 	case tc.Type != llm.ToolNamed && hasName:
 		d.enter("name")

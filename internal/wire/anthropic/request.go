@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // AppendRequest appends r as a Messages API request body, the inverse of DecodeRequest: model
@@ -45,14 +46,8 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		dst = appendInt(dst, *r.TopK)
 	}
 	if len(r.StopSequences) > 0 {
-		dst = append(dst, `,"stop_sequences":[`...)
-		for i, s := range r.StopSequences {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, s)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"stop_sequences":`...)
+		dst = jsontext.AppendStrings(dst, r.StopSequences)
 	}
 	if len(r.Tools) > 0 {
 		dst = appendTools(dst, r.Tools)
@@ -157,13 +152,7 @@ func appendBlock(dst []byte, b *llm.Block) []byte {
 		}
 		return append(dst, '}', '}')
 	case llm.BlockToolUse:
-		dst = append(dst, `{"type":"tool_use","id":`...)
-		dst = appendString(dst, b.ID)
-		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, b.Name)
-		dst = append(dst, `,"input":`...)
-		dst = appendInput(dst, b.Input)
-		return append(dst, '}')
+		return appendToolUse(dst, b)
 	case llm.BlockToolResult:
 		dst = append(dst, `{"type":"tool_result","tool_use_id":`...)
 		dst = appendString(dst, b.ToolUseID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // AppendRequest appends the Chat Completions request an OpenAI-compatible engine gets for r,
@@ -41,14 +42,8 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		dst = appendInt(dst, int64(*r.TopK))
 	}
 	if len(r.StopSequences) > 0 {
-		dst = append(dst, `,"stop":[`...)
-		for i, s := range r.StopSequences {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, s)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"stop":`...)
+		dst = jsontext.AppendStrings(dst, r.StopSequences)
 	}
 	if len(r.Tools) > 0 {
 		dst = appendTools(dst, r.Tools, &r.ToolChoice)
