@@ -356,18 +356,10 @@ func (m *Model) setDefaults(id string) {
 
 func (e *Engine) setDefaults() {
 	t := &e.Timeouts
-	if t.Connect == 0 {
-		t.Connect = 5 * time.Second
-	}
-	if t.FirstByte == 0 {
-		t.FirstByte = 60 * time.Second
-	}
-	if t.Idle == 0 {
-		t.Idle = 60 * time.Second
-	}
-	if t.Total == 0 {
-		t.Total = 10 * time.Minute
-	}
+	t.Connect = cmp.Or(t.Connect, 5*time.Second)
+	t.FirstByte = cmp.Or(t.FirstByte, 60*time.Second)
+	t.Idle = cmp.Or(t.Idle, 60*time.Second)
+	t.Total = cmp.Or(t.Total, 10*time.Minute)
 	if e.Kind == KindSim {
 		e.Sim.SetDefaults()
 	}
@@ -376,6 +368,13 @@ func (e *Engine) setDefaults() {
 // Errors lists every problem found in a configuration, each prefixed with its path.
 type Errors struct {
 	List []string
+}
+
+// notNegative adds the problem of a negative v, the value at path.
+func notNegative[T ~int | ~int64 | ~float64](errs *Errors, path string, v T) {
+	if v < 0 {
+		errs.add(path, "must not be negative")
+	}
 }
 
 func (e *Errors) add(path, format string, args ...any) {
@@ -433,9 +432,7 @@ func (c *Config) Validate(kinds ...string) error {
 				errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
 			}
 		}
-		if e.MaxConcurrency < 0 {
-			errs.add(p+".max_concurrency", "must not be negative")
-		}
+		notNegative(errs, p+".max_concurrency", e.MaxConcurrency)
 		e.validatePrefix(p+".prefix_cache", errs)
 	}
 	c.validateModels(errs)

@@ -121,23 +121,15 @@ func (s *Server) validate(errs *Errors) {
 	if s.MaxBodyBytes < 0 {
 		errs.add("server.max_body_bytes", "must be positive, got %d", s.MaxBodyBytes)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_body_timeout", s.ReadBodyTimeout}, {"write_timeout", s.WriteTimeout}} {
-		if d.v < 0 {
-			errs.add("server."+d.name, "must not be negative")
-		}
-	}
+	notNegative(errs, "server.read_body_timeout", s.ReadBodyTimeout)
+	notNegative(errs, "server.write_timeout", s.WriteTimeout)
 	if s.MinBodyRate < -1 {
 		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
 	}
 	if s.MaxConnections < 0 {
 		errs.add("server.max_connections", "must be positive")
 	}
-	if s.NewConnectionTimeout < 0 {
-		errs.add("server.new_connection_timeout", "must not be negative")
-	}
+	notNegative(errs, "server.new_connection_timeout", s.NewConnectionTimeout)
 	if n := s.MaxNewConnections; n < 0 || n > s.MaxConnections {
 		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", s.MaxConnections, n)
 	}
