@@ -367,15 +367,7 @@ func (d *decoder) source(s *rawSource, depth int) error {
 	if err := d.object(); err != nil {
 		return err
 	}
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return d.members(func(k string) (err error) {
 		switch k {
 		case "type":
 			s.typ, err = d.readString()
@@ -399,11 +391,8 @@ func (d *decoder) source(s *rawSource, depth int) error {
 		default:
 			return d.extra()
 		}
-		if err != nil {
-			return err
-		}
-		d.leave()
-	}
+		return err
+	})
 }
 
 // extraAt reports the member key of the current object as not permitted.
