@@ -5,13 +5,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -335,56 +336,7 @@ func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
 	c.Admission.setDefaults()
 	c.Spend.setDefaults()
-	s := &c.Server
-	if s.Addr == "" {
-		s.Addr = "127.0.0.1:8080"
-	}
-	if s.MaxBodyBytes == 0 {
-		s.MaxBodyBytes = 32 << 20
-	}
-	if s.ReadHeaderTimeout == 0 {
-		s.ReadHeaderTimeout = 10 * time.Second
-	}
-	if s.IdleTimeout == 0 {
-		s.IdleTimeout = 120 * time.Second
-	}
-	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1Lean
-	}
-	if s.ShutdownTimeout == 0 {
-		s.ShutdownTimeout = 30 * time.Second
-	}
-	if s.ReadBodyTimeout == 0 {
-		s.ReadBodyTimeout = DefaultReadBodyTimeout
-	}
-	if s.MinBodyRate == 0 {
-		s.MinBodyRate = DefaultMinBodyRate
-	}
-	if s.WriteTimeout == 0 {
-		s.WriteTimeout = DefaultWriteTimeout
-	}
-	if s.MaxConnections == 0 {
-		s.MaxConnections = DefaultMaxConnections
-	}
-	if s.MaxBodyBytesInFlight == 0 {
-		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
-	}
-	if s.NewConnectionTimeout == 0 {
-		s.NewConnectionTimeout = DefaultNewConnectionTimeout
-	}
-	if s.MaxNewConnections == 0 {
-		s.MaxNewConnections = max(s.MaxConnections/2, 1)
-	}
-	if s.MaxNewConnectionsPerSource == 0 {
-		s.MaxNewConnectionsPerSource = DefaultMaxNewConnectionsPerSource
-	}
-	if s.MaxQUICHandshakes == 0 {
-		s.MaxQUICHandshakes = DefaultMaxQUICHandshakes
-	}
-	if strings.HasPrefix(s.AdminAddr, ":") {
-		// The admin listener has no auth: without a host it listens on loopback only.
-		s.AdminAddr = "127.0.0.1" + s.AdminAddr
-	}
+	c.Server.setDefaults()
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
 		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
@@ -395,40 +347,10 @@ func (c *Config) SetDefaults() {
 		c.Engines[name] = e
 	}
 	for id, m := range c.Models {
-		if m.UpstreamModel == "" {
-			m.UpstreamModel = id
-		}
-		if m.DisplayName == "" {
-			m.DisplayName = id
-		}
-		if m.ContextWindow == 0 {
-			m.ContextWindow = 200000
-		}
-		if m.Created.IsZero() {
-			m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-		}
-		if m.Cache.TTL == 0 {
-			m.Cache.TTL = DefaultCacheTTL
-		}
-		if m.Cache.MaxBytes == 0 {
-			m.Cache.MaxBytes = DefaultCacheMaxBytes
-		}
-		if m.Required == nil {
-			t := true
-			m.Required = &t
-		}
+		m.setDefaults(id)
 		c.Models[id] = m
 	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Access == nil {
-		t := true
-		c.Log.Access = &t
-	}
-	if c.Log.AccessLog.Format == "" {
-		c.Log.AccessLog.Format = AccessJSON
-	}
+	c.Log.setDefaults()
 	c.setPolicyDefaults()
 	c.setTokenizeModels()
 	c.setContextDefaults()
@@ -437,20 +359,28 @@ func (c *Config) SetDefaults() {
 	c.Telemetry.setDefaults()
 }
 
+// setDefaults fills the unset fields of model id: its upstream and display names are its id.
+func (m *Model) setDefaults(id string) {
+	m.UpstreamModel = cmp.Or(m.UpstreamModel, id)
+	m.DisplayName = cmp.Or(m.DisplayName, id)
+	m.ContextWindow = cmp.Or(m.ContextWindow, 200000)
+	if m.Created.IsZero() {
+		m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	m.Cache.TTL = cmp.Or(m.Cache.TTL, DefaultCacheTTL)
+	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheMaxBytes)
+	if m.Required == nil {
+		t := true
+		m.Required = &t
+	}
+}
+
 func (e *Engine) setDefaults() {
 	t := &e.Timeouts
-	if t.Connect == 0 {
-		t.Connect = 5 * time.Second
-	}
-	if t.FirstByte == 0 {
-		t.FirstByte = 60 * time.Second
-	}
-	if t.Idle == 0 {
-		t.Idle = 60 * time.Second
-	}
-	if t.Total == 0 {
-		t.Total = 10 * time.Minute
-	}
+	t.Connect = cmp.Or(t.Connect, 5*time.Second)
+	t.FirstByte = cmp.Or(t.FirstByte, 60*time.Second)
+	t.Idle = cmp.Or(t.Idle, 60*time.Second)
+	t.Total = cmp.Or(t.Total, 10*time.Minute)
 	if e.Kind == KindSim {
 		e.Sim.SetDefaults()
 	}
@@ -459,6 +389,13 @@ func (e *Engine) setDefaults() {
 // Errors lists every problem found in a configuration, each prefixed with its path.
 type Errors struct {
 	List []string
+}
+
+// notNegative adds the problem of a negative v, the value at path.
+func notNegative[T ~int | ~int64 | ~float64](errs *Errors, path string, v T) {
+	if v < 0 {
+		errs.add(path, "must not be negative")
+	}
 }
 
 func (e *Errors) add(path, format string, args ...any) {
@@ -490,55 +427,7 @@ func (c *Config) Validate(k Known) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
 	c.validateAdmission(errs)
-	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
-		errs.add("server.tls", "cert_file and key_file must be given together")
-	}
-	if c.Server.HTTP3 && c.Server.TLS.CertFile == "" {
-		errs.add("server.http3", "needs server.tls (HTTP/3 is always encrypted)")
-	}
-	if c.Server.MaxBodyBytes < 0 {
-		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_body_timeout", c.Server.ReadBodyTimeout}, {"write_timeout", c.Server.WriteTimeout}} {
-		if d.v < 0 {
-			errs.add("server."+d.name, "must not be negative")
-		}
-	}
-	if c.Server.MinBodyRate < -1 {
-		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
-	}
-	if c.Server.MaxConnections < 0 {
-		errs.add("server.max_connections", "must be positive")
-	}
-	if c.Server.NewConnectionTimeout < 0 {
-		errs.add("server.new_connection_timeout", "must not be negative")
-	}
-	if n := c.Server.MaxNewConnections; n < 0 || n > c.Server.MaxConnections {
-		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", c.Server.MaxConnections, n)
-	}
-	if c.Server.MaxNewConnectionsPerSource < -1 {
-		errs.add("server.max_new_connections_per_source", "must be positive, or -1 to turn the cap off")
-	}
-	if c.Server.MaxQUICHandshakes < 0 {
-		errs.add("server.max_quic_handshakes", "must be positive")
-	}
-	for i, h := range c.Server.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, " /:@\t") && !strings.HasPrefix(h, "[") {
-			errs.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name or IP address without a port, got %q", h)
-		}
-	}
-	if h := c.Server.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
-		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
-	}
-	if c.Server.MaxBodyBytesInFlight < 0 {
-		errs.add("server.max_body_bytes_in_flight", "must be positive")
-	} else if c.Server.MaxBodyBytesInFlight < c.Server.MaxBodyBytes {
-		errs.add("server.max_body_bytes_in_flight", "must be at least server.max_body_bytes (%d), got %d",
-			c.Server.MaxBodyBytes, c.Server.MaxBodyBytesInFlight)
-	}
+	c.Server.validate(errs)
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]
 		p := "engines." + name
@@ -564,11 +453,31 @@ func (c *Config) Validate(k Known) error {
 				errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
 			}
 		}
-		if e.MaxConcurrency < 0 {
-			errs.add(p+".max_concurrency", "must not be negative")
-		}
+		notNegative(errs, p+".max_concurrency", e.MaxConcurrency)
 		e.validatePrefix(p+".prefix_cache", errs)
 	}
+	c.validateModels(errs)
+	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
+		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
+	}
+	c.Log.validate(errs)
+	c.validatePolicy(k, errs)
+	c.validateContext(errs)
+	c.Store.validate(errs)
+	c.validateCORS(errs)
+	c.Telemetry.validate(errs)
+	c.validateSpend(errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	for i, m := range errs.List {
+		errs.List[i] = RedactUserinfo(m)
+	}
+	return errs
+}
+
+// validateModels checks each model's engines, context window and response cache.
+func (c *Config) validateModels(errs *Errors) {
 	if len(c.Models) == 0 {
 		errs.add("models", "at least one model is required")
 	}
@@ -595,45 +504,10 @@ func (c *Config) Validate(k Known) error {
 			errs.add(p+".cache.max_bytes", "must be at least %d (one answer), got %d", minCacheBytes, m.Cache.MaxBytes)
 		}
 	}
-	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
-		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
-	}
-	switch c.Log.AccessLog.Format {
-	case AccessJSON, AccessText:
-	default:
-		errs.add("log.access_log.format", "unknown format %q (want json or text)", c.Log.AccessLog.Format)
-	}
-	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
-		errs.add("log.access_log.path", "%q names a directory, want a file", p)
-	}
-	c.validatePolicy(k, errs)
-	c.validateContext(errs)
-	c.Store.validate(errs)
-	c.validateCORS(errs)
-	c.Telemetry.validate(errs)
-	c.validateSpend(errs)
-	if len(errs.List) == 0 {
-		return nil
-	}
-	for i, m := range errs.List {
-		errs.List[i] = RedactUserinfo(m)
-	}
-	return errs
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // checkURL says what is wrong with an engine's base URL, or "".
 func checkURL(s string) string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strconv"
@@ -109,31 +110,19 @@ func (e *Engine) setPrefixDefaults() {
 	pc := &e.PrefixCache
 	switch e.Kind {
 	case KindSim:
-		if pc.BlockTokens == 0 {
-			pc.BlockTokens = e.Sim.BlockTokens
-		}
-		if pc.CapacityTokens == 0 {
-			pc.CapacityTokens = e.Sim.KVCacheTokens
-		}
+		pc.BlockTokens = cmp.Or(pc.BlockTokens, e.Sim.BlockTokens)
+		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, e.Sim.KVCacheTokens)
 	case KindOpenAI:
-		if pc.CapacityTokens == 0 {
-			pc.CapacityTokens = DefaultPrefixCapacityTokens
-		}
+		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, DefaultPrefixCapacityTokens)
 	}
-	if pc.BlockTokens == 0 {
-		pc.BlockTokens = 16
-	}
-	if pc.Mode == "" {
-		pc.Mode = PrefixApproximate
-	}
+	pc.BlockTokens = cmp.Or(pc.BlockTokens, 16)
+	pc.Mode = cmp.Or(pc.Mode, PrefixApproximate)
 	if pc.Tokenize == TokenizeEngine {
 		if pc.TokenizeURL == "" && e.Kind == KindOpenAI {
 			root := strings.TrimSuffix(strings.TrimRight(e.URL, "/"), "/v1")
 			pc.TokenizeURL = root + "/tokenize"
 		}
-		if pc.TokenizeCacheTokens == 0 {
-			pc.TokenizeCacheTokens = DefaultTokenizeCacheTokens
-		}
+		pc.TokenizeCacheTokens = cmp.Or(pc.TokenizeCacheTokens, DefaultTokenizeCacheTokens)
 	}
 	if pc.Mode == PrefixPrecise && pc.EventsMaxBytes == 0 {
 		pc.EventsMaxBytes = DefaultEventsMaxBytes
@@ -317,19 +306,13 @@ const (
 )
 
 func (r *PrefixRouting) setDefaults() {
-	if r.Imbalance == 0 {
-		r.Imbalance = DefaultRoutingImbalance
-	}
-	if r.Slack == 0 {
-		r.Slack = DefaultRoutingSlack
-	}
+	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
+	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
 	r.Spread.setDefaults()
 }
 
 func (r *PrefixRouting) validate(errs *Errors) {
-	if r.LoadTokens < 0 {
-		errs.add("routing.prefix.load_tokens", "must not be negative")
-	}
+	notNegative(errs, "routing.prefix.load_tokens", r.LoadTokens)
 	validateGuard("routing.prefix", r.Imbalance, r.Slack, errs)
 	r.Spread.validate(errs)
 }
@@ -338,9 +321,7 @@ func validateGuard(p string, imbalance float64, slack int, errs *Errors) {
 	if imbalance < 0 || imbalance > 0 && imbalance < 1 {
 		errs.add(p+".imbalance", "must be at least 1, got %g", imbalance)
 	}
-	if slack < 0 {
-		errs.add(p+".slack", "must not be negative")
-	}
+	notNegative(errs, p+".slack", slack)
 }
 
 // Sticky fallbacks: what keys a request without the session header.
@@ -369,18 +350,10 @@ type StickyRouting struct {
 }
 
 func (r *StickyRouting) setDefaults() {
-	if r.Header == "" {
-		r.Header = DefaultStickyHeader
-	}
-	if r.Fallback == "" {
-		r.Fallback = StickyFallbackKey
-	}
-	if r.Imbalance == 0 {
-		r.Imbalance = DefaultRoutingImbalance
-	}
-	if r.Slack == 0 {
-		r.Slack = DefaultRoutingSlack
-	}
+	r.Header = cmp.Or(r.Header, DefaultStickyHeader)
+	r.Fallback = cmp.Or(r.Fallback, StickyFallbackKey)
+	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
+	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
 }
 
 func (r *StickyRouting) validate(errs *Errors) {
