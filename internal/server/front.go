@@ -63,14 +63,18 @@ var (
 				_, err := binary.NegotiateVersion(x.r.Header)
 				return nil, err
 			}
-			// The request's strings point into the body's buffer, which the next request
-			// reuses once this one is finished. What keeps a string past that copies it: the
-			// decoder copies the model name (the record's, the metrics' labels, the spans'),
-			// the cache its entries' events (an engine may answer with the request's own
-			// strings), the directives an offload target (the record's); the rest of the
+			// In place, the request's strings point into the body's buffer, which the next
+			// request reuses once this one is finished. What keeps a string past that copies
+			// it: the decoder copies the model name (the record's, the metrics' labels, the
+			// spans'), the cache its entries' events (an engine may answer with the request's
+			// own strings), the directives an offload target (the record's); the rest of the
 			// record (access log, traces) holds no string of the request. Only this front
 			// decodes in place: the Responses API keeps whole conversations.
-			req, err := anthropic.DecodeRequestInPlace(body)
+			decode := anthropic.DecodeRequest
+			if x.s.inPlace {
+				decode = anthropic.DecodeRequestInPlace
+			}
+			req, err := decode(body)
 			if err == nil {
 				req.Format = llm.FormatAnthropic
 			}

@@ -54,6 +54,11 @@ type Options struct {
 	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
 	// too; by default they are not.
 	LogScrapes bool
+	// DecodeInPlace lets a /v1/messages request's strings point into the body's pooled
+	// buffer instead of a copy of it. Every part of the gateway that keeps a string of a
+	// request past its end copies it; code of the application's that sees requests (an engine
+	// kind or a picker of its own) may not, so it is set only without such code.
+	DecodeInPlace bool
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -138,7 +143,9 @@ type Server struct {
 	logScrapes bool
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
-	bufs      sync.Pool
+	// inPlace is Options.DecodeInPlace.
+	inPlace bool
+	bufs    sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
 	xs sync.Pool
@@ -147,7 +154,7 @@ type Server struct {
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
 	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
-		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes}
+		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes, inPlace: o.DecodeInPlace}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
