@@ -386,3 +386,56 @@ func TestPassThroughWrapped(t *testing.T) {
 		g.Close()
 	}
 }
+
+// textPicker keeps the last message's text of every request it places, as an application's
+// picker may (a cache of its own by prompt, say).
+type textPicker struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (p *textPicker) Pick(req *layer0.PickRequest, _ []layer0.ReplicaLoad) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := req.Request; r != nil && len(r.Messages) > 0 && len(r.Messages[len(r.Messages)-1].Content) > 0 {
+		p.texts = append(p.texts, r.Messages[len(r.Messages)-1].Content[0].Text)
+	}
+	return 0
+}
+
+// A gateway with code of the application's that sees requests does not decode them in place in
+// the pooled body buffer: a string a picker kept of one request still says what that request
+// said after the next one, of the same length and shape, was read into the same buffer.
+func TestPickerKeepsRequestStrings(t *testing.T) {
+	pk := &textPicker{}
+	g, err := layer0.New(&layer0.Config{
+		Engines: map[string]layer0.EngineConfig{"s": {Kind: layer0.KindSim}},
+		Models:  map[string]layer0.Model{"m": {Engines: []string{"s"}, Routing: layer0.ModelRouting{Picker: "keep"}}},
+	}, layer0.WithPicker("keep", func(string) layer0.Picker { return pk }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	var want []string
+	for i := range 20 {
+		text := strings.Repeat(string(rune('a'+i)), 12)
+		want = append(want, text)
+		resp, err := http.Post(srv.URL+"/v1/messages", "application/json",
+			strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"`+text+`"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the status matters
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %s", i, resp.Status)
+		}
+	}
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if !slices.Equal(pk.texts, want) {
+		t.Errorf("the texts the picker kept: %q, want %q", pk.texts, want)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -400,5 +401,32 @@ func (r *Recorder) Entry(served string, now time.Time) *Entry {
 	}
 	evs := make([]llm.Event, n)
 	copy(evs, r.events)
+	ownStrings(evs)
 	return &Entry{Model: evs[0].Model, Served: served, Events: evs, Usage: evs[n-1].Usage, Stored: now}
+}
+
+// ownStrings gives the events' strings a copy of their own, one for all of them: an entry
+// outlives the request, and the events' strings may point into memory the request reuses — an
+// engine may answer with the request's own strings (the simulator names a tool_use block after
+// the request's tool, and gives it input quoted from the prompt), and the request's strings may
+// point into the body's pooled buffer.
+func ownStrings(evs []llm.Event) {
+	n := 0
+	for i := range evs {
+		e := &evs[i]
+		n += len(e.ID) + len(e.Name) + len(e.Model) + len(e.Text) + len(e.StopSequence)
+	}
+	buf := make([]byte, 0, n)
+	own := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		start := len(buf)
+		buf = append(buf, s...)
+		return unsafe.String(&buf[start], len(s)) // buf never grows: its bytes stay put
+	}
+	for i := range evs {
+		e := &evs[i]
+		e.ID, e.Name, e.Model, e.Text, e.StopSequence = own(e.ID), own(e.Name), own(e.Model), own(e.Text), own(e.StopSequence)
+	}
 }

@@ -162,7 +162,9 @@ func (g *Gateway) observe(cfg *config.Config) error {
 	g.traces = trace.New(cfg.Debug.Requests)
 	g.srv = server.New(g.snapshot, server.Options{AccessLog: g.access,
 		Logger: g.logger, Metrics: g.metrics, EngineLoad: g.engineLoad, AdminOnly: cfg.Server.AdminAddr != "",
-		Traces: g.traces, Ready: g.unready, Config: g.redactedConfig, LogScrapes: cfg.Log.AccessLog.Scrapes})
+		Traces: g.traces, Ready: g.unready, Config: g.redactedConfig, LogScrapes: cfg.Log.AccessLog.Scrapes,
+		// The application's engines and pickers see the requests, and may keep their strings.
+		DecodeInPlace: len(g.opts.Engines) == 0 && len(g.opts.Pickers) == 0})
 	if g.listener, err = g.metrics.WatchListener(g.srv.BodyBytesInFlight); err != nil {
 		return fmt.Errorf("layer0: %w", err)
 	}

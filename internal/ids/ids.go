@@ -33,6 +33,16 @@ func make1(prefix string, n int) string {
 // Request returns a new request id, "L0-" and 20 base-62 characters.
 func Request() string { return make1("L0-", 20) }
 
+// AppendRequest appends a new request id to dst (Request), for a caller that keeps the id in
+// memory of its own.
+func AppendRequest(dst []byte) []byte { return appendRandom(append(dst, "L0-"...), 20) }
+
+// AppendMessage appends a new message id to dst (Message).
+func AppendMessage(dst []byte) []byte { return appendRandom(append(dst, "msg_"...), 24) }
+
+// AppendCompletion appends a new completion id to dst (Completion).
+func AppendCompletion(dst []byte) []byte { return appendRandom(append(dst, "chatcmpl-"...), 24) }
+
 // Message returns a new Anthropic message id, "msg_" and 24 base-62 characters.
 func Message() string { return make1("msg_", 24) }
 

@@ -101,65 +101,72 @@ func writeHeader(now time.Time, sts [6]Status, found [6]bool, h http.Header, out
 	req, okReq := tightest(sts[0:2], found[0:2])
 	in, okIn := tightest(sts[2:4], found[2:4])
 	out, okOut := tightest(sts[4:6], found[4:6])
+	// The values are formatted in buf on the stack: headerWriter's methods take and return the
+	// slice rather than keep it in a field, which would move buf to the heap.
 	var buf [384]byte
-	w := headerWriter{b: buf[:0]}
+	var w headerWriter
+	b := buf[:0]
 	if okReq {
-		w.anthropic(now, req, hAnthropicRequestsLimit, hAnthropicRequestsRemaining, hAnthropicRequestsReset)
-		w.openAI(now, req, hOpenAILimitRequests, hOpenAIRemainingRequests, hOpenAIResetRequests)
+		b = w.anthropic(b, now, req, hAnthropicRequestsLimit, hAnthropicRequestsRemaining, hAnthropicRequestsReset)
+		b = w.openAI(b, now, req, hOpenAILimitRequests, hOpenAIRemainingRequests, hOpenAIResetRequests)
 	}
 	outTokens = outTokens && okOut
 	if okIn {
-		w.anthropic(now, in, hAnthropicInputTokensLimit, hAnthropicInputTokensRemaining, hAnthropicInputTokensReset)
+		b = w.anthropic(b, now, in, hAnthropicInputTokensLimit, hAnthropicInputTokensRemaining, hAnthropicInputTokensReset)
 		if !outTokens {
-			w.openAI(now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+			b = w.openAI(b, now, in, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
 		}
 	}
 	if okOut {
-		w.anthropic(now, out, hAnthropicOutputTokensLimit, hAnthropicOutputTokensRemaining, hAnthropicOutputTokensReset)
+		b = w.anthropic(b, now, out, hAnthropicOutputTokensLimit, hAnthropicOutputTokensRemaining, hAnthropicOutputTokensReset)
 		if !okIn || outTokens {
-			w.openAI(now, out, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
+			b = w.openAI(b, now, out, hOpenAILimitTokens, hOpenAIRemainingTokens, hOpenAIResetTokens)
 		}
 	}
-	w.set(h)
+	w.set(h, b)
 }
 
-// headerWriter formats up to 15 header values into one buffer and sets them with one string and
-// one slice allocation in all, rather than two per header: these headers go on every answer.
+// headerWriter notes up to 15 header values formatted into one buffer, which its methods append
+// to and return, and sets them with one string and one slice allocation in all, rather than two
+// per header: these headers go on every answer.
 type headerWriter struct {
 	names [15]string
 	ends  [15]int
 	n     int
-	b     []byte
 }
 
-func (w *headerWriter) add(name string) {
-	w.names[w.n], w.ends[w.n] = name, len(w.b)
+// add notes the value that ends at end as header name's.
+func (w *headerWriter) add(name string, end int) {
+	w.names[w.n], w.ends[w.n] = name, end
 	w.n++
 }
 
-func (w *headerWriter) anthropic(now time.Time, st Status, limit, remaining, reset string) {
-	w.b = strconv.AppendInt(w.b, st.Limit, 10)
-	w.add(limit)
-	w.b = strconv.AppendInt(w.b, st.Remaining, 10)
-	w.add(remaining)
-	w.b = resetTime(now, st.Reset).UTC().AppendFormat(w.b, time.RFC3339)
-	w.add(reset)
+func (w *headerWriter) anthropic(b []byte, now time.Time, st Status, limit, remaining, reset string) []byte {
+	b = strconv.AppendInt(b, st.Limit, 10)
+	w.add(limit, len(b))
+	b = strconv.AppendInt(b, st.Remaining, 10)
+	w.add(remaining, len(b))
+	b = resetTime(now, st.Reset).UTC().AppendFormat(b, time.RFC3339)
+	w.add(reset, len(b))
+	return b
 }
 
-func (w *headerWriter) openAI(now time.Time, st Status, limit, remaining, reset string) {
-	w.b = strconv.AppendInt(w.b, st.Limit, 10)
-	w.add(limit)
-	w.b = strconv.AppendInt(w.b, st.Remaining, 10)
-	w.add(remaining)
-	w.b = append(w.b, roundUp(max(st.Reset.Sub(now), 0)).String()...)
-	w.add(reset)
+func (w *headerWriter) openAI(b []byte, now time.Time, st Status, limit, remaining, reset string) []byte {
+	b = strconv.AppendInt(b, st.Limit, 10)
+	w.add(limit, len(b))
+	b = strconv.AppendInt(b, st.Remaining, 10)
+	w.add(remaining, len(b))
+	b = append(b, roundUp(max(st.Reset.Sub(now), 0)).String()...)
+	w.add(reset, len(b))
+	return b
 }
 
-func (w *headerWriter) set(h http.Header) {
+// set sets the noted headers on h, their values copied out of b.
+func (w *headerWriter) set(h http.Header, b []byte) {
 	if w.n == 0 {
 		return
 	}
-	text := string(w.b)
+	text := string(b)
 	vals := make([]string, w.n)
 	start := 0
 	for i := range w.n {

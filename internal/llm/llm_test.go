@@ -40,6 +40,56 @@ func TestCollector(t *testing.T) {
 	}
 }
 
+// TestCollectorTextStays checks that a Text the collector handed out never changes as later
+// deltas arrive (its bytes are shared with the buffer that grows), for blocks past the first two
+// too, and that a Content set before the first event is the storage the blocks go to.
+func TestCollectorTextStays(t *testing.T) {
+	var c Collector
+	storage := make([]Block, 0, 4)
+	c.Response.Content = storage
+	send := func(ev Event) {
+		t.Helper()
+		if err := c.Send(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(Event{Kind: EventStart, ID: "m"})
+	send(Event{Kind: EventBlockStart, Index: 0, Block: BlockText})
+	send(Event{Kind: EventBlockStart, Index: 1, Block: BlockText})
+	send(Event{Kind: EventBlockStart, Index: 2, Block: BlockToolUse, ID: "t", Name: "f"})
+	send(Event{Kind: EventBlockStart, Index: 3, Block: BlockText})
+	type seen struct {
+		idx  int
+		text string
+		want string
+	}
+	var kept []seen
+	wants := make([]string, 4)
+	for i := range 300 {
+		for _, idx := range []int{0, 1, 3} {
+			piece := string(rune('a'+idx)) + strings.Repeat("x", i%7)
+			send(Event{Kind: EventTextDelta, Index: idx, Text: piece})
+			wants[idx] += piece
+			kept = append(kept, seen{idx, c.Response.Content[idx].Text, wants[idx]})
+		}
+		if i < 3 {
+			send(Event{Kind: EventToolDelta, Index: 2, Text: `"` + string(rune('0'+i)) + `"`})
+		}
+	}
+	send(Event{Kind: EventBlockStop, Index: 2})
+	for _, k := range kept {
+		if k.text != k.want {
+			t.Fatalf("block %d: a text handed out changed to %q, want %q", k.idx, k.text, k.want)
+		}
+	}
+	if got := string(c.Response.Content[2].Input); got != `"0""1""2"` {
+		t.Errorf("tool input %q", got)
+	}
+	if &c.Response.Content[0] != &storage[:1][0] {
+		t.Error("the blocks are not in the Content set before the first event")
+	}
+}
+
 func TestSystemText(t *testing.T) {
 	r := Request{System: []Block{{Text: "a"}, {Text: "b"}}}
 	if got, want := r.SystemText(), "a\n\nb"; got != want {

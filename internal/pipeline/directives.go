@@ -92,6 +92,9 @@ func (p *Pipeline) applyDirectives(c *Call, key *auth.Key, name string) (*llm.Re
 		if err := key.Allow(to); err != nil {
 			return nil, "", err
 		}
+		// The record outlives the request (the access log, the traces), and target may point
+		// into the request's body buffer, which the next request reuses.
+		target = strings.Clone(target)
 		st.offload, rec.Offload = target, target
 		name = to
 	}

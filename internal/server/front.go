@@ -63,19 +63,30 @@ var (
 				_, err := binary.NegotiateVersion(x.r.Header)
 				return nil, err
 			}
-			req, err := anthropic.DecodeRequest(body)
+			// In place, the request's strings point into the body's buffer, which the next
+			// request reuses once this one is finished. What keeps a string past that copies
+			// it: the decoder copies the model name (the record's, the metrics' labels, the
+			// spans'), the cache its entries' events (an engine may answer with the request's
+			// own strings), the directives an offload target (the record's); the rest of the
+			// record (access log, traces) holds no string of the request. Only this front
+			// decodes in place: the Responses API keeps whole conversations.
+			decode := anthropic.DecodeRequest
+			if x.s.inPlace {
+				decode = anthropic.DecodeRequestInPlace
+			}
+			req, err := decode(body)
 			if err == nil {
 				req.Format = llm.FormatAnthropic
 			}
 			return req, err
 		},
 		contentType: jsonOrSSE,
-		answer: func(_ *exchange, b []byte, r *llm.Response, model string) []byte {
+		answer: func(x *exchange, b []byte, r *llm.Response, model string) []byte {
 			r.Model = model
-			return anthropic.AppendResponse(b, r, ids.Message())
+			return anthropic.AppendResponse(b, r, x.hv.keep(ids.AppendMessage(x.hv.room())))
 		},
 		stream: func(x *exchange, out *streamWriter, model string) (encoder, error) {
-			x.ast = anthropicStart{StreamWriter: anthropic.NewStreamWriter(ids.Message(), out, out.Flush), model: model}
+			x.ast = anthropicStart{StreamWriter: anthropic.NewStreamWriter(x.hv.keep(ids.AppendMessage(x.hv.room())), out, out.Flush), model: model}
 			return &x.ast, nil
 		},
 		error: anthropicError,
@@ -89,13 +100,13 @@ var (
 			return req, err
 		},
 		contentType: jsonOrSSE,
-		answer: func(_ *exchange, b []byte, r *llm.Response, model string) []byte {
+		answer: func(x *exchange, b []byte, r *llm.Response, model string) []byte {
 			r.Model = model
-			return openai.AppendResponse(b, r, ids.Completion(), time.Now().Unix())
+			return openai.AppendResponse(b, r, x.hv.keep(ids.AppendCompletion(x.hv.room())), time.Now().Unix())
 		},
 		stream: func(x *exchange, out *streamWriter, model string) (encoder, error) {
 			sw := openai.NewStreamWriter(out)
-			sw.ID, sw.Model, sw.Created, sw.IncludeUsage = ids.Completion(), model, time.Now().Unix(), x.includeUsage
+			sw.ID, sw.Model, sw.Created, sw.IncludeUsage = x.hv.keep(ids.AppendCompletion(x.hv.room())), model, time.Now().Unix(), x.includeUsage
 			return sw, nil
 		},
 		error: func(b []byte, e *apierr.Error, _ string) ([]byte, int) {
@@ -118,7 +129,7 @@ var (
 			if err != nil {
 				return nil, err
 			}
-			sw.ID = ids.Message()
+			sw.ID = x.hv.keep(ids.AppendMessage(x.hv.room()))
 			return sw, nil
 		},
 		error: anthropicError,
@@ -184,6 +195,7 @@ func (x *exchange) serveMessage() {
 
 	if !stream {
 		c := &x.col
+		c.Response.Content = x.blocks[:0]
 		x.call.Sink = c
 		if err := x.p.Serve(x.ctx, &x.call); err != nil {
 			x.fail(err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/engine"
@@ -124,10 +125,22 @@ func setCacheHeaders(h http.Header, what string) {
 }
 
 // headerValues holds the values of the headers the server sets, so that their []string values
-// are slices of one array.
-type headerValues [8]string
+// are slices of one array, and the text of those it formats (the request id, the timings) and of
+// the answer's id, so that these strings need no allocation of their own: one allocation per
+// request for all of them.
+//
+// It is made for each request and never reused, unlike the pooled exchange: net/http may read
+// the handler's header map after the handler returns, and the strings kept in text outlive the
+// request (the record's request id, in the access log and the traces).
+type headerValues struct {
+	v [8]string
+	// text backs the strings keep returned, append-only: bytes once kept are never written
+	// again. 160 bytes hold a request id, an answer's id and the timings.
+	text [160]byte
+	used int
+}
 
-// Indexes into headerValues.
+// Indexes into headerValues.v.
 const (
 	hvRequestID = iota
 	hvResponseTime
@@ -140,38 +153,53 @@ const (
 )
 
 // slice returns the header value at i as a one-element []string.
-func (hv *headerValues) slice(i int) []string { return hv[i : i+1 : i+1] }
+func (hv *headerValues) slice(i int) []string { return hv.v[i : i+1 : i+1] }
+
+// room returns the unused end of text, empty, to append a string to for keep.
+func (hv *headerValues) room() []byte { return hv.text[hv.used:hv.used:len(hv.text)] }
+
+// keep returns b as a string. When b is room() appended to without outgrowing it, the string
+// is text's bytes and they are marked used; otherwise it is a copy.
+func (hv *headerValues) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if hv.used < len(hv.text) && len(b) <= len(hv.text)-hv.used && &b[0] == &hv.text[hv.used] {
+		hv.used += len(b)
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
+}
 
 // writeTimingHeaders sets X-Processing-Time (layer0's own time, engine time excluded) and
 // X-Response-Time (total time in layer0 so far), both in milliseconds with µs precision.
-// A length ≥ 0 is sent as Content-Length. The numbers share one string (one allocation, and
-// none for the []string values, where each header cost two).
+// A length ≥ 0 is sent as Content-Length. The numbers share one string in the request's
+// headerValues (no allocation, where each header cost two).
 func (x *exchange) writeTimingHeaders(engine time.Duration, length int) {
 	rec := &x.call.Record
 	total := time.Since(rec.Start)
 	h := x.w.Header()
 	hv := x.hv
-	var b [64]byte
-	v := appendMillis(b[:0], total)
+	v := appendMillis(hv.room(), total)
 	n1 := len(v)
 	v = appendMillis(v, total-engine)
 	n2 := len(v)
 	if length >= 0 {
 		v = strconv.AppendInt(v, int64(length), 10)
 	}
-	nums := string(v)
-	hv[hvResponseTime], hv[hvProcessingTime], hv[hvContentLength] = nums[:n1], nums[n1:n2], nums[n2:]
+	nums := hv.keep(v)
+	hv.v[hvResponseTime], hv.v[hvProcessingTime], hv.v[hvContentLength] = nums[:n1], nums[n1:n2], nums[n2:]
 	h["X-Response-Time"] = hv.slice(hvResponseTime)
 	h["X-Processing-Time"] = hv.slice(hvProcessingTime)
 	if length >= 0 {
 		h["Content-Length"] = hv.slice(hvContentLength)
 	}
 	if rec.Simulated {
-		hv[hvSimulated] = "true"
+		hv.v[hvSimulated] = "true"
 		h["X-Layer0-Simulated"] = hv.slice(hvSimulated)
 	}
 	if rec.Engine != "" {
-		hv[hvEngine] = rec.Engine
+		hv.v[hvEngine] = rec.Engine
 		h["X-Layer0-Engine"] = hv.slice(hvEngine)
 	}
 	if rec.Cache != "" {
@@ -200,7 +228,7 @@ func appendMillis(dst []byte, d time.Duration) []byte {
 
 // writeFull writes a complete response: timing headers, status, body.
 func (x *exchange) writeFull(status int, contentType string, body []byte) {
-	x.hv[hvContentType] = contentType
+	x.hv.v[hvContentType] = contentType
 	x.w.Header()["Content-Type"] = x.hv.slice(hvContentType)
 	x.writeTimingHeaders(x.call.Record.EngineTime, len(body))
 	x.setCostHeader(x.w.Header())
@@ -247,7 +275,7 @@ func (sw *streamWriter) Write(b []byte) (int, error) {
 	if !x.wrote {
 		h := x.w.Header()
 		hv := x.hv
-		hv[hvContentType], hv[hvCacheControl] = sw.contentType, "no-cache"
+		hv.v[hvContentType], hv.v[hvCacheControl] = sw.contentType, "no-cache"
 		h["Content-Type"] = hv.slice(hvContentType)
 		h["Cache-Control"] = hv.slice(hvCacheControl)
 		x.writeTimingHeaders(x.call.Record.FirstEventEngine, -1)

@@ -54,6 +54,11 @@ type Options struct {
 	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
 	// too; by default they are not.
 	LogScrapes bool
+	// DecodeInPlace lets a /v1/messages request's strings point into the body's pooled
+	// buffer instead of a copy of it. Every part of the gateway that keeps a string of a
+	// request past its end copies it; code of the application's that sees requests (an engine
+	// kind or a picker of its own) may not, so it is set only without such code.
+	DecodeInPlace bool
 }
 
 // Limits bound a request's body and the time its bytes may take, in both directions. Zero
@@ -138,7 +143,9 @@ type Server struct {
 	logScrapes bool
 	// adminOnly keeps the operator's endpoints off the public handler.
 	adminOnly bool
-	bufs      sync.Pool
+	// inPlace is Options.DecodeInPlace.
+	inPlace bool
+	bufs    sync.Pool
 	// xs pools exchanges: one is about 2 KB (the call's record, held events and writers),
 	// allocated per request before.
 	xs sync.Pool
@@ -147,7 +154,7 @@ type Server struct {
 // New returns a server serving, for each request, the snapshot live returns then.
 func New(live func() *Snapshot, o Options) *Server {
 	s := &Server{live: live, access: o.AccessLog, logger: o.Logger, metrics: o.Metrics, load: o.EngineLoad, adminOnly: o.AdminOnly,
-		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes}
+		traces: o.Traces, ready: o.Ready, config: o.Config, logScrapes: o.LogScrapes, inPlace: o.DecodeInPlace}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -191,9 +198,10 @@ type exchange struct {
 	// write instead of two.
 	ended bool
 	end   ending
-	// hv holds the values of the headers the server sets (request id, timings): one
-	// allocation per request for all of them. It is not part of the pooled exchange because
-	// net/http may read the handler's header map after the handler returns.
+	// hv holds the values of the headers the server sets (request id, timings) and the
+	// answer's id: one allocation per request for all of them. It is not part of the pooled
+	// exchange because net/http may read the handler's header map after the handler returns,
+	// and the request id outlives the request.
 	hv *headerValues
 	// Parts of the call kept here so that they come with the pooled exchange instead of being
 	// allocated per request: the pass-through offer, the stream's writer, the collector of a
@@ -201,8 +209,12 @@ type exchange struct {
 	fwd pipeline.Forward
 	stw streamWriter
 	col llm.Collector
-	enc lazyEncoder
-	ast anthropicStart
+	// blocks is where the collector's Response.Content starts: an answer of one or two blocks
+	// costs no allocation for them. Nothing keeps Content past the request (a stored Responses
+	// API answer copies its blocks: assistantTurn).
+	blocks [2]llm.Block
+	enc    lazyEncoder
+	ast    anthropicStart
 	// Per-request options of the front: OpenAI's stream_options.include_usage, the binary
 	// protocol's mode.
 	includeUsage bool
@@ -257,15 +269,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	rec := &x.call.Record
 	rec.Start = time.Now()
 	rec.Format = x.front.format
-	rec.RequestID = ids.Request()
+	x.hv = new(headerValues)
+	rec.RequestID = x.hv.keep(ids.AppendRequest(x.hv.room()))
 	if lv.Tracer != nil && !admin && isGeneration(r.URL.Path) {
 		x.tel = lv.Tracer
 		x.ctx, x.span = x.tel.Start(x.ctx, r.Header, rec.Start)
 		x.call.Traced = x.span.IsRecording()
 	}
 	h := w.Header()
-	x.hv = new(headerValues)
-	x.hv[hvRequestID] = rec.RequestID
+	x.hv.v[hvRequestID] = rec.RequestID
 	h["Request-Id"] = x.hv.slice(hvRequestID)
 	h["X-Request-Id"] = h["Request-Id"]
 	if !admin {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -21,19 +22,30 @@ import (
 // does not act on (thinking, output_config, context_management, …) are validated as JSON and left
 // out: the pass-through path forwards the client's bytes, the translated path drops them.
 func DecodeRequest(body []byte) (*llm.Request, error) {
-	return decode(body, true)
+	return decode(string(body), true)
+}
+
+// DecodeRequestInPlace is DecodeRequest without the copy of body: the strings of the returned
+// Request point into body, which must not change while the request or any string of it is in
+// use. Model, UserID and Ignored are still copies of their own (see DecodeRequest). Whatever
+// keeps a string of the request past the request's end must copy it: a caller that reuses body
+// for the next request guarantees this for all it hands the request to.
+func DecodeRequestInPlace(body []byte) (*llm.Request, error) {
+	return decode(unsafe.String(unsafe.SliceData(body), len(body)), true)
 }
 
 // DecodeCountTokens decodes the body of POST /v1/messages/count_tokens: the same fields as
 // DecodeRequest, with max_tokens optional.
 func DecodeCountTokens(body []byte) (*llm.Request, error) {
-	return decode(body, false)
+	return decode(string(body), false)
 }
 
-func decode(body []byte, needMaxTokens bool) (*llm.Request, error) {
-	d := decoder{scanner: newScanner(string(body))}
-	r := &llm.Request{Format: llm.FormatAnthropic}
-	if err := d.request(r, needMaxTokens); err != nil {
+// decode decodes text, whose strings the request shares.
+func decode(text string, needMaxTokens bool) (*llm.Request, error) {
+	d := decoder{scanner: newScanner(text)}
+	mem := &requestMem{r: llm.Request{Format: llm.FormatAnthropic}}
+	r := &mem.r
+	if err := d.request(mem, needMaxTokens); err != nil {
 		return nil, err
 	}
 	// The decoder checked the syntax and most rules with their exact paths; Validate holds the
@@ -133,7 +145,16 @@ func changesAnswer(k string) bool {
 // firstIgnored is topLevelBit's first bit of the fields accepted and dropped.
 const firstIgnored = 16
 
-func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
+// requestMem is a Request with room for its optional numbers, which it points to: one
+// allocation for all of them.
+type requestMem struct {
+	r                 llm.Request
+	temperature, topP float64
+	topK              int
+}
+
+func (d *decoder) request(mem *requestMem, needMaxTokens bool) error {
+	r := &mem.r
 	switch k := d.Peek(); k {
 	case jsontext.KindObject:
 		d.Pos++
@@ -175,14 +196,13 @@ func (d *decoder) request(r *llm.Request, needMaxTokens bool) error {
 				r.System, _, err = d.content(ctxSystem, 0)
 			}
 		case "temperature":
-			r.Temperature, err = d.readFloat(0, 1)
+			r.Temperature, err = d.readFloat(&mem.temperature, 0, 1)
 		case "top_p":
-			r.TopP, err = d.readFloat(0, 1)
+			r.TopP, err = d.readFloat(&mem.topP, 0, 1)
 		case "top_k":
 			if r.TopK = nil; !d.null() {
-				var v int
-				if v, err = d.readInt(0); err == nil {
-					r.TopK = &v
+				if mem.topK, err = d.readInt(0); err == nil {
+					r.TopK = &mem.topK
 				}
 			}
 		case "stop_sequences":
@@ -231,7 +251,11 @@ func (d *decoder) messages(r *llm.Request) error {
 	if err := d.array(); err != nil {
 		return err
 	}
-	msgs := make([]llm.Message, 0, 4)
+	// The messages are gathered on the stack and copied once to an array of their number
+	// (past 16 they grow on the heap first): the appends from an array of 4 cost an allocation
+	// each time it doubled.
+	var scratch [16]llm.Message
+	msgs := scratch[:0]
 	prevEmpty := false
 	cleared := -1 // index in msgs of the last system message cleared at the next user message
 	var hidden []int
@@ -280,7 +304,8 @@ func (d *decoder) messages(r *llm.Request) error {
 	if prevEmpty && msgs[len(msgs)-1].Role != llm.RoleAssistant {
 		return d.emptyContent(n - 1) // the last message read: nothing may follow an empty one
 	}
-	r.Messages = dropMessages(msgs, hidden)
+	msgs = dropMessages(msgs, hidden)
+	r.Messages = append(make([]llm.Message, 0, len(msgs)), msgs...)
 	return nil
 }
 

@@ -42,7 +42,9 @@ type decoder struct {
 // the next message's block.
 func (d *decoder) oneText(s string) []llm.Block {
 	if len(d.texts) == cap(d.texts) {
-		d.texts = make([]llm.Block, 0, min(max(4, 2*cap(d.texts)), 64))
+		// The first array has room for a block per KiB of the body: a conversation of a
+		// dozen messages of a paragraph each fits it, where growing from 4 took two.
+		d.texts = make([]llm.Block, 0, min(max(4, 2*cap(d.texts), len(d.Text)>>10), 64))
 	}
 	d.texts = append(d.texts, llm.Block{Type: llm.BlockText, Text: s})
 	n := len(d.texts)
@@ -310,8 +312,8 @@ func (d *decoder) readInt(lo int64) (int, error) {
 	return int(v), nil
 }
 
-// readFloat reads a number in [lo, hi], or null (as nil).
-func (d *decoder) readFloat(lo, hi float64) (*float64, error) {
+// readFloat reads a number in [lo, hi] into *dst and returns dst, or null as nil.
+func (d *decoder) readFloat(dst *float64, lo, hi float64) (*float64, error) {
 	if d.null() {
 		return nil, nil
 	}
@@ -323,7 +325,8 @@ func (d *decoder) readFloat(lo, hi float64) (*float64, error) {
 	if perr != nil || v < lo || v > hi {
 		return nil, d.fail("must be between %g and %g, got %s", lo, hi, clip(lit))
 	}
-	return &v, nil
+	*dst = v
+	return dst, nil
 }
 
 // parseInt parses a JSON number literal as an integer, saturating far beyond the int32 range;
