@@ -129,7 +129,7 @@ func TestHTTP3ConnectionCap(t *testing.T) {
 		t.Errorf("second connection: got %v, want a close by the server with H3_EXCESSIVE_LOAD", err)
 	}
 	// Closing the first frees its place.
-	first.CloseWithError(0, "") //nolint:errcheck
+	first.CloseWithError(0, "")                  //nolint:errcheck
 	deadline := time.Now().Add(10 * time.Second) // generous: a handshake on a loaded machine
 	for {
 		c, err := dial()
