@@ -497,12 +497,9 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		}
 		if s.committed {
 			// Content reached the client: the error ends the stream. Settle and record what was
-			// served: the input estimate and one output token per delta sent (the engine never
-			// sent its own count).
+			// served (cutUsage).
 			_ = lease.Settle(input, rec.Deltas)
-			if rec.Usage.OutputTokens == 0 {
-				rec.Usage.InputTokens, rec.Usage.OutputTokens = s.estimate(), rec.Deltas
-			}
+			s.cutUsage()
 			return err
 		}
 		s.discard()
@@ -515,6 +512,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		_ = lease.Settle(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
 	} else {
 		_ = lease.Settle(input, rec.Deltas)
+		s.cutUsage() // an answer without a stop has no final usage either
 	}
 	p.store(ctx, c)
 	return nil
@@ -578,7 +576,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {
-			rec.Passed, rec.Usage = true, res.Usage
+			rec.Passed, rec.Usage, rec.Deltas = true, res.Usage, res.Deltas
 		}
 		return err
 	}
