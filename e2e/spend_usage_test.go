@@ -32,9 +32,12 @@ const spendText = "One two three four five six seven eight nine ten eleven twelv
 // prompt_tokens (cached tokens included) and cached_tokens; an Anthropic engine's input_tokens,
 // cache_read_input_tokens and cache_creation_input_tokens (each apart).
 const (
-	oaiPrompt, oaiCached              = 120, 96
-	anthInput, anthRead, anthWritten  = 30, 80, 16
-	spendWords, spendCut, spendInFlow = 12, 3, 3 // output tokens, deltas read before a hang-up, deltas that may follow it
+	oaiPrompt, oaiCached             = 120, 96
+	anthInput, anthRead, anthWritten = 30, 80, 16
+	// The fakes' output tokens; the deltas a client reads before it hangs up; the most the
+	// gateway may send after them before it sees the hang-up (fewer than the rest of the
+	// answer: the stream was cut).
+	spendWords, spendCut, spendInFlow = 12, 3, 8
 )
 
 // spendSystem is a system prompt long enough for the sim's prefix cache to hold blocks of it:
@@ -94,6 +97,7 @@ func TestSpendCostEveryEngineAndFormat(t *testing.T) {
 		"oai":  {2.5, 10, 2.5, 1.25},
 		"anth": {3, 15, 3.75, 0.3},
 		"peer": {0.5, 2, 0.5, 0.05},
+		"edge": {0.75, 4, 1, 0.075},
 	}
 	_, base := serveGateway(t, parseConfig(t, fmt.Sprintf(`
 debug: {requests: 100}
@@ -107,22 +111,26 @@ prices:
   oai: %s
   anth: %s
   peer: %s
+  edge: %s
 spend: {header: true}
 engines:
   sim: {kind: sim, sim: {inter_token_latency: 15ms}}
   oai: {kind: openai, url: %q}
   anth: {kind: anthropic, url: %q}
   peer: {kind: openai, url: %q, responses: true}
+  edge: {kind: layer0, url: %q}
 models:
   sim: {engines: [sim]}
   oai: {engines: [oai]}
   anth: {engines: [anth]}
   peer: {engines: [peer], upstream_model: sim}
-`, authHash(secret), authHash(spendAdmin), prices["sim"], prices["oai"], prices["anth"], prices["peer"], oaiEng.URL, anthEng.URL, peer)),
+  edge: {engines: [edge], upstream_model: sim}
+`, authHash(secret), authHash(spendAdmin), prices["sim"], prices["oai"], prices["anth"], prices["peer"], prices["edge"],
+		oaiEng.URL, anthEng.URL, peer, peer)),
 		layer0.WithAccessLog(&access))
 
 	simRead := 0
-	for _, model := range []string{"sim", "oai", "anth", "peer"} {
+	for _, model := range []string{"sim", "oai", "anth", "peer", "edge"} {
 		for _, client := range []string{"anthropic", "chat", "responses"} {
 			for _, mode := range []spendCase{{}, {stream: true}, {stream: true, hangUp: true}} {
 				c := spendCase{model: model, client: client, stream: mode.stream, hangUp: mode.hangUp}
@@ -221,9 +229,10 @@ func spendEngineUsage(c spendCase, seen spendSeen) (llm.Usage, bool) {
 			return u, false
 		}
 		u = seen.usage
-	case "sim":
+	case "sim", "edge":
 		if c.hangUp {
-			// An Anthropic client read the sim's prompt counts in message_start.
+			// An Anthropic client read the sim's prompt counts in message_start (the edge's
+			// engine, another layer0, passes its message_start through).
 			u = seen.usage
 			u.OutputTokens = 0
 			return u, false
