@@ -74,7 +74,9 @@ func (s *Redis) probe() {
 			cancel()
 			if err == nil {
 				s.hold()
+				s.startCensus()        // and for the others' (their entries, if Redis restarted empty)
 				s.each(Keeper.Restore) // Redis may have restarted empty, or missed writes: every count is re-asserted
+				s.health.addNext.Store(true)
 				s.health.fails.Store(0)
 				s.up.Store(true)
 				s.c.Logger.Info("shared store (Redis) reachable again")

@@ -54,6 +54,13 @@ type health struct {
 	// restore asks the renewal loop to write every count back; kick wakes it.
 	restore atomic.Bool
 	kick    chan struct{}
+	// addNext lets the next heartbeat write this replica's entry when it is not there: the
+	// first one, and the first after a write-back.
+	addNext atomic.Bool
+	// seen are the replicas live at the last heartbeat; census is the one under way after a
+	// loss, nil when none is.
+	seen   atomic.Pointer[[]liveEntry]
+	census atomic.Pointer[census]
 }
 
 func (h *health) init(s *Redis) {
@@ -61,20 +68,32 @@ func (h *health) init(s *Redis) {
 	h.member = s.c.ReplicaID
 	h.every = min(beatEvery, s.c.LeaseTTL/3)
 	h.kick = make(chan struct{}, 1)
+	h.addNext.Store(true)
 }
 
-// heartbeatScript drops the expired entries, writes this replica's (ARGV[1]) with an expiry
-// ARGV[2] ms ahead on Redis's clock, and returns {live entries, 1 if this replica's was there}.
+// heartbeatScript drops the expired entries and writes this replica's (ARGV[1]) with an expiry
+// ARGV[2] ms ahead on Redis's clock — unless ARGV[3] is "1" (the entry must be there: written
+// less than a lease ago) and it is gone, which leaves it out: Redis lost its state, and the
+// replica writes its entry again only after it has written its counts back, so that an entry
+// present after a loss says its replica's counts are in Redis (see census). It returns {live
+// entries, 1 if this replica's was there, then each live entry and its expiry, ms from now}.
 var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local had = redis.call('ZSCORE', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local n = redis.call('ZCARD', KEYS[1])
-if had then return {n, 1} end
-return {n, 0}
+if had or ARGV[3] ~= '1' then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local out = {#all / 2, 0}
+if had then out[2] = 1 end
+for i = 1, #all, 2 do
+  out[#out + 1] = all[i]
+  out[#out + 1] = tonumber(all[i + 1]) - now
+end
+return out
 `)
 
 // Live returns how many replicas wrote a heartbeat within a lease TTL, as Redis last reported
@@ -88,22 +107,39 @@ func (s *Redis) Divisor() int64 { return max(s.health.live.Load(), int64(s.c.Rep
 // Share is a limit's part for one replica while Redis is unreachable (at least 1).
 func (s *Redis) Share(n int64) int64 { return max(n/s.Divisor(), 1) }
 
-// beat writes this replica's heartbeat and caches the live count. It reports Redis's state lost
-// when the replica's entry, written less than a lease ago, is gone.
+// beat writes this replica's heartbeat, caches the live count and the live replicas (for a
+// census after a loss). The entry is written anew only at the first heartbeat and the first
+// after a write-back (addNext); otherwise a heartbeat that finds it gone has found Redis's state
+// lost (or the entry expired while this replica was starved of its renewals, which lost its
+// leases too), and the entry is written again by the heartbeat after the write-back.
 func (s *Redis) beat() {
 	ctx := context.Background()
-	v, err := s.run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS)
+	add := s.health.addNext.Swap(false)
+	expect := "1"
+	if add {
+		expect = "0"
+	}
+	v, err := s.run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS, expect)
 	if err != nil {
+		if add {
+			s.health.addNext.Store(true)
+		}
 		s.Failed(ctx, err)
 		return
 	}
-	n, had := Pair(v)
-	now := time.Now()
-	last := s.health.beatOK.Swap(now.UnixNano())
+	n, had := Pair(v[:min(len(v), 2)])
 	s.health.live.Store(n)
-	if !had && last != 0 && now.Sub(time.Unix(0, last)) < s.c.LeaseTTL-s.health.every {
-		s.Lost("this replica's heartbeat")
+	if !had && !add {
+		what := "this replica's heartbeat"
+		if !s.ExpectBeat() {
+			what = "this replica's heartbeat, renewed too late (its leases expired)"
+		}
+		s.Lost(what)
+		return
 	}
+	now := time.Now()
+	s.health.beatOK.Store(now.UnixNano())
+	s.health.seen.Store(liveEntries(now, v[min(len(v), 2):]))
 }
 
 // unbeat removes this replica's heartbeat (a clean stop), so the others' divisor drops at once.
@@ -131,6 +167,13 @@ const writeBack = 250 * time.Millisecond
 func (s *Redis) Settled(ctx context.Context) error {
 	if err := WaitUntil(ctx, s.health.settle.Load()); err != nil {
 		return fmt.Errorf("store: redis: waiting for the counts to be written back: %w", err)
+	}
+	if c := s.health.census.Load(); c != nil {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return fmt.Errorf("store: redis: waiting for the other replicas to write their counts back: %w", ctx.Err())
+		}
 	}
 	return nil
 }
@@ -178,13 +221,16 @@ func (s *Redis) ExpectBeat() bool {
 }
 
 // Lost handles Redis found without the state this replica wrote (what found it): admissions
-// wait, and every count is written back at once. Until the next heartbeat is written, its
-// absence is not a new loss.
+// wait — the settle window, and a census of the replicas that were live (see census) — and
+// every count is written back at once. Until this replica's heartbeat is written again (after
+// its write-back), its absence is not a new loss.
 func (s *Redis) Lost(what string) {
 	s.health.beatOK.Store(0)
+	s.health.addNext.Store(false)
 	if s.hold() {
 		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
 	}
+	s.startCensus()
 	s.each(Keeper.Stale)
 	s.health.restore.Store(true)
 	select {

@@ -275,11 +275,14 @@ func (s *Redis) loop() {
 		if !s.up.Load() {
 			continue
 		}
-		s.beat()
-		if s.health.restore.Swap(false) { // found by this heartbeat or elsewhere, whichever woke the loop
+		// The write-back first: a heartbeat written after a loss says this replica's counts are
+		// in Redis again (a loss found by this heartbeat kicks the loop, which comes back here).
+		if s.health.restore.Swap(false) {
 			s.each(Keeper.Restore)
+			s.health.addNext.Store(true)
 			renewed = time.Now()
 		}
+		s.beat()
 		if time.Since(renewed) >= s.c.LeaseTTL/3 {
 			renewed = time.Now()
 			s.each(Keeper.Renew)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/store/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func newStore(t *testing.T, srv *redistest.Server, c Config) *Redis {
@@ -134,4 +135,55 @@ func TestCircuit(t *testing.T) {
 		t.Error("Settled right after a loss: want to wait for the write-back")
 	}
 	waitFor(t, "the write-back after the loss", func() bool { return k.restore.Load() > before })
+}
+
+// slowKeeper takes delay to write back, then records when it finished.
+type slowKeeper struct {
+	delay time.Duration
+	done  atomic.Int64 // Unix ns of the last write-back's end
+}
+
+func (k *slowKeeper) Stale() {}
+func (k *slowKeeper) Restore() {
+	time.Sleep(k.delay)
+	k.done.Store(time.Now().UnixNano())
+}
+func (k *slowKeeper) Renew() {}
+
+// TestCensusWaitsForSlowWriteBack: after Redis loses its state (FLUSHALL), a replica's
+// admissions wait until every replica live before the loss has written its counts back, however
+// late that is (here 2s, far past the settle window), and no longer than that; a replica that
+// stopped cleanly before the loss is not waited for.
+func TestCensusWaitsForSlowWriteBack(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 6 * time.Second
+	a := newStore(t, srv, Config{ReplicaID: "a", LeaseTTL: ttl})
+	b := newStore(t, srv, Config{ReplicaID: "b", LeaseTTL: ttl})
+	gone := newStore(t, srv, Config{ReplicaID: "gone", LeaseTTL: ttl})
+	slow := &slowKeeper{delay: 2 * time.Second}
+	defer b.Keep(slow)()
+	waitFor(t, "three live replicas", func() bool { return a.Live() == 3 && b.Live() == 3 })
+	gone.Close()
+	waitFor(t, "two live replicas", func() bool { return a.Live() == 2 && b.Live() == 2 })
+
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if err := rc.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	flushed := time.Now()
+	a.Lost("a test") // as an admission finding its heartbeat gone would
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Settled(ctx); err != nil {
+		t.Fatalf("Settled: %v", err)
+	}
+	settled := time.Now()
+	done := slow.done.Load()
+	if done == 0 || settled.UnixNano() < done {
+		t.Fatalf("admissions resumed %v after the flush, before the slow replica wrote its counts back", settled.Sub(flushed))
+	}
+	if late := settled.Sub(time.Unix(0, done)); late > time.Second {
+		t.Errorf("admissions resumed %v after the last write-back; want promptly", late)
+	}
 }
