@@ -25,8 +25,10 @@ import (
 	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
-// The fake engines' answer: twelve words, a content delta each, so twelve output tokens.
-const spendText = "One two three four five six seven eight nine ten eleven twelve."
+// The fake engines' answer: twenty-four words, a content delta each, so twenty-four output
+// tokens.
+const spendText = "One two three four five six seven eight nine ten eleven twelve " +
+	"thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four."
 
 // What the fake engines report of every prompt, whatever it is: an OpenAI-compatible engine's
 // prompt_tokens (cached tokens included) and cached_tokens; an Anthropic engine's input_tokens,
@@ -35,9 +37,9 @@ const (
 	oaiPrompt, oaiCached             = 120, 96
 	anthInput, anthRead, anthWritten = 30, 80, 16
 	// The fakes' output tokens; the deltas a client reads before it hangs up; the most the
-	// gateway may send after them before it sees the hang-up (fewer than the rest of the
-	// answer: the stream was cut).
-	spendWords, spendCut, spendInFlow = 12, 3, 8
+	// gateway may send after them before it sees the hang-up, on a busy machine (fewer than
+	// the rest of any answer: the stream was cut).
+	spendWords, spendCut, spendInFlow = 24, 3, 15
 )
 
 // spendSystem is a system prompt long enough for the sim's prefix cache to hold blocks of it:
@@ -73,17 +75,18 @@ type spendSeen struct {
 }
 
 // TestSpendCostEveryEngineAndFormat: for every engine kind — the sim, an OpenAI-compatible engine
-// reporting cached_tokens, an Anthropic engine reporting cache reads and writes — and every
+// reporting cached_tokens, an Anthropic engine reporting cache reads and writes, an
+// OpenAI-compatible engine serving the Responses API (another layer0), a layer0 peer — and every
 // client format (Messages, Chat Completions, Responses, each through its official SDK), answered
 // whole, streamed, and streamed to a client that hangs up after three deltas, the request's cost
 // is the price table applied to the usage its engine reported, and is the same in the access
 // log, the decision trace, layer0_cost_total and (for an answer written whole) X-Layer0-Cost.
-// This covers the pass-through path (Messages to the Anthropic engine, Chat Completions to the
-// OpenAI one) and the translated ones.
+// This covers the pass-through paths (Messages to the Anthropic engine and the peer, Chat
+// Completions and Responses to the OpenAI-compatible ones) and the translated ones.
 func TestSpendCostEveryEngineAndFormat(t *testing.T) {
-	oaiEng := fake.NewOpenAI(fake.Script{Text: spendText, Gap: 15 * time.Millisecond, PromptTokens: oaiPrompt, CachedTokens: oaiCached})
+	oaiEng := fake.NewOpenAI(fake.Script{Text: spendText, Gap: 10 * time.Millisecond, PromptTokens: oaiPrompt, CachedTokens: oaiCached})
 	t.Cleanup(oaiEng.Close)
-	anthEng := fake.NewAnthropic(fake.Script{Text: spendText, Gap: 15 * time.Millisecond, PromptTokens: anthInput,
+	anthEng := fake.NewAnthropic(fake.Script{Text: spendText, Gap: 10 * time.Millisecond, PromptTokens: anthInput,
 		CachedTokens: anthRead, CacheWriteTokens: anthWritten})
 	t.Cleanup(anthEng.Close)
 	// Another layer0 serving its sim, as an OpenAI-compatible engine that serves the Responses
@@ -273,7 +276,7 @@ type spendLine struct {
 // own, a moment after the answer).
 func spendLogLine(t *testing.T, access *syncbuf.Buffer, id string) spendLine {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		for _, line := range access.Lines() {
 			var l spendLine
 			if json.Unmarshal([]byte(line), &l) == nil && l.ID == id {
@@ -290,7 +293,7 @@ func spendLogLine(t *testing.T, access *syncbuf.Buffer, id string) spendLine {
 func spendTrace(t *testing.T, base, id string) trace.Trace {
 	t.Helper()
 	var tr trace.Trace
-	for deadline := time.Now().Add(5 * time.Second); getJSON(t, base+"/debug/requests/"+id, spendAdmin, &tr) != http.StatusOK; {
+	for deadline := time.Now().Add(10 * time.Second); getJSON(t, base+"/debug/requests/"+id, spendAdmin, &tr) != http.StatusOK; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no trace of request %q", id)
 		}
