@@ -101,6 +101,7 @@ func TestSpendCostEveryEngineAndFormat(t *testing.T) {
 		"anth": {3, 15, 3.75, 0.3},
 		"peer": {0.5, 2, 0.5, 0.05},
 		"edge": {0.75, 4, 1, 0.075},
+		"simc": {1, 5, 1.25, 0.1},
 	}
 	_, base := serveGateway(t, parseConfig(t, fmt.Sprintf(`
 debug: {requests: 100}
@@ -115,6 +116,7 @@ prices:
   anth: %s
   peer: %s
   edge: %s
+  simc: %s
 spend: {header: true}
 engines:
   sim: {kind: sim, sim: {inter_token_latency: 15ms}}
@@ -128,11 +130,12 @@ models:
   anth: {engines: [anth]}
   peer: {engines: [peer], upstream_model: sim}
   edge: {engines: [edge], upstream_model: sim}
+  simc: {engines: [sim], cache: {enabled: true, ttl: 1m, cache_sampled: true}}
 `, authHash(secret), authHash(spendAdmin), prices["sim"], prices["oai"], prices["anth"], prices["peer"], prices["edge"],
-		oaiEng.URL, anthEng.URL, peer, peer)),
+		prices["simc"], oaiEng.URL, anthEng.URL, peer, peer)),
 		layer0.WithAccessLog(&access))
 
-	simRead := 0
+	simRead, simRan := 0, 0 // the sim's cache reads billed, in the sim's cases run
 	for _, model := range []string{"sim", "oai", "anth", "peer", "edge"} {
 		for _, client := range []string{"anthropic", "chat", "responses"} {
 			for _, mode := range []spendCase{{}, {stream: true}, {stream: true, hangUp: true}} {
@@ -144,7 +147,7 @@ models:
 					tr := spendTrace(t, base, seen.id)
 					u := spendUsage(logged.In, logged.Out, logged.CacheW, logged.CacheRead)
 					if model == "sim" {
-						simRead += u.CacheReadInputTokens
+						simRead, simRan = simRead+u.CacheReadInputTokens, simRan+1
 					}
 
 					// The usage billed is the engine's own.
@@ -194,9 +197,30 @@ models:
 			}
 		}
 	}
-	if simRead == 0 {
+	if simRan > 1 && simRead == 0 {
 		t.Error("the sim reported no cache reads: the cache-read price was never applied to it")
 	}
+
+	// An answer from layer0's response cache called no engine: it costs nothing, and says so.
+	t.Run("simc/anthropic/cache-hit", func(t *testing.T) {
+		c := spendCase{model: "simc", client: "anthropic"}
+		first := spendSend(t, base, secret, c)
+		miss := spendLogLine(t, &access, first.id)
+		before := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
+		seen := spendSend(t, base, secret, c)
+		hit := spendLogLine(t, &access, seen.id)
+		tr := spendTrace(t, base, seen.id)
+		after := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
+		cost, err := money.Parse(string(miss.Cost))
+		if u := spendUsage(miss.In, miss.Out, miss.CacheW, miss.CacheRead); err != nil || miss.Cache != "miss" ||
+			cost != prices["simc"].price().Cost(u, 0) || cost != money.Micros(before*float64(money.Unit)+0.5) {
+			t.Errorf("the answer stored: cache %q, cost %s (%v) for %+v, metric %v", miss.Cache, miss.Cost, err, u, before)
+		}
+		if hit.Cache != "hit" || string(hit.Cost) != "0.000000" || seen.costHeader != "0.000000" || tr.Cost != "0.000000" || after != before {
+			t.Errorf("a cache hit: cache %q, logged cost %s, X-Layer0-Cost %q, trace cost %q, layer0_cost_total %v → %v; want 0 everywhere",
+				hit.Cache, hit.Cost, seen.costHeader, tr.Cost, before, after)
+		}
+	})
 }
 
 // spendPriceRow is a model's prices per million tokens: input, output, cache write, cache read.
@@ -270,6 +294,7 @@ type spendLine struct {
 	CacheRead int             `json:"cache_read_input_tokens"`
 	CacheW    int             `json:"cache_creation_input_tokens"`
 	Team      string          `json:"team"`
+	Cache     string          `json:"cache"`
 }
 
 // spendLogLine waits for the access-log record of request id (written by a goroutine of its
