@@ -89,8 +89,8 @@ func TestSpendCostEveryEngineAndFormat(t *testing.T) {
 	anthEng := fake.NewAnthropic(fake.Script{Text: spendText, Gap: 10 * time.Millisecond, PromptTokens: anthInput,
 		CachedTokens: anthRead, CacheWriteTokens: anthWritten})
 	t.Cleanup(anthEng.Close)
-	// Another layer0 serving its sim, as an OpenAI-compatible engine that serves the Responses
-	// API too: the pass-through path of Responses clients.
+	// Another layer0 serving its sim: as an OpenAI-compatible engine that serves the Responses
+	// API too (the pass-through path of Responses clients), and as a layer0 peer.
 	peer := startGateway(t, "engines:\n  sim: {kind: sim, sim: {inter_token_latency: 15ms}}\nmodels:\n  sim: {engines: [sim]}\n")
 	const secret = "l0-spend-usage"
 	var access syncbuf.Buffer
