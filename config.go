@@ -62,6 +62,8 @@ type (
 	PrefixCache = config.PrefixCache
 	// PrefixRouting tunes the routing of requests by prefix cache (routing.picker: prefix).
 	PrefixRouting = config.PrefixRouting
+	// PrefixSpread tunes how the prefix picker spreads a hot prefix (routing.prefix.spread).
+	PrefixSpread = config.PrefixSpread
 	// StickyRouting tunes the sticky picker (routing.picker: sticky).
 	StickyRouting = config.StickyRouting
 	// OffloadTarget is where the offload directive may send a request.

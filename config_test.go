@@ -23,7 +23,7 @@ var configTypes = []reflect.Type{
 	reflect.TypeFor[layer0.Routing](), reflect.TypeFor[layer0.RetryBudget](), reflect.TypeFor[layer0.Ejection](),
 	reflect.TypeFor[layer0.Breaker](), reflect.TypeFor[layer0.Health](), reflect.TypeFor[layer0.AccessLog](),
 	reflect.TypeFor[layer0.Debug](), reflect.TypeFor[layer0.Cache](), reflect.TypeFor[layer0.Context](),
-	reflect.TypeFor[layer0.PrefixCache](), reflect.TypeFor[layer0.PrefixRouting](),
+	reflect.TypeFor[layer0.PrefixCache](), reflect.TypeFor[layer0.PrefixRouting](), reflect.TypeFor[layer0.PrefixSpread](),
 	reflect.TypeFor[layer0.StickyRouting](), reflect.TypeFor[layer0.OffloadTarget](),
 	reflect.TypeFor[layer0.Store](), reflect.TypeFor[layer0.StoreCache](), reflect.TypeFor[layer0.CORS](),
 	reflect.TypeFor[layer0.Telemetry](), reflect.TypeFor[layer0.OTLP](), reflect.TypeFor[layer0.Responses](),

@@ -119,12 +119,12 @@ const (
 // DefaultConfig returns the embedded default: the sim engine serving the model "sim".
 func DefaultConfig() *Config { return config.Default() }
 
-// LoadConfig reads and validates a configuration file. The engine kinds registered by opts
-// (WithEngine, WithEngineKind) are accepted beside the built-in ones, and their engines'
-// options checked by their Validate; other options are ignored here.
+// LoadConfig reads and validates a configuration file. The engine kinds and pickers registered
+// by opts (WithEngine, WithEngineKind, WithPicker) are accepted beside the built-in ones, and
+// their engines' options checked by their Validate; other options are ignored here.
 func LoadConfig(path string, opts ...Option) (*Config, error) {
 	o := apply(opts)
-	c, err := config.Load(path, o.Kinds()...)
+	c, err := o.Known().Load(path)
 	if err != nil {
 		return nil, err
 	}

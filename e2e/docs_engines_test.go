@@ -29,7 +29,7 @@ func TestEnginesDocConfigs(t *testing.T) {
 		return layer0.NewBuiltinEngine(name, cfg)
 	})
 	for i, b := range blocks {
-		cfg, err := config.Parse(b[1], "tagged")
+		cfg, err := config.Known{EngineKinds: []string{"tagged"}}.Parse(b[1])
 		if err != nil {
 			t.Errorf("example %d does not load: %v\n%s", i, err, b[1])
 			continue

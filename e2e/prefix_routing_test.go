@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+
 	"github.com/layer0ai/layer0"
 	"github.com/layer0ai/layer0/internal/bench"
 	"github.com/layer0ai/layer0/internal/syncbuf"
@@ -218,5 +220,80 @@ models:
 	}
 	if got, want := picks("routing: {picker: prefix}\n"), map[string]any{"pool": "load", "solo": "load", "unindexed": nil}; !reflect.DeepEqual(got, want) {
 		t.Errorf("picker prefix: pick fields %v, want %v", got, want)
+	}
+}
+
+// TestPrefixPickerHotSpread: through the gateway, a burst of one system prompt keeps its replica
+// over the load guard; with routing.prefix.spread its prefix is spread to a second replica and
+// the access log says so (pick hot, pick_spread 2); with max_replicas 1 the guard alone moves
+// the overflow (pick spread).
+func TestPrefixPickerHotSpread(t *testing.T) {
+	const engines = `
+engines:
+  a: {kind: sim, sim: {ttft: 400ms}}
+  b: {kind: sim, sim: {ttft: 400ms}}
+  c: {kind: sim, sim: {ttft: 400ms}}
+models:
+  pool: {engines: [a, b, c]}
+`
+	system := strings.Repeat("You answer for the hot desk of the shop. ", 200) // about 2,000 tokens
+	picks := func(spread string) map[string]int {
+		var access syncbuf.Buffer
+		_, base := serveGateway(t, parseConfig(t, "routing: {prefix: {spread: "+spread+"}}\n"+engines), layer0.WithAccessLog(&access))
+		client := anthropicClient(base)
+		ask := func(i int) error {
+			_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "pool", MaxTokens: 2,
+				System: []anthropic.TextBlockParam{{Text: system}}, Messages: userText("question " + strconv.Itoa(i))})
+			return err
+		}
+		if err := ask(0); err != nil { // the prompt is now on one replica
+			t.Fatal(err)
+		}
+		const burst = 12
+		errs := make(chan error, burst)
+		for i := range burst {
+			go func() { errs <- ask(i + 1) }()
+			time.Sleep(5 * time.Millisecond) // in order, each picked while the earlier ones run
+		}
+		for range burst {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := map[string]int{}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			lines := strings.Split(strings.TrimSpace(access.String()), "\n")
+			if len(lines) < burst+1 {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			for _, line := range lines {
+				var r struct {
+					Pick   string `json:"pick"`
+					Spread int    `json:"pick_spread"`
+				}
+				if json.Unmarshal([]byte(line), &r) == nil && r.Pick != "" {
+					got[r.Pick+"/"+strconv.Itoa(r.Spread)]++
+				}
+			}
+			break
+		}
+		return got
+	}
+	on := picks("{window: 1}")
+	t.Logf("spreading on: decisions %v", on)
+	if on["hot/2"] == 0 {
+		t.Errorf("spreading on: decisions %v, want some hot over 2 replicas", on)
+	}
+	got := picks("{max_replicas: 1}")
+	t.Logf("spreading off: decisions %v", got)
+	if got["spread/0"] == 0 {
+		t.Errorf("spreading off: decisions %v, want the guard's spread", got)
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "hot") {
+			t.Errorf("spreading off: decisions %v, want none hot", got)
+		}
 	}
 }

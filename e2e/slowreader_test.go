@@ -195,8 +195,11 @@ keys: [{name: tester, hash: %s}]
 // replica of the core nor the core's engine is ejected.
 func TestSlowReadersDoNotEjectCore(t *testing.T) {
 	keys := fmt.Sprintf("keys: [{name: tester, hash: %s}]\n", authHash(hardKey))
+	// The core's own write timeout is longer than the edge's, as a core behind an edge is
+	// deployed: with both at 1s, a CPU-starved edge that reads its upstream late can be cut off
+	// by the core first, and then the core rightly looks failed to it.
 	_, coreAddr, coreLogs := serveListener(t, parseConfig(t, `
-server: {write_timeout: 1s}
+server: {write_timeout: 10s}
 engines: {echo: {kind: sim, sim: {mode: echo}}}
 models: {sim: {engines: [echo]}}
 `+keys+slowReaderRouting))

@@ -34,12 +34,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "upstream" {
 		return runBenchUpstream(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bench", benchUsage, stderr)
 	var (
 		cfg     bench.Config
 		headers benchHeaderFlag

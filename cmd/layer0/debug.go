@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,12 +40,7 @@ const apiKeyEnv = "LAYER0_API_KEY"
 
 // runDebug implements `layer0 debug REQUEST_ID` and `layer0 debug --verbose PROMPT`.
 func runDebug(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("debug", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), debugUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("debug", debugUsage, stderr)
 	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway (for REQUEST_ID: of its admin listener, or of the main one with --key)")
 	key := fs.String("key", "", "API key with debug: true (default $LAYER0_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the trace as JSON")

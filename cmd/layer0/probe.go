@@ -32,12 +32,7 @@ Flags:
 
 // runProbe implements `layer0 probe URL`.
 func runProbe(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), probeUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("probe", probeUsage, stderr)
 	var o probe.Options
 	fs.StringVar(&o.Key, "key", "", "API key for the requests (default $LAYER0_API_KEY)")
 	fs.StringVar(&o.Model, "model", "", "model to ask for (default: the first of GET /v1/models)")
@@ -90,6 +85,18 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return errors.New("probe: " + f) // the report is printed; the exit code says it failed
 	}
 	return nil
+}
+
+// newFlagSet is the flag set of command name, reporting its errors to stderr, and its usage
+// there too: the text usage, then the flags.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // parseInterspersed parses fs from args, with flags before or after the positional arguments,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -23,12 +22,7 @@ import (
 
 // runServe implements `layer0 serve`.
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: layer0 serve [--addr HOST:PORT] [--config FILE]\n\nServes the APIs; SIGHUP (or a change of FILE) reloads the configuration.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("serve", "usage: layer0 serve [--addr HOST:PORT] [--config FILE]\n\nServes the APIs; SIGHUP (or a change of FILE) reloads the configuration.\n\nFlags:\n", stderr)
 	addr := fs.String("addr", "", "listen address HOST:PORT (default 127.0.0.1:8080, or server.addr from the config)")
 	path := fs.String("config", "", "configuration file (default: the embedded sim engine)")
 	if err := parseFlags(fs, args); err != nil {

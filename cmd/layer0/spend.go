@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,12 +29,7 @@ Flags:
 
 // runSpend implements `layer0 spend`.
 func runSpend(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("spend", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), spendUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("spend", spendUsage, stderr)
 	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway's admin listener, or of the main one with --key")
 	key := fs.String("key", "", "an admin API key, for the main listener (default $LAYER0_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

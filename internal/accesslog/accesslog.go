@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -221,25 +222,7 @@ func Append(dst []byte, e *Entry) []byte {
 		dst = appendInt(dst, "context_after", cx.After)
 		dst = appendInt(dst, "turns_dropped", cx.TurnsDropped)
 	}
-	if d := &r.Pick; d.Picker != "" && d.Chosen < d.N {
-		dst = appendStr(dst, "pick", d.Reason)
-		dst = appendInt(dst, "pick_cached_tokens", d.Candidates[d.Chosen].Cached)
-		for i := range d.NSkipped {
-			// "pick_skipped":"b:ejected c:tried" — the replicas left out, and why.
-			if i == 0 {
-				dst = append(dst, `,"pick_skipped":"`...)
-			} else {
-				dst = append(dst, ' ')
-			}
-			s := &d.Skipped[i]
-			dst = appendEscaped(dst, s.Replica)
-			dst = append(dst, ':')
-			dst = append(dst, s.Reason...)
-			if i == d.NSkipped-1 {
-				dst = append(dst, '"')
-			}
-		}
-	}
+	dst = appendPick(dst, &r.Pick)
 	if r.ErrorType != "" {
 		dst = appendStr(dst, "error_type", r.ErrorType)
 	}
@@ -263,6 +246,36 @@ func Append(dst []byte, e *Entry) []byte {
 		dst = appendMillis(dst, "ttft_ms", r.TTFT)
 	}
 	return append(dst, '}', '\n')
+}
+
+// appendPick appends the replica picker's decision, when a picker made one: its reason, the
+// prompt tokens it expected the chosen replica to hold, a hot prefix's replicas, and the
+// replicas left out with why.
+func appendPick(dst []byte, d *route.Decision) []byte {
+	if d.Picker == "" || d.Chosen >= d.N {
+		return dst
+	}
+	dst = appendStr(dst, "pick", d.Reason)
+	dst = appendInt(dst, "pick_cached_tokens", d.Candidates[d.Chosen].Cached)
+	if d.Spread > 0 {
+		dst = appendInt(dst, "pick_spread", d.Spread) // the hot prefix's replicas
+	}
+	for i := range d.NSkipped {
+		// "pick_skipped":"b:ejected c:tried" — the replicas left out, and why.
+		if i == 0 {
+			dst = append(dst, `,"pick_skipped":"`...)
+		} else {
+			dst = append(dst, ' ')
+		}
+		s := &d.Skipped[i]
+		dst = appendEscaped(dst, s.Replica)
+		dst = append(dst, ':')
+		dst = append(dst, s.Reason...)
+		if i == d.NSkipped-1 {
+			dst = append(dst, '"')
+		}
+	}
+	return dst
 }
 
 // appendStr appends ,"key":"value". Keys are plain ASCII.

@@ -10,6 +10,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,19 +93,30 @@ type Config struct {
 	Progress io.Writer
 }
 
-// withDefaults returns c with defaults filled in, or an error naming the bad field.
-func (c Config) withDefaults() (Config, error) {
-	if c.URL == "" {
-		return c, errors.New("bench: URL is required")
+// targetURL checks the workload's URL raw, an http or https one with a host, and completes it
+// with the API path of format f where it has none. It returns the URL, completed, and its parse.
+func targetURL(raw string, f llm.Format) (string, *url.URL, error) {
+	if raw == "" {
+		return "", nil, errors.New("bench: URL is required")
 	}
-	u, err := url.Parse(c.URL)
+	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("bench: URL %q: want http://host:port or https://host:port", c.URL)
+		return "", nil, fmt.Errorf("bench: URL %q: want http://host:port or https://host:port", raw)
 	}
 	if u.Path == "" || u.Path == "/" {
-		u.Path = pathFor(c.Format)
-		c.URL = u.String()
+		u.Path = pathFor(f)
+		raw = u.String()
 	}
+	return raw, u, nil
+}
+
+// withDefaults returns c with defaults filled in, or an error naming the bad field.
+func (c Config) withDefaults() (Config, error) {
+	target, u, err := targetURL(c.URL, c.Format)
+	if err != nil {
+		return c, err
+	}
+	c.URL = target
 	switch {
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
 		return c, fmt.Errorf("bench: rate %v: want a positive number of requests per second", c.Rate)
@@ -120,36 +132,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Duration == 0 && c.Requests == 0 {
 		c.Duration = 10 * time.Second
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.LateAfter == 0 {
-		c.LateAfter = time.Millisecond
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 10000
-	}
-	if c.Connections == 0 {
-		c.Connections = 1
-	}
-	if c.H2Conns == 0 {
-		c.H2Conns = 1
-	}
-	if c.Model == "" {
-		c.Model = "sim"
-	}
-	if c.MaxTokens == 0 {
-		c.MaxTokens = 100
-	}
-	if c.Prompt == "" {
-		c.Prompt = "Write a short story about a load generator that never coordinated its omissions."
-	}
+	c.Timeout = cmp.Or(c.Timeout, 30*time.Second)
+	c.LateAfter = cmp.Or(c.LateAfter, time.Millisecond)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 10000)
+	c.Connections = cmp.Or(c.Connections, 1)
+	c.H2Conns = cmp.Or(c.H2Conns, 1)
+	c.Model = cmp.Or(c.Model, "sim")
+	c.MaxTokens = cmp.Or(c.MaxTokens, 100)
+	c.Prompt = cmp.Or(c.Prompt, "Write a short story about a load generator that never coordinated its omissions.")
 	if c.Format == llm.FormatBinary {
 		c.Stream = true
 	}
-	if c.BinaryVersion == 0 {
-		c.BinaryVersion = int(binary.V1)
-	}
+	c.BinaryVersion = cmp.Or(c.BinaryVersion, int(binary.V1))
 	if c.BinaryVersion != int(binary.V1) && c.BinaryVersion != int(binary.V2) {
 		return c, fmt.Errorf("bench: binary version %d: want 1 or 2", c.BinaryVersion)
 	}

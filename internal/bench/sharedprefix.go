@@ -2,15 +2,16 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,20 +112,14 @@ type SharedPrefixReport struct {
 }
 
 func (c SharedPrefixConfig) withDefaults() (SharedPrefixConfig, error) {
-	if c.URL == "" {
-		return c, errors.New("bench: URL is required")
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("bench: URL %q: want http://host:port or https://host:port", c.URL)
+	target, _, err := targetURL(c.URL, c.Format)
+	if err != nil {
+		return c, err
 	}
 	if c.Format != llm.FormatAnthropic && c.Format != llm.FormatOpenAI {
 		return c, fmt.Errorf("bench: the shared-prefix workload speaks anthropic or openai, not %s", c.Format)
 	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = pathFor(c.Format)
-		c.URL = u.String()
-	}
+	c.URL = target
 	switch {
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
 		return c, fmt.Errorf("bench: rate %v: want a positive number of requests per second", c.Rate)
@@ -144,30 +139,19 @@ func (c SharedPrefixConfig) withDefaults() (SharedPrefixConfig, error) {
 			return c, errors.New("bench: empty model name")
 		}
 	}
-	setInt := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	setInt(&c.Groups, 8)
-	setInt(&c.UsersPerGroup, 4)
-	setInt(&c.PrefixTokens, 1000)
-	setInt(&c.Turns, 1)
-	setInt(&c.MaxInFlight, 10000)
-	setInt(&c.Connections, 16)
-	setInt(&c.MaxTokens, 16)
-	if c.SessionHeader == "" {
-		c.SessionHeader = "x-session-id"
-	}
+	c.Groups = cmp.Or(c.Groups, 8)
+	c.UsersPerGroup = cmp.Or(c.UsersPerGroup, 4)
+	c.PrefixTokens = cmp.Or(c.PrefixTokens, 1000)
+	c.Turns = cmp.Or(c.Turns, 1)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 10000)
+	c.Connections = cmp.Or(c.Connections, 16)
+	c.MaxTokens = cmp.Or(c.MaxTokens, 16)
+	c.SessionHeader = cmp.Or(c.SessionHeader, "x-session-id")
 	if c.Duration == 0 && c.Requests == 0 {
 		c.Duration = 10 * time.Second
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
+	c.Timeout = cmp.Or(c.Timeout, 30*time.Second)
+	c.Seed = cmp.Or(c.Seed, 1)
 	return c, nil
 }
 
@@ -605,11 +589,5 @@ func (r *SharedPrefixReport) WriteText(w io.Writer) error {
 	return err
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

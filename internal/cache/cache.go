@@ -61,6 +61,9 @@ type Config struct {
 	// Shared, when set, keeps the answers in Redis, shared by every replica, each model's
 	// Memory store (of its MaxBytes) in front as the replica's L1.
 	Shared *RedisConfig
+	// Store, when set, keeps every model's answers (an application's store: the models'
+	// MaxBytes are its to apply); Shared is then ignored. Keys differ by model (Encode).
+	Store Store
 }
 
 // Cache holds the caches of every model with caching enabled.
@@ -83,13 +86,17 @@ func New(c Config) *Cache {
 		now = time.Now
 	}
 	x := &Cache{byName: map[string]*Model{}, models: map[string]*Model{}, now: now}
-	if c.Shared != nil {
+	if c.Shared != nil && c.Store == nil {
 		x.shared = *c.Shared
 	}
 	for name, p := range c.Models {
-		m := &Model{Name: name, Policy: p, Store: NewMemory(p.MaxBytes, now), flights: map[Key]*Flight{}}
-		if c.Shared != nil {
-			m.Store = NewShared(*c.Shared, m.Store.(*Memory))
+		m := &Model{Name: name, Policy: p, Store: c.Store, flights: map[Key]*Flight{}}
+		switch {
+		case c.Store != nil:
+		case c.Shared != nil:
+			m.Store = NewShared(*c.Shared, NewMemory(p.MaxBytes, now))
+		default:
+			m.Store = NewMemory(p.MaxBytes, now)
 		}
 		x.byName[name], x.models[name] = m, m
 	}

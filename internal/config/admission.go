@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -69,31 +70,17 @@ func DefaultAdmissionBands() map[string]AdmissionBand {
 }
 
 func (a *Admission) setDefaults() {
-	if a.MaxQueue == 0 {
-		a.MaxQueue = DefaultAdmissionMaxQueue
-	}
-	if a.MaxQueueBytes == 0 {
-		a.MaxQueueBytes = DefaultAdmissionMaxQueueBytes
-	}
-	if a.MaxUtilization == 0 {
-		a.MaxUtilization = 1
-	}
-	if a.PollInterval == 0 {
-		a.PollInterval = DefaultAdmissionPollInterval
-	}
-	if a.DefaultBand == "" {
-		a.DefaultBand = DefaultAdmissionBand
-	}
+	a.MaxQueue = cmp.Or(a.MaxQueue, DefaultAdmissionMaxQueue)
+	a.MaxQueueBytes = cmp.Or(a.MaxQueueBytes, DefaultAdmissionMaxQueueBytes)
+	a.MaxUtilization = cmp.Or(a.MaxUtilization, 1)
+	a.PollInterval = cmp.Or(a.PollInterval, DefaultAdmissionPollInterval)
+	a.DefaultBand = cmp.Or(a.DefaultBand, DefaultAdmissionBand)
 	if len(a.Bands) == 0 {
 		a.Bands = DefaultAdmissionBands()
 	}
 	for name, b := range a.Bands {
-		if b.MaxWait == 0 {
-			b.MaxWait = DefaultAdmissionMaxWait
-		}
-		if b.MaxShare == 0 {
-			b.MaxShare = 1
-		}
+		b.MaxWait = cmp.Or(b.MaxWait, DefaultAdmissionMaxWait)
+		b.MaxShare = cmp.Or(b.MaxShare, 1)
 		a.Bands[name] = b
 	}
 }

@@ -5,13 +5,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -225,21 +226,42 @@ func Served() *Config {
 	return c
 }
 
-// Load reads, decodes, defaults and validates the file at path (see LoadBytes). kinds are the
-// engine kinds accepted beyond the built-in ones (see Validate).
-func Load(path string, kinds ...string) (*Config, error) {
+// Known are the names a configuration may use beyond the built-in ones: an application's own
+// engine kinds and replica pickers (registered with the root package's WithEngine and
+// WithPicker). The zero value knows the built-in ones only.
+type Known struct {
+	// EngineKinds are the engine kinds accepted beside sim, openai, anthropic and layer0.
+	EngineKinds []string
+	// Pickers are the replica pickers accepted beside p2c, round_robin, prefix and sticky, by
+	// routing.picker and a model's routing.picker.
+	Pickers []string
+}
+
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes), knowing the
+// built-in names only; Known.Load knows an application's too.
+func Load(path string) (*Config, error) { return Known{}.Load(path) }
+
+// LoadBytes is Known.LoadBytes knowing the built-in names only.
+func LoadBytes(path string, b []byte) (*Config, error) { return Known{}.LoadBytes(path, b) }
+
+// Parse is Known.Parse knowing the built-in names only.
+func Parse(b []byte) (*Config, error) { return Known{}.Parse(b) }
+
+// Load reads, decodes, defaults and validates the file at path (see LoadBytes), accepting the
+// names of k beside the built-in ones.
+func (k Known) Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return LoadBytes(path, b, kinds...)
+	return k.LoadBytes(path, b)
 }
 
 // LoadBytes decodes, defaults and validates b, the content of the file at path. Unlike Parse it
 // refuses a document without a setting (empty, blank or only comments): a file is meant to
 // configure something, and an empty one is most likely being written, not the wish to run the
 // embedded default (which starting without a file gives).
-func LoadBytes(path string, b []byte, kinds ...string) (*Config, error) {
+func (k Known) LoadBytes(path string, b []byte) (*Config, error) {
 	if empty(b) {
 		return nil, fmt.Errorf("config: %s: %w", path, &Errors{List: []string{
 			"the file is empty (no settings); start without a config file for the embedded default"}})
@@ -251,16 +273,16 @@ func LoadBytes(path string, b []byte, kinds ...string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: %s: %w", path, errs)
 	}
-	c, err := Parse(b, kinds...)
+	c, err := k.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Parse decodes, defaults and validates a YAML document, accepting the engine kinds kinds
-// beyond the built-in ones (see Validate). Its error is an *Errors listing every problem found.
-func Parse(b []byte, kinds ...string) (*Config, error) {
+// Parse decodes, defaults and validates a YAML document, accepting the names of k beside the
+// built-in ones (see Validate). Its error is an *Errors listing every problem found.
+func (k Known) Parse(b []byte) (*Config, error) {
 	c := &Config{}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
@@ -289,7 +311,7 @@ func Parse(b []byte, kinds ...string) (*Config, error) {
 		}
 	}
 	c.SetDefaults()
-	if err := c.Validate(kinds...); err != nil {
+	if err := c.Validate(k); err != nil {
 		var v *Errors
 		if errors.As(err, &v) {
 			errs.List = append(errs.List, v.List...)
@@ -314,56 +336,7 @@ func (c *Config) SetDefaults() {
 	c.Responses.setDefaults()
 	c.Admission.setDefaults()
 	c.Spend.setDefaults()
-	s := &c.Server
-	if s.Addr == "" {
-		s.Addr = "127.0.0.1:8080"
-	}
-	if s.MaxBodyBytes == 0 {
-		s.MaxBodyBytes = 32 << 20
-	}
-	if s.ReadHeaderTimeout == 0 {
-		s.ReadHeaderTimeout = 10 * time.Second
-	}
-	if s.IdleTimeout == 0 {
-		s.IdleTimeout = 120 * time.Second
-	}
-	if s.HTTP1 == "" {
-		s.HTTP1 = HTTP1Lean
-	}
-	if s.ShutdownTimeout == 0 {
-		s.ShutdownTimeout = 30 * time.Second
-	}
-	if s.ReadBodyTimeout == 0 {
-		s.ReadBodyTimeout = DefaultReadBodyTimeout
-	}
-	if s.MinBodyRate == 0 {
-		s.MinBodyRate = DefaultMinBodyRate
-	}
-	if s.WriteTimeout == 0 {
-		s.WriteTimeout = DefaultWriteTimeout
-	}
-	if s.MaxConnections == 0 {
-		s.MaxConnections = DefaultMaxConnections
-	}
-	if s.MaxBodyBytesInFlight == 0 {
-		s.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
-	}
-	if s.NewConnectionTimeout == 0 {
-		s.NewConnectionTimeout = DefaultNewConnectionTimeout
-	}
-	if s.MaxNewConnections == 0 {
-		s.MaxNewConnections = max(s.MaxConnections/2, 1)
-	}
-	if s.MaxNewConnectionsPerSource == 0 {
-		s.MaxNewConnectionsPerSource = DefaultMaxNewConnectionsPerSource
-	}
-	if s.MaxQUICHandshakes == 0 {
-		s.MaxQUICHandshakes = DefaultMaxQUICHandshakes
-	}
-	if strings.HasPrefix(s.AdminAddr, ":") {
-		// The admin listener has no auth: without a host it listens on loopback only.
-		s.AdminAddr = "127.0.0.1" + s.AdminAddr
-	}
+	c.Server.setDefaults()
 	if len(c.Engines) == 0 && len(c.Models) == 0 {
 		c.Engines = map[string]Engine{"sim": {Kind: KindSim}}
 		c.Models = map[string]Model{"sim": {Engines: []string{"sim"}}}
@@ -374,40 +347,10 @@ func (c *Config) SetDefaults() {
 		c.Engines[name] = e
 	}
 	for id, m := range c.Models {
-		if m.UpstreamModel == "" {
-			m.UpstreamModel = id
-		}
-		if m.DisplayName == "" {
-			m.DisplayName = id
-		}
-		if m.ContextWindow == 0 {
-			m.ContextWindow = 200000
-		}
-		if m.Created.IsZero() {
-			m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-		}
-		if m.Cache.TTL == 0 {
-			m.Cache.TTL = DefaultCacheTTL
-		}
-		if m.Cache.MaxBytes == 0 {
-			m.Cache.MaxBytes = DefaultCacheMaxBytes
-		}
-		if m.Required == nil {
-			t := true
-			m.Required = &t
-		}
+		m.setDefaults(id)
 		c.Models[id] = m
 	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Access == nil {
-		t := true
-		c.Log.Access = &t
-	}
-	if c.Log.AccessLog.Format == "" {
-		c.Log.AccessLog.Format = AccessJSON
-	}
+	c.Log.setDefaults()
 	c.setPolicyDefaults()
 	c.setTokenizeModels()
 	c.setContextDefaults()
@@ -416,20 +359,28 @@ func (c *Config) SetDefaults() {
 	c.Telemetry.setDefaults()
 }
 
+// setDefaults fills the unset fields of model id: its upstream and display names are its id.
+func (m *Model) setDefaults(id string) {
+	m.UpstreamModel = cmp.Or(m.UpstreamModel, id)
+	m.DisplayName = cmp.Or(m.DisplayName, id)
+	m.ContextWindow = cmp.Or(m.ContextWindow, 200000)
+	if m.Created.IsZero() {
+		m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	m.Cache.TTL = cmp.Or(m.Cache.TTL, DefaultCacheTTL)
+	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheMaxBytes)
+	if m.Required == nil {
+		t := true
+		m.Required = &t
+	}
+}
+
 func (e *Engine) setDefaults() {
 	t := &e.Timeouts
-	if t.Connect == 0 {
-		t.Connect = 5 * time.Second
-	}
-	if t.FirstByte == 0 {
-		t.FirstByte = 60 * time.Second
-	}
-	if t.Idle == 0 {
-		t.Idle = 60 * time.Second
-	}
-	if t.Total == 0 {
-		t.Total = 10 * time.Minute
-	}
+	t.Connect = cmp.Or(t.Connect, 5*time.Second)
+	t.FirstByte = cmp.Or(t.FirstByte, 60*time.Second)
+	t.Idle = cmp.Or(t.Idle, 60*time.Second)
+	t.Total = cmp.Or(t.Total, 10*time.Minute)
 	if e.Kind == KindSim {
 		e.Sim.SetDefaults()
 	}
@@ -438,6 +389,13 @@ func (e *Engine) setDefaults() {
 // Errors lists every problem found in a configuration, each prefixed with its path.
 type Errors struct {
 	List []string
+}
+
+// notNegative adds the problem of a negative v, the value at path.
+func notNegative[T ~int | ~int64 | ~float64](errs *Errors, path string, v T) {
+	if v < 0 {
+		errs.add(path, "must not be negative")
+	}
 }
 
 func (e *Errors) add(path, format string, args ...any) {
@@ -463,61 +421,13 @@ func builtinKind(kind string) bool {
 }
 
 // Validate checks the configuration and returns an *Errors with every problem, or nil. An
-// engine's kind must be one of the built-in kinds or one of kinds (an application's own, which
-// its engine factory checks the rest of).
-func (c *Config) Validate(kinds ...string) error {
+// engine's kind must be one of the built-in kinds or one of k's (an application's own, which its
+// engine factory checks the rest of), and a picker one of the built-in pickers or of k's.
+func (c *Config) Validate(k Known) error {
 	errs := &Errors{}
 	c.Responses.validate(c, errs)
 	c.validateAdmission(errs)
-	if (c.Server.TLS.CertFile == "") != (c.Server.TLS.KeyFile == "") {
-		errs.add("server.tls", "cert_file and key_file must be given together")
-	}
-	if c.Server.HTTP3 && c.Server.TLS.CertFile == "" {
-		errs.add("server.http3", "needs server.tls (HTTP/3 is always encrypted)")
-	}
-	if c.Server.MaxBodyBytes < 0 {
-		errs.add("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_body_timeout", c.Server.ReadBodyTimeout}, {"write_timeout", c.Server.WriteTimeout}} {
-		if d.v < 0 {
-			errs.add("server."+d.name, "must not be negative")
-		}
-	}
-	if c.Server.MinBodyRate < -1 {
-		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
-	}
-	if c.Server.MaxConnections < 0 {
-		errs.add("server.max_connections", "must be positive")
-	}
-	if c.Server.NewConnectionTimeout < 0 {
-		errs.add("server.new_connection_timeout", "must not be negative")
-	}
-	if n := c.Server.MaxNewConnections; n < 0 || n > c.Server.MaxConnections {
-		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", c.Server.MaxConnections, n)
-	}
-	if c.Server.MaxNewConnectionsPerSource < -1 {
-		errs.add("server.max_new_connections_per_source", "must be positive, or -1 to turn the cap off")
-	}
-	if c.Server.MaxQUICHandshakes < 0 {
-		errs.add("server.max_quic_handshakes", "must be positive")
-	}
-	for i, h := range c.Server.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, " /:@\t") && !strings.HasPrefix(h, "[") {
-			errs.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name or IP address without a port, got %q", h)
-		}
-	}
-	if h := c.Server.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
-		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
-	}
-	if c.Server.MaxBodyBytesInFlight < 0 {
-		errs.add("server.max_body_bytes_in_flight", "must be positive")
-	} else if c.Server.MaxBodyBytesInFlight < c.Server.MaxBodyBytes {
-		errs.add("server.max_body_bytes_in_flight", "must be at least server.max_body_bytes (%d), got %d",
-			c.Server.MaxBodyBytes, c.Server.MaxBodyBytesInFlight)
-	}
+	c.Server.validate(errs)
 	for _, name := range sortedKeys(c.Engines) {
 		e := c.Engines[name]
 		p := "engines." + name
@@ -539,15 +449,35 @@ func (c *Config) Validate(kinds ...string) error {
 		case "":
 			errs.add(p+".kind", "required (sim, openai, anthropic or layer0)")
 		default:
-			if !slices.Contains(kinds, e.Kind) {
+			if !slices.Contains(k.EngineKinds, e.Kind) {
 				errs.add(p+".kind", "unknown kind %q (want sim, openai, anthropic or layer0)", e.Kind)
 			}
 		}
-		if e.MaxConcurrency < 0 {
-			errs.add(p+".max_concurrency", "must not be negative")
-		}
+		notNegative(errs, p+".max_concurrency", e.MaxConcurrency)
 		e.validatePrefix(p+".prefix_cache", errs)
 	}
+	c.validateModels(errs)
+	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
+		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
+	}
+	c.Log.validate(errs)
+	c.validatePolicy(k, errs)
+	c.validateContext(errs)
+	c.Store.validate(errs)
+	c.validateCORS(errs)
+	c.Telemetry.validate(errs)
+	c.validateSpend(errs)
+	if len(errs.List) == 0 {
+		return nil
+	}
+	for i, m := range errs.List {
+		errs.List[i] = RedactUserinfo(m)
+	}
+	return errs
+}
+
+// validateModels checks each model's engines, context window and response cache.
+func (c *Config) validateModels(errs *Errors) {
 	if len(c.Models) == 0 {
 		errs.add("models", "at least one model is required")
 	}
@@ -574,45 +504,10 @@ func (c *Config) Validate(kinds ...string) error {
 			errs.add(p+".cache.max_bytes", "must be at least %d (one answer), got %d", minCacheBytes, m.Cache.MaxBytes)
 		}
 	}
-	if c.Debug.Requests < 0 || c.Debug.Requests > MaxDebugRequests {
-		errs.add("debug.requests", "%d: want 0 (none) to %d", c.Debug.Requests, MaxDebugRequests)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
-	}
-	switch c.Log.AccessLog.Format {
-	case AccessJSON, AccessText:
-	default:
-		errs.add("log.access_log.format", "unknown format %q (want json or text)", c.Log.AccessLog.Format)
-	}
-	if p := c.Log.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
-		errs.add("log.access_log.path", "%q names a directory, want a file", p)
-	}
-	c.validatePolicy(errs)
-	c.validateContext(errs)
-	c.Store.validate(errs)
-	c.validateCORS(errs)
-	c.Telemetry.validate(errs)
-	c.validateSpend(errs)
-	if len(errs.List) == 0 {
-		return nil
-	}
-	for i, m := range errs.List {
-		errs.List[i] = RedactUserinfo(m)
-	}
-	return errs
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // checkURL says what is wrong with an engine's base URL, or "".
 func checkURL(s string) string {

@@ -25,7 +25,7 @@ func TestDefault(t *testing.T) {
 	if got, want := c.Engines["sim"].Kind, KindSim; got != want {
 		t.Errorf("engine kind: got %q, want %q", got, want)
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.Validate(Known{}); err != nil {
 		t.Errorf("default config invalid: %v", err)
 	}
 }
@@ -191,7 +191,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err == nil {
-			if verr := c.Validate(); verr != nil {
+			if verr := c.Validate(Known{}); verr != nil {
 				t.Fatalf("Parse accepted a config that Validate rejects: %v", verr)
 			}
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"strings"
 	"time"
@@ -38,9 +39,7 @@ const (
 )
 
 func (c *CORS) setDefaults() {
-	if c.MaxAge == 0 {
-		c.MaxAge = DefaultCORSMaxAge
-	}
+	c.MaxAge = cmp.Or(c.MaxAge, DefaultCORSMaxAge)
 }
 
 // AnyOrigin reports whether every origin is allowed ("*").

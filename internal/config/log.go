@@ -1,5 +1,10 @@
 package config
 
+import (
+	"cmp"
+	"strings"
+)
+
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
@@ -42,3 +47,31 @@ const DefaultDebugRequests = 100
 
 // MaxDebugRequests bounds debug.requests (a trace is about 1 KiB).
 const MaxDebugRequests = 1 << 20
+
+// validate checks the log level and the access log's format and path.
+func (l *Log) validate(errs *Errors) {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs.add("log.level", "unknown level %q (want debug, info, warn or error)", l.Level)
+	}
+	switch l.AccessLog.Format {
+	case AccessJSON, AccessText:
+	default:
+		errs.add("log.access_log.format", "unknown format %q (want json or text)", l.AccessLog.Format)
+	}
+	if p := l.AccessLog.Path; p != "" && strings.HasSuffix(p, "/") {
+		errs.add("log.access_log.path", "%q names a directory, want a file", p)
+	}
+}
+
+// setDefaults fills the unset fields with their defaults: level info, the access log on, in
+// JSON.
+func (l *Log) setDefaults() {
+	l.Level = cmp.Or(l.Level, "info")
+	if l.Access == nil {
+		t := true
+		l.Access = &t
+	}
+	l.AccessLog.Format = cmp.Or(l.AccessLog.Format, AccessJSON)
+}

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"cmp"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -212,54 +214,32 @@ const (
 
 func (c *Config) setPolicyDefaults() {
 	l := &c.Limits
-	if l.MaxHeaderBytes == 0 {
-		l.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if l.MaxMessages == 0 {
-		l.MaxMessages = DefaultMaxMessages
-	}
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	l.MaxMessages = cmp.Or(l.MaxMessages, DefaultMaxMessages)
 	r := &c.Routing
-	if r.FallbackUtilizationThreshold == 0 {
-		r.FallbackUtilizationThreshold = DefaultFallbackUtilizationThreshold
-	}
+	r.FallbackUtilizationThreshold = cmp.Or(r.FallbackUtilizationThreshold, DefaultFallbackUtilizationThreshold)
 	setDuration(&r.UtilizationInterval, time.Second)
 	r.Prefix.setDefaults()
 	r.Sticky.setDefaults()
 	b := &r.RetryBudget
-	if b.Ratio == 0 {
-		b.Ratio = DefaultRetryRatio
-	}
-	if b.MinRetries == 0 {
-		b.MinRetries = DefaultRetryMinRetries
-	}
+	b.Ratio = cmp.Or(b.Ratio, DefaultRetryRatio)
+	b.MinRetries = cmp.Or(b.MinRetries, DefaultRetryMinRetries)
 	setDuration(&b.Window, DefaultRetryWindow)
 	e := &r.Ejection
-	if e.ConsecutiveFailures == 0 {
-		e.ConsecutiveFailures = DefaultEjectionFailures
-	}
+	e.ConsecutiveFailures = cmp.Or(e.ConsecutiveFailures, DefaultEjectionFailures)
 	setDuration(&e.BaseTime, DefaultEjectionBaseTime)
 	setDuration(&e.MaxTime, DefaultEjectionMaxTime)
 	br := &r.Breaker
 	setDuration(&br.Window, DefaultBreakerWindow)
-	if br.MinRequests == 0 {
-		br.MinRequests = DefaultBreakerMinRequests
-	}
-	if br.FailureRatio == 0 {
-		br.FailureRatio = DefaultBreakerFailureRatio
-	}
+	br.MinRequests = cmp.Or(br.MinRequests, DefaultBreakerMinRequests)
+	br.FailureRatio = cmp.Or(br.FailureRatio, DefaultBreakerFailureRatio)
 	setDuration(&br.OpenTime, DefaultBreakerOpenTime)
-	if br.HalfOpenProbes == 0 {
-		br.HalfOpenProbes = DefaultBreakerHalfOpenProbes
-	}
+	br.HalfOpenProbes = cmp.Or(br.HalfOpenProbes, DefaultBreakerHalfOpenProbes)
 	h := &r.Health
 	setDuration(&h.Interval, DefaultHealthInterval)
 	setDuration(&h.Timeout, DefaultHealthTimeout)
-	if h.UnhealthyThreshold == 0 {
-		h.UnhealthyThreshold = DefaultHealthUnhealthyThreshold
-	}
-	if h.HealthyThreshold == 0 {
-		h.HealthyThreshold = DefaultHealthHealthyThreshold
-	}
+	h.UnhealthyThreshold = cmp.Or(h.UnhealthyThreshold, DefaultHealthUnhealthyThreshold)
+	h.HealthyThreshold = cmp.Or(h.HealthyThreshold, DefaultHealthHealthyThreshold)
 }
 
 func setDuration(d *time.Duration, def time.Duration) {
@@ -269,7 +249,35 @@ func setDuration(d *time.Duration, def time.Duration) {
 }
 
 // validatePolicy checks keys, limits, routing names and knobs, adding every problem to errs.
-func (c *Config) validatePolicy(errs *Errors) {
+func (c *Config) validatePolicy(k Known, errs *Errors) {
+	c.validateKeys(errs)
+
+	l := &c.Limits
+	l.Global.validate("limits.global", errs)
+	notNegative(errs, "limits.max_header_bytes", l.MaxHeaderBytes)
+	notNegative(errs, "limits.max_messages", l.MaxMessages)
+	notNegative(errs, "limits.max_content_bytes", l.MaxContentBytes)
+
+	for _, name := range sortedKeys(c.Engines) {
+		e := c.Engines[name]
+		for _, f := range []struct{ key, v string }{{"health_path", e.HealthPath}, {"metrics_path", e.MetricsPath}} {
+			switch {
+			case f.v == "":
+			case e.Kind == KindSim:
+				errs.add("engines."+name+"."+f.key, "not used by kind sim (its load and health are read directly)")
+			case !strings.HasPrefix(f.v, "/"):
+				errs.add("engines."+name+"."+f.key, "must be a path starting with /, got %q", f.v)
+			}
+		}
+	}
+
+	c.validateNames(errs)
+	c.validateRouting(k.Pickers, errs)
+}
+
+// validateKeys checks the API keys: each named, the names and the hashes unique, the hashes
+// SHA-256 in hex, the models they may use named, and their limits.
+func (c *Config) validateKeys(errs *Errors) {
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, k := range c.Keys {
@@ -300,33 +308,12 @@ func (c *Config) validatePolicy(errs *Errors) {
 		}
 		k.Limits.validate(p+".limits", errs)
 	}
+}
 
-	l := &c.Limits
-	l.Global.validate("limits.global", errs)
-	if l.MaxHeaderBytes < 0 {
-		errs.add("limits.max_header_bytes", "must not be negative")
-	}
-	if l.MaxMessages < 0 {
-		errs.add("limits.max_messages", "must not be negative")
-	}
-	if l.MaxContentBytes < 0 {
-		errs.add("limits.max_content_bytes", "must not be negative")
-	}
-
-	for _, name := range sortedKeys(c.Engines) {
-		e := c.Engines[name]
-		for _, f := range []struct{ key, v string }{{"health_path", e.HealthPath}, {"metrics_path", e.MetricsPath}} {
-			switch {
-			case f.v == "":
-			case e.Kind == KindSim:
-				errs.add("engines."+name+"."+f.key, "not used by kind sim (its load and health are read directly)")
-			case !strings.HasPrefix(f.v, "/"):
-				errs.add("engines."+name+"."+f.key, "must be a path starting with /, got %q", f.v)
-			}
-		}
-	}
-
-	// Names clients may ask for: models, splits and aliases share one namespace.
+// validateNames checks the names clients may ask for — models, splits and aliases share one
+// namespace — and what they lead to: each fallback and split target a model, fallback chains
+// bounded, each alias a model or a split.
+func (c *Config) validateNames(errs *Errors) {
 	for _, id := range sortedKeys(c.Models) {
 		m := c.Models[id]
 		for i, f := range m.Fallback {
@@ -374,58 +361,39 @@ func (c *Config) validatePolicy(errs *Errors) {
 			errs.add(p, "unknown model or split %q (an alias cannot point at another alias)", target)
 		}
 	}
+}
 
+// validateRouting checks the pickers, global and each model's (a built-in one or one of
+// pickers, an application's own), and the routing's bounds, ratios and times.
+func (c *Config) validateRouting(pickers []string, errs *Errors) {
 	r := &c.Routing
-	validatePicker("routing.picker", r.Picker, errs)
+	validatePicker("routing.picker", r.Picker, pickers, errs)
 	for _, id := range sortedKeys(c.Models) {
-		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, errs)
+		validatePicker("models."+id+".routing.picker", c.Models[id].Routing.Picker, pickers, errs)
 	}
 	r.Prefix.validate(errs)
 	r.Sticky.validate(errs)
 	if r.FallbackUtilizationThreshold < 0 {
 		errs.add("routing.fallback_utilization_threshold", "must be between 0 and 1, got %g", r.FallbackUtilizationThreshold)
 	}
-	if r.RetryBudget.Ratio < 0 {
-		errs.add("routing.retry_budget.ratio", "must not be negative")
-	}
-	if r.RetryBudget.MinRetries < 0 {
-		errs.add("routing.retry_budget.min_retries", "must not be negative")
-	}
+	notNegative(errs, "routing.retry_budget.ratio", r.RetryBudget.Ratio)
+	notNegative(errs, "routing.retry_budget.min_retries", r.RetryBudget.MinRetries)
 	if r.Ejection.ConsecutiveFailures < -1 {
 		errs.add("routing.ejection.consecutive_failures", "must be positive, or -1 to disable ejection")
 	}
-	if r.Breaker.MinRequests < 0 {
-		errs.add("routing.breaker.min_requests", "must not be negative")
-	}
-	if r.Breaker.FailureRatio < 0 {
-		errs.add("routing.breaker.failure_ratio", "must not be negative")
-	}
-	if r.Breaker.HalfOpenProbes < 0 {
-		errs.add("routing.breaker.half_open_probes", "must not be negative")
-	}
-	if r.Health.UnhealthyThreshold < 0 {
-		errs.add("routing.health.unhealthy_threshold", "must not be negative")
-	}
-	if r.Health.HealthyThreshold < 0 {
-		errs.add("routing.health.healthy_threshold", "must not be negative")
-	}
-	for _, d := range []struct {
-		path string
-		v    time.Duration
-	}{
-		{"routing.utilization_interval", r.UtilizationInterval},
-		{"routing.retry_budget.window", r.RetryBudget.Window},
-		{"routing.ejection.base_time", r.Ejection.BaseTime},
-		{"routing.ejection.max_time", r.Ejection.MaxTime},
-		{"routing.breaker.window", r.Breaker.Window},
-		{"routing.breaker.open_time", r.Breaker.OpenTime},
-		{"routing.health.interval", r.Health.Interval},
-		{"routing.health.timeout", r.Health.Timeout},
-	} {
-		if d.v < 0 {
-			errs.add(d.path, "must not be negative")
-		}
-	}
+	notNegative(errs, "routing.breaker.min_requests", r.Breaker.MinRequests)
+	notNegative(errs, "routing.breaker.failure_ratio", r.Breaker.FailureRatio)
+	notNegative(errs, "routing.breaker.half_open_probes", r.Breaker.HalfOpenProbes)
+	notNegative(errs, "routing.health.unhealthy_threshold", r.Health.UnhealthyThreshold)
+	notNegative(errs, "routing.health.healthy_threshold", r.Health.HealthyThreshold)
+	notNegative(errs, "routing.utilization_interval", r.UtilizationInterval)
+	notNegative(errs, "routing.retry_budget.window", r.RetryBudget.Window)
+	notNegative(errs, "routing.ejection.base_time", r.Ejection.BaseTime)
+	notNegative(errs, "routing.ejection.max_time", r.Ejection.MaxTime)
+	notNegative(errs, "routing.breaker.window", r.Breaker.Window)
+	notNegative(errs, "routing.breaker.open_time", r.Breaker.OpenTime)
+	notNegative(errs, "routing.health.interval", r.Health.Interval)
+	notNegative(errs, "routing.health.timeout", r.Health.Timeout)
 }
 
 func (r Rates) validate(p string, errs *Errors) {
@@ -438,9 +406,7 @@ func (r Rates) validate(p string, errs *Errors) {
 		{"output_tokens_per_minute", r.OutputTokensPerMinute},
 		{"concurrent", r.Concurrent},
 	} {
-		if f.v < 0 {
-			errs.add(p+"."+f.key, "must not be negative")
-		}
+		notNegative(errs, p+"."+f.key, f.v)
 	}
 }
 
@@ -471,10 +437,19 @@ func (c *Config) chainLen(id string) int {
 	return len(in)
 }
 
-func validatePicker(p, picker string, errs *Errors) {
+// validatePicker checks the picker at path p: a built-in one, or one of known (an
+// application's own).
+func validatePicker(p, picker string, known []string, errs *Errors) {
 	switch picker {
 	case "", PickerP2C, PickerRoundRobin, PickerPrefix, PickerSticky:
-	default:
-		errs.add(p, "unknown picker %q (want p2c, round_robin, prefix or sticky)", picker)
+		return
 	}
+	if slices.Contains(known, picker) {
+		return
+	}
+	want := "p2c, round_robin, prefix or sticky"
+	if len(known) > 0 {
+		want = "p2c, round_robin, prefix, sticky or one of the application's: " + strings.Join(known, ", ")
+	}
+	errs.add(p, "unknown picker %q (want %s)", picker, want)
 }

@@ -26,7 +26,8 @@ func TestPolicyDefaults(t *testing.T) {
 		Breaker: Breaker{Window: 10 * time.Second, MinRequests: 20, FailureRatio: 0.5, OpenTime: 30 * time.Second,
 			HalfOpenProbes: 1},
 		Health: Health{Interval: 10 * time.Second, Timeout: 5 * time.Second, UnhealthyThreshold: 2, HealthyThreshold: 1},
-		Prefix: PrefixRouting{Imbalance: 2, Slack: 4},
+		Prefix: PrefixRouting{Imbalance: 2, Slack: 4, Spread: PrefixSpread{MaxReplicas: 3, HotShare: 0.5, Window: 32,
+			PrefixTokens: 256, MaxPrefixes: 1024, Idle: time.Minute}},
 		Sticky: StickyRouting{Header: "x-session-id", Fallback: "key", Imbalance: 2, Slack: 4},
 	}
 	if diff := cmp.Diff(r, c.Routing); diff != "" {
@@ -230,5 +231,34 @@ func TestFallbackChainCap(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "models.m1.fallback") {
 		t.Errorf("m1's chain of 64 reported: %v", err)
+	}
+}
+
+// A picker name beyond the built-in ones is accepted only when Known lists it (an application's
+// own), globally and per model; the error lists what is known.
+func TestKnownPickers(t *testing.T) {
+	const doc = "routing: {picker: tenant}\nengines: {s: {kind: sim}}\nmodels: {m: {engines: [s], routing: {picker: tenant}}}\n"
+	_, err := Parse([]byte(doc))
+	for _, want := range []string{
+		`routing.picker: unknown picker "tenant" (want p2c, round_robin, prefix or sticky)`,
+		`models.m.routing.picker: unknown picker "tenant"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no picker known: got %v, want %q", err, want)
+		}
+	}
+	_, err = Known{Pickers: []string{"a", "b"}}.Parse([]byte(doc))
+	if want := `routing.picker: unknown picker "tenant" (want p2c, round_robin, prefix, sticky or one of the application's: a, b)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("other pickers known: got %v, want %q", err, want)
+	}
+	c, err := Known{Pickers: []string{"tenant"}}.Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("the picker known: %v", err)
+	}
+	if c.Routing.Picker != "tenant" || c.Models["m"].Routing.Picker != "tenant" {
+		t.Errorf("pickers decoded as %q and %q", c.Routing.Picker, c.Models["m"].Routing.Picker)
+	}
+	if err := c.Validate(Known{EngineKinds: []string{"tenant"}}); err == nil {
+		t.Error("a picker known as an engine kind only: accepted")
 	}
 }

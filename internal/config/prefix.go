@@ -1,10 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -108,31 +110,19 @@ func (e *Engine) setPrefixDefaults() {
 	pc := &e.PrefixCache
 	switch e.Kind {
 	case KindSim:
-		if pc.BlockTokens == 0 {
-			pc.BlockTokens = e.Sim.BlockTokens
-		}
-		if pc.CapacityTokens == 0 {
-			pc.CapacityTokens = e.Sim.KVCacheTokens
-		}
+		pc.BlockTokens = cmp.Or(pc.BlockTokens, e.Sim.BlockTokens)
+		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, e.Sim.KVCacheTokens)
 	case KindOpenAI:
-		if pc.CapacityTokens == 0 {
-			pc.CapacityTokens = DefaultPrefixCapacityTokens
-		}
+		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, DefaultPrefixCapacityTokens)
 	}
-	if pc.BlockTokens == 0 {
-		pc.BlockTokens = 16
-	}
-	if pc.Mode == "" {
-		pc.Mode = PrefixApproximate
-	}
+	pc.BlockTokens = cmp.Or(pc.BlockTokens, 16)
+	pc.Mode = cmp.Or(pc.Mode, PrefixApproximate)
 	if pc.Tokenize == TokenizeEngine {
 		if pc.TokenizeURL == "" && e.Kind == KindOpenAI {
 			root := strings.TrimSuffix(strings.TrimRight(e.URL, "/"), "/v1")
 			pc.TokenizeURL = root + "/tokenize"
 		}
-		if pc.TokenizeCacheTokens == 0 {
-			pc.TokenizeCacheTokens = DefaultTokenizeCacheTokens
-		}
+		pc.TokenizeCacheTokens = cmp.Or(pc.TokenizeCacheTokens, DefaultTokenizeCacheTokens)
 	}
 	if pc.Mode == PrefixPrecise && pc.EventsMaxBytes == 0 {
 		pc.EventsMaxBytes = DefaultEventsMaxBytes
@@ -225,6 +215,88 @@ type PrefixRouting struct {
 	// and DefaultRoutingSlack (4).
 	Imbalance float64 `yaml:"imbalance"`
 	Slack     int     `yaml:"slack"`
+	// Spread spreads a hot prefix — one whose replica stays over the guard — over a set of
+	// replicas that share its requests by load.
+	Spread PrefixSpread `yaml:"spread"`
+}
+
+// PrefixSpread tunes the prefix picker's hot prefixes (routing.prefix.spread). A prefix (a
+// prompt's leading prefix_tokens, per API key unless the model shares its cached state across
+// keys) is hot when its replica was over the guard for hot_share of its recent requests (about
+// the last window): the least loaded other replica joins its set, then another while it stays
+// hot, up to max_replicas, and its requests go to the least loaded member. The set loses its
+// newest member when, for hot_share of the requests, one member fewer would do.
+type PrefixSpread struct {
+	// MaxReplicas bounds a hot prefix's set; 1 turns spreading off. Default 3, at most 8.
+	MaxReplicas int `yaml:"max_replicas"`
+	// HotShare is the share of recent requests over the guard that makes a prefix hot (and of
+	// those one member fewer would carry that cools it), above 0 and at most 1. Default 0.5.
+	HotShare float64 `yaml:"hot_share"`
+	// Window is about how many of a prefix's recent requests the shares weigh. Default 32.
+	Window int `yaml:"window"`
+	// PrefixTokens is how many leading prompt tokens name a prefix. Default 256.
+	PrefixTokens int `yaml:"prefix_tokens"`
+	// MaxPrefixes bounds the prefixes tracked at once; the least recently seen make room.
+	// Default 1024.
+	MaxPrefixes int `yaml:"max_prefixes"`
+	// Idle is how long a prefix may go without requests before its set is forgotten. Default
+	// 1m.
+	Idle time.Duration `yaml:"idle"`
+}
+
+// The defaults of routing.prefix.spread, and the bounds of max_replicas and max_prefixes.
+const (
+	DefaultSpreadMaxReplicas  = 3
+	DefaultSpreadHotShare     = 0.5
+	DefaultSpreadWindow       = 32
+	DefaultSpreadPrefixTokens = 256
+	DefaultSpreadMaxPrefixes  = 1024
+	DefaultSpreadIdle         = time.Minute
+	MaxSpreadReplicas         = 8
+	MaxSpreadPrefixes         = 1 << 20
+)
+
+func (s *PrefixSpread) setDefaults() {
+	if s.MaxReplicas == 0 {
+		s.MaxReplicas = DefaultSpreadMaxReplicas
+	}
+	if s.HotShare == 0 {
+		s.HotShare = DefaultSpreadHotShare
+	}
+	if s.Window == 0 {
+		s.Window = DefaultSpreadWindow
+	}
+	if s.PrefixTokens == 0 {
+		s.PrefixTokens = DefaultSpreadPrefixTokens
+	}
+	if s.MaxPrefixes == 0 {
+		s.MaxPrefixes = DefaultSpreadMaxPrefixes
+	}
+	if s.Idle == 0 {
+		s.Idle = DefaultSpreadIdle
+	}
+}
+
+func (s *PrefixSpread) validate(errs *Errors) {
+	const p = "routing.prefix.spread"
+	if s.MaxReplicas < 1 || s.MaxReplicas > MaxSpreadReplicas {
+		errs.add(p+".max_replicas", "must be 1 to %d, got %d", MaxSpreadReplicas, s.MaxReplicas)
+	}
+	if !(s.HotShare > 0 && s.HotShare <= 1) {
+		errs.add(p+".hot_share", "must be above 0 and at most 1, got %g", s.HotShare)
+	}
+	if s.Window < 1 {
+		errs.add(p+".window", "must be positive, got %d", s.Window)
+	}
+	if s.PrefixTokens < 1 {
+		errs.add(p+".prefix_tokens", "must be positive, got %d", s.PrefixTokens)
+	}
+	if s.MaxPrefixes < 1 || s.MaxPrefixes > MaxSpreadPrefixes {
+		errs.add(p+".max_prefixes", "must be 1 to %d, got %d", MaxSpreadPrefixes, s.MaxPrefixes)
+	}
+	if s.Idle <= 0 {
+		errs.add(p+".idle", "must be positive, got %v", s.Idle)
+	}
 }
 
 // The overload guard's defaults, shared by the prefix and sticky pickers.
@@ -234,28 +306,22 @@ const (
 )
 
 func (r *PrefixRouting) setDefaults() {
-	if r.Imbalance == 0 {
-		r.Imbalance = DefaultRoutingImbalance
-	}
-	if r.Slack == 0 {
-		r.Slack = DefaultRoutingSlack
-	}
+	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
+	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
+	r.Spread.setDefaults()
 }
 
 func (r *PrefixRouting) validate(errs *Errors) {
-	if r.LoadTokens < 0 {
-		errs.add("routing.prefix.load_tokens", "must not be negative")
-	}
+	notNegative(errs, "routing.prefix.load_tokens", r.LoadTokens)
 	validateGuard("routing.prefix", r.Imbalance, r.Slack, errs)
+	r.Spread.validate(errs)
 }
 
 func validateGuard(p string, imbalance float64, slack int, errs *Errors) {
 	if imbalance < 0 || imbalance > 0 && imbalance < 1 {
 		errs.add(p+".imbalance", "must be at least 1, got %g", imbalance)
 	}
-	if slack < 0 {
-		errs.add(p+".slack", "must not be negative")
-	}
+	notNegative(errs, p+".slack", slack)
 }
 
 // Sticky fallbacks: what keys a request without the session header.
@@ -284,18 +350,10 @@ type StickyRouting struct {
 }
 
 func (r *StickyRouting) setDefaults() {
-	if r.Header == "" {
-		r.Header = DefaultStickyHeader
-	}
-	if r.Fallback == "" {
-		r.Fallback = StickyFallbackKey
-	}
-	if r.Imbalance == 0 {
-		r.Imbalance = DefaultRoutingImbalance
-	}
-	if r.Slack == 0 {
-		r.Slack = DefaultRoutingSlack
-	}
+	r.Header = cmp.Or(r.Header, DefaultStickyHeader)
+	r.Fallback = cmp.Or(r.Fallback, StickyFallbackKey)
+	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
+	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
 }
 
 func (r *StickyRouting) validate(errs *Errors) {

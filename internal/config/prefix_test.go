@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPrefixCacheDefaults(t *testing.T) {
@@ -125,8 +126,22 @@ func TestPrefixRoutingConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.Routing; r.Picker != PickerPrefix || r.Prefix != (PrefixRouting{256, 3, 2}) {
+	defSpread := PrefixSpread{MaxReplicas: 3, HotShare: 0.5, Window: 32, PrefixTokens: 256, MaxPrefixes: 1024, Idle: time.Minute}
+	if r := cfg.Routing; r.Picker != PickerPrefix || r.Prefix != (PrefixRouting{256, 3, 2, defSpread}) {
 		t.Fatalf("%+v", r)
+	}
+	cfg, err = Parse([]byte("routing: {prefix: {spread: {max_replicas: 4, hot_share: 0.25, window: 64, prefix_tokens: 512, max_prefixes: 100, idle: 30s}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Routing.Prefix.Spread; s != (PrefixSpread{4, 0.25, 64, 512, 100, 30 * time.Second}) {
+		t.Fatalf("spread %+v", s)
+	}
+	_, err = Parse([]byte("routing: {prefix: {spread: {max_replicas: 9, hot_share: 1.5, window: -1, prefix_tokens: -1, max_prefixes: -2, idle: -1s}}}\n"))
+	for _, want := range []string{"spread.max_replicas", "spread.hot_share", "spread.window", "spread.prefix_tokens", "spread.max_prefixes", "spread.idle"} {
+		if err == nil || !strings.Contains(err.Error(), "routing.prefix."+want) {
+			t.Errorf("error lacks %s: %v", want, err)
+		}
 	}
 	_, err = Parse([]byte("routing: {picker: prefix, prefix: {load_tokens: -1, imbalance: 0.5, slack: -1}}\n"))
 	for _, want := range []string{"routing.prefix.load_tokens", "routing.prefix.imbalance", "routing.prefix.slack"} {

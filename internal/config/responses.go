@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Responses configures the OpenAI Responses API's stored responses (store and
 // previous_response_id, GET and DELETE /v1/responses/{id}), each owned by the API key that
@@ -25,21 +28,13 @@ const (
 )
 
 func (r *Responses) setDefaults() {
-	if r.TTL == 0 {
-		r.TTL = DefaultResponsesTTL
-	}
-	if r.MaxBytes == 0 {
-		r.MaxBytes = DefaultResponsesMaxBytes
-	}
+	r.TTL = cmp.Or(r.TTL, DefaultResponsesTTL)
+	r.MaxBytes = cmp.Or(r.MaxBytes, DefaultResponsesMaxBytes)
 }
 
 func (r *Responses) validate(c *Config, errs *Errors) {
-	if r.TTL < 0 {
-		errs.add("responses.ttl", "must not be negative")
-	}
-	if r.MaxBytes < 0 {
-		errs.add("responses.max_bytes", "must not be negative")
-	}
+	notNegative(errs, "responses.ttl", r.TTL)
+	notNegative(errs, "responses.max_bytes", r.MaxBytes)
 	if r.Shared && c.Store.Kind != StoreRedis {
 		errs.add("responses.shared", "needs the shared store (store.kind redis)")
 	}

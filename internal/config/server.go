@@ -1,6 +1,11 @@
 package config
 
-import "time"
+import (
+	"cmp"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // The servers of cleartext HTTP/1.1 (Server.HTTP1).
 const (
@@ -103,3 +108,72 @@ const (
 	// DefaultMaxQUICHandshakes is server.max_quic_handshakes's default.
 	DefaultMaxQUICHandshakes = 256
 )
+
+// validate checks the listener's settings: TLS and HTTP/3, the body, time and connection
+// bounds, the allowed hosts and the HTTP/1.1 server.
+func (s *Server) validate(errs *Errors) {
+	if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
+		errs.add("server.tls", "cert_file and key_file must be given together")
+	}
+	if s.HTTP3 && s.TLS.CertFile == "" {
+		errs.add("server.http3", "needs server.tls (HTTP/3 is always encrypted)")
+	}
+	if s.MaxBodyBytes < 0 {
+		errs.add("server.max_body_bytes", "must be positive, got %d", s.MaxBodyBytes)
+	}
+	notNegative(errs, "server.read_body_timeout", s.ReadBodyTimeout)
+	notNegative(errs, "server.write_timeout", s.WriteTimeout)
+	if s.MinBodyRate < -1 {
+		errs.add("server.min_body_rate", "must be positive, or -1 to disable the floor")
+	}
+	if s.MaxConnections < 0 {
+		errs.add("server.max_connections", "must be positive")
+	}
+	notNegative(errs, "server.new_connection_timeout", s.NewConnectionTimeout)
+	if n := s.MaxNewConnections; n < 0 || n > s.MaxConnections {
+		errs.add("server.max_new_connections", "must be between 1 and server.max_connections (%d), got %d", s.MaxConnections, n)
+	}
+	if s.MaxNewConnectionsPerSource < -1 {
+		errs.add("server.max_new_connections_per_source", "must be positive, or -1 to turn the cap off")
+	}
+	if s.MaxQUICHandshakes < 0 {
+		errs.add("server.max_quic_handshakes", "must be positive")
+	}
+	for i, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, " /:@\t") && !strings.HasPrefix(h, "[") {
+			errs.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "must be a host name or IP address without a port, got %q", h)
+		}
+	}
+	if h := s.HTTP1; h != "" && h != HTTP1Lean && h != HTTP1NetHTTP {
+		errs.add("server.http1", "must be %q or %q, got %q", HTTP1Lean, HTTP1NetHTTP, h)
+	}
+	if s.MaxBodyBytesInFlight < 0 {
+		errs.add("server.max_body_bytes_in_flight", "must be positive")
+	} else if s.MaxBodyBytesInFlight < s.MaxBodyBytes {
+		errs.add("server.max_body_bytes_in_flight", "must be at least server.max_body_bytes (%d), got %d",
+			s.MaxBodyBytes, s.MaxBodyBytesInFlight)
+	}
+}
+
+// setDefaults fills the listener's unset fields with their defaults. An admin address without a
+// host listens on loopback only: the admin listener has no auth.
+func (s *Server) setDefaults() {
+	s.Addr = cmp.Or(s.Addr, "127.0.0.1:8080")
+	s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, 32<<20)
+	s.ReadHeaderTimeout = cmp.Or(s.ReadHeaderTimeout, 10*time.Second)
+	s.IdleTimeout = cmp.Or(s.IdleTimeout, 120*time.Second)
+	s.HTTP1 = cmp.Or(s.HTTP1, HTTP1Lean)
+	s.ShutdownTimeout = cmp.Or(s.ShutdownTimeout, 30*time.Second)
+	s.ReadBodyTimeout = cmp.Or(s.ReadBodyTimeout, DefaultReadBodyTimeout)
+	s.MinBodyRate = cmp.Or(s.MinBodyRate, DefaultMinBodyRate)
+	s.WriteTimeout = cmp.Or(s.WriteTimeout, DefaultWriteTimeout)
+	s.MaxConnections = cmp.Or(s.MaxConnections, DefaultMaxConnections)
+	s.MaxBodyBytesInFlight = cmp.Or(s.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
+	s.NewConnectionTimeout = cmp.Or(s.NewConnectionTimeout, DefaultNewConnectionTimeout)
+	s.MaxNewConnections = cmp.Or(s.MaxNewConnections, max(s.MaxConnections/2, 1))
+	s.MaxNewConnectionsPerSource = cmp.Or(s.MaxNewConnectionsPerSource, DefaultMaxNewConnectionsPerSource)
+	s.MaxQUICHandshakes = cmp.Or(s.MaxQUICHandshakes, DefaultMaxQUICHandshakes)
+	if strings.HasPrefix(s.AdminAddr, ":") {
+		s.AdminAddr = "127.0.0.1" + s.AdminAddr
+	}
+}

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Sim configures the embedded simulated engine. Its zero delays make it as fast as possible
 // (the default, for tests and benchmarks); Preset "realistic" sets demo timings.
@@ -70,38 +73,18 @@ type SimFail struct {
 // names it); the "realistic" preset fills the delays left at zero.
 func (s *Sim) SetDefaults() {
 	if s.Preset == "realistic" {
-		if s.TTFT == 0 {
-			s.TTFT = 150 * time.Millisecond
-		}
-		if s.PrefillPerToken == 0 {
-			s.PrefillPerToken = 50 * time.Microsecond
-		}
-		if s.InterTokenLatency == 0 {
-			s.InterTokenLatency = 20 * time.Millisecond
-		}
+		s.TTFT = cmp.Or(s.TTFT, 150*time.Millisecond)
+		s.PrefillPerToken = cmp.Or(s.PrefillPerToken, 50*time.Microsecond)
+		s.InterTokenLatency = cmp.Or(s.InterTokenLatency, 20*time.Millisecond)
 	}
-	if s.MaxConcurrency == 0 {
-		s.MaxConcurrency = 256
-	}
-	if s.MaxQueue == 0 {
-		s.MaxQueue = 1024
-	}
-	if s.KVCacheTokens == 0 {
-		s.KVCacheTokens = 262144
-	}
-	if s.BlockTokens == 0 {
-		s.BlockTokens = 16
-	}
-	if s.Mode == "" {
-		s.Mode = "lorem"
-	}
+	s.MaxConcurrency = cmp.Or(s.MaxConcurrency, 256)
+	s.MaxQueue = cmp.Or(s.MaxQueue, 1024)
+	s.KVCacheTokens = cmp.Or(s.KVCacheTokens, 262144)
+	s.BlockTokens = cmp.Or(s.BlockTokens, 16)
+	s.Mode = cmp.Or(s.Mode, "lorem")
 
-	if s.ContextWindow == 0 {
-		s.ContextWindow = 200000
-	}
-	if s.Fail.Message == "" {
-		s.Fail.Message = "simulated failure"
-	}
+	s.ContextWindow = cmp.Or(s.ContextWindow, 200000)
+	s.Fail.Message = cmp.Or(s.Fail.Message, "simulated failure")
 }
 
 // Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for
@@ -132,29 +115,18 @@ func (s *Sim) validate(p string, errs *Errors) {
 	default:
 		errs.add(p+".mode", "unknown mode %q (want lorem or echo)", s.Mode)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"ttft", s.TTFT}, {"prefill_per_token", s.PrefillPerToken}, {"inter_token_latency", s.InterTokenLatency}} {
-		if d.v < 0 {
-			errs.add(p+"."+d.name, "must not be negative")
-		}
-	}
+	notNegative(errs, p+".ttft", s.TTFT)
+	notNegative(errs, p+".prefill_per_token", s.PrefillPerToken)
+	notNegative(errs, p+".inter_token_latency", s.InterTokenLatency)
 	if s.MaxConcurrency < 0 {
 		errs.add(p+".max_concurrency", "must be positive")
 	}
-	if s.MaxQueue < 0 {
-		errs.add(p+".max_queue", "must not be negative")
-	}
-	if s.KVCacheTokens < 0 {
-		errs.add(p+".kv_cache_tokens", "must not be negative")
-	}
+	notNegative(errs, p+".max_queue", s.MaxQueue)
+	notNegative(errs, p+".kv_cache_tokens", s.KVCacheTokens)
 	if s.BlockTokens < 1 {
 		errs.add(p+".block_tokens", "must be positive")
 	}
-	if s.ContextWindow < 0 {
-		errs.add(p+".context_window", "must not be negative")
-	}
+	notNegative(errs, p+".context_window", s.ContextWindow)
 	if s.KVReplay != "" {
 		if err := CheckZMQEndpoint(s.KVReplay); err != nil {
 			errs.add(p+".kv_replay", "%v", err)
@@ -165,12 +137,8 @@ func (s *Sim) validate(p string, errs *Errors) {
 			errs.add(p+".kv_events", "%v", err)
 		}
 	}
-	if s.Fail.AfterTokens < 0 {
-		errs.add(p+".fail.after_tokens", "must not be negative")
-	}
-	if s.Fail.FirstRequests < 0 {
-		errs.add(p+".fail.first_requests", "must not be negative")
-	}
+	notNegative(errs, p+".fail.after_tokens", s.Fail.AfterTokens)
+	notNegative(errs, p+".fail.first_requests", s.Fail.FirstRequests)
 	if f := s.Fail.Status; f != 0 && (f < 400 || f > 599) {
 		errs.add(p+".fail.status", "must be an HTTP error status (400-599), got %d", f)
 	}

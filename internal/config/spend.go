@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -81,15 +82,9 @@ const (
 )
 
 func (s *Spend) setDefaults() {
-	if s.TimeZone == "" {
-		s.TimeZone = "UTC"
-	}
-	if s.Currency == "" {
-		s.Currency = DefaultSpendCurrency
-	}
-	if s.DefaultMaxTokens == 0 {
-		s.DefaultMaxTokens = DefaultSpendMaxTokens
-	}
+	s.TimeZone = cmp.Or(s.TimeZone, "UTC")
+	s.Currency = cmp.Or(s.Currency, DefaultSpendCurrency)
+	s.DefaultMaxTokens = cmp.Or(s.DefaultMaxTokens, DefaultSpendMaxTokens)
 }
 
 // validateSpend checks prices, teams and every budget.
@@ -97,9 +92,7 @@ func (c *Config) validateSpend(errs *Errors) {
 	if _, err := time.LoadLocation(c.Spend.TimeZone); err != nil {
 		errs.add("spend.time_zone", "%v", err)
 	}
-	if c.Spend.DefaultMaxTokens < 0 {
-		errs.add("spend.default_max_tokens", "must not be negative")
-	}
+	notNegative(errs, "spend.default_max_tokens", c.Spend.DefaultMaxTokens)
 	validateBudgets("spend.budgets", c.Spend.Budgets, errs)
 	for _, name := range sortedKeys(c.Teams) {
 		if name == "" {
@@ -137,9 +130,7 @@ func (p Price) validate(path string, errs *Errors) {
 		name string
 		m    money.Micros
 	}{{"input", p.Input}, {"output", p.Output}, {"gpu_second", p.GPUSecond}} {
-		if v.m < 0 {
-			errs.add(path+"."+v.name, "must not be negative")
-		}
+		notNegative(errs, path+"."+v.name, v.m)
 	}
 	for _, v := range []struct {
 		name string

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"os"
 	"strings"
@@ -82,30 +83,14 @@ type StoreCache struct {
 }
 
 func (s *Store) setDefaults() {
-	if s.Kind == "" {
-		s.Kind = StoreMemory
-	}
-	if s.Timeout == 0 {
-		s.Timeout = DefaultStoreTimeout
-	}
-	if s.OnError == "" {
-		s.OnError = OnErrorAllow
-	}
-	if s.Replicas == 0 {
-		s.Replicas = 1
-	}
-	if s.LeaseTTL == 0 {
-		s.LeaseTTL = DefaultStoreLeaseTTL
-	}
-	if s.Cache.MaxEntryBytes == 0 {
-		s.Cache.MaxEntryBytes = DefaultStoreCacheMaxEntryBytes
-	}
-	if s.Cache.FillWait == 0 {
-		s.Cache.FillWait = DefaultStoreCacheFillWait
-	}
-	if s.Cache.Timeout == 0 {
-		s.Cache.Timeout = DefaultStoreCacheTimeout
-	}
+	s.Kind = cmp.Or(s.Kind, StoreMemory)
+	s.Timeout = cmp.Or(s.Timeout, DefaultStoreTimeout)
+	s.OnError = cmp.Or(s.OnError, OnErrorAllow)
+	s.Replicas = cmp.Or(s.Replicas, 1)
+	s.LeaseTTL = cmp.Or(s.LeaseTTL, DefaultStoreLeaseTTL)
+	s.Cache.MaxEntryBytes = cmp.Or(s.Cache.MaxEntryBytes, DefaultStoreCacheMaxEntryBytes)
+	s.Cache.FillWait = cmp.Or(s.Cache.FillWait, DefaultStoreCacheFillWait)
+	s.Cache.Timeout = cmp.Or(s.Cache.Timeout, DefaultStoreCacheTimeout)
 }
 
 func (s *Store) validate(errs *Errors) {
@@ -134,9 +119,7 @@ func (s *Store) validate(errs *Errors) {
 	default:
 		errs.add("store.kind", "must be memory or redis, got %q", s.Kind)
 	}
-	if s.Timeout < 0 {
-		errs.add("store.timeout", "must not be negative")
-	}
+	notNegative(errs, "store.timeout", s.Timeout)
 	if s.OnError != OnErrorAllow && s.OnError != OnErrorDeny {
 		errs.add("store.on_error", "must be allow or deny, got %q", s.OnError)
 	}
@@ -157,9 +140,7 @@ func (s *Store) validate(errs *Errors) {
 	if s.Cache.FillWait < 0 || s.Cache.FillWait > time.Minute {
 		errs.add("store.cache.fill_wait", "must be between 0 and 1m, got %s", s.Cache.FillWait)
 	}
-	if s.Cache.Timeout < 0 {
-		errs.add("store.cache.timeout", "must not be negative")
-	}
+	notNegative(errs, "store.cache.timeout", s.Cache.Timeout)
 }
 
 // Password is the Redis password: the value of the environment variable PasswordEnv names (which

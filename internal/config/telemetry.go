@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"strings"
 	"time"
@@ -59,19 +60,13 @@ func (t *Telemetry) Ratio() float64 {
 }
 
 func (t *Telemetry) setDefaults() {
-	if t.ServiceName == "" {
-		t.ServiceName = DefaultServiceName
-	}
+	t.ServiceName = cmp.Or(t.ServiceName, DefaultServiceName)
 	if t.SampleRatio == nil {
 		r := DefaultSampleRatio
 		t.SampleRatio = &r
 	}
-	if t.OTLP.Protocol == "" {
-		t.OTLP.Protocol = OTLPHTTP
-	}
-	if t.OTLP.Timeout == 0 {
-		t.OTLP.Timeout = DefaultOTLPTimeout
-	}
+	t.OTLP.Protocol = cmp.Or(t.OTLP.Protocol, OTLPHTTP)
+	t.OTLP.Timeout = cmp.Or(t.OTLP.Timeout, DefaultOTLPTimeout)
 }
 
 func (t *Telemetry) validate(errs *Errors) {
@@ -82,9 +77,7 @@ func (t *Telemetry) validate(errs *Errors) {
 	if o.Protocol != OTLPHTTP && o.Protocol != OTLPGRPC {
 		errs.add("telemetry.otlp.protocol", "must be http or grpc, got %q", o.Protocol)
 	}
-	if o.Timeout < 0 {
-		errs.add("telemetry.otlp.timeout", "must not be negative")
-	}
+	notNegative(errs, "telemetry.otlp.timeout", o.Timeout)
 	for _, k := range sortedKeys(o.Headers) {
 		// The name may be shown; the value never is.
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") {

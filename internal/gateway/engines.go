@@ -24,12 +24,12 @@ func builtIn(kind string) bool {
 	return false
 }
 
-// Check validates cfg (config.Validate, accepting the kinds registered in o), then the options
+// Check validates cfg (config.Validate, accepting the names registered in o), then the options
 // of each engine of a registered kind by its Validate. The error is a *config.Errors naming
 // every problem.
 func (o *Options) Check(cfg *config.Config) error {
 	errs := &config.Errors{}
-	if err := cfg.Validate(o.Kinds()...); err != nil {
+	if err := cfg.Validate(o.Known()); err != nil {
 		if !errors.As(err, &errs) {
 			return err
 		}

@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/layer0ai/layer0/internal/accesslog"
+	"github.com/layer0ai/layer0/internal/cache"
 	"github.com/layer0ai/layer0/internal/config"
 	"github.com/layer0ai/layer0/internal/engine"
+	"github.com/layer0ai/layer0/internal/limit"
 	"github.com/layer0ai/layer0/internal/metrics"
+	"github.com/layer0ai/layer0/internal/route"
 	"github.com/layer0ai/layer0/internal/server"
 	"github.com/layer0ai/layer0/internal/trace"
 )
@@ -52,10 +56,22 @@ type Options struct {
 	Now func() time.Time
 	// Engines are an application's engine kinds, by kind.
 	Engines map[string]EngineKind
+	// Pickers are an application's replica pickers, by the name routing.picker gives them:
+	// each builds the picker of one model (see pickers.named).
+	Pickers map[string]func(model string) route.AppPicker
+	// CacheStore, when set, keeps the response cache's answers for every model that caches,
+	// instead of a memory store per model (and of store.cache's shared store).
+	CacheStore cache.Store
+	// LimitStore, when set, keeps the rate limits' counters instead of the memory store (or
+	// store.kind redis's).
+	LimitStore limit.Store
 }
 
-// Kinds returns the engine kinds an application registered, sorted.
-func (o *Options) Kinds() []string { return sortedNames(o.Engines) }
+// Known returns the names an application registered (engine kinds, pickers), sorted, as the
+// configuration's validation takes them.
+func (o *Options) Known() config.Known {
+	return config.Known{EngineKinds: sortedNames(o.Engines), Pickers: sortedNames(o.Pickers)}
+}
 
 // Gateway is a running gateway: the live generation, the HTTP server over it, and the
 // background loop that reads engines' load and health. Close stops the loop.
@@ -84,6 +100,15 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("layer0: WithEngine(%q): a kind and a factory are required", kind)
 		case builtIn(kind):
 			return nil, fmt.Errorf("layer0: WithEngine(%q): the kind is built in", kind)
+		}
+	}
+	for name, f := range o.Pickers {
+		switch name {
+		case "", config.PickerP2C, config.PickerRoundRobin, config.PickerPrefix, config.PickerSticky:
+			return nil, fmt.Errorf("layer0: WithPicker(%q): a name of its own is required (the built-in pickers cannot be replaced)", name)
+		}
+		if f == nil {
+			return nil, fmt.Errorf("layer0: WithPicker(%q): a factory is required", name)
 		}
 	}
 	if o.Logger == nil {
@@ -258,11 +283,5 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
-}
+// sortedNames returns m's keys in order.
+func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -210,16 +210,16 @@ func (g *generation) provisionReplicas(prev map[string]*Shared[*replica], o *Opt
 // the response cache adopt old's counters and answers where their configuration is unchanged.
 func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) error {
 	cfg := g.cfg
-	rt, err := g.routes(o.Now)
+	rt, err := g.routes(o.Now, o.Pickers)
 	if err != nil {
 		return err
 	}
-	var st limit.Store
-	if g.parts.redis != nil {
+	st := o.LimitStore // an application's, else Redis's (nil: memory)
+	if st == nil && g.parts.redis != nil {
 		st = g.parts.redis.Value().limits
 	}
 	lim := limit.New(limit.Config{Global: rates(cfg.Limits.Global), Keys: keys.Limits(), Now: o.Now, Store: st})
-	if old != nil && old.parts.redis == g.parts.redis {
+	if old != nil && (o.LimitStore != nil || old.parts.redis == g.parts.redis) {
 		// Same store: unchanged cells carry over. A store that changed (memory to Redis, another
 		// Redis) starts from its own counters, never from the old store's cells.
 		lim.Adopt(old.pipe.Limits())
@@ -265,12 +265,12 @@ func (g *generation) assemble(keys *auth.Keys, old *generation, o *Options) erro
 	return nil
 }
 
-// responseCache is the response cache of the models that cache, in the shared store when
-// store.cache is enabled.
+// responseCache is the response cache of the models that cache: in the application's store when
+// it gave one, else in the shared store when store.cache is enabled, else in memory.
 func (g *generation) responseCache(o *Options) *cache.Cache {
 	cfg := g.cfg
-	cc := cache.Config{Models: map[string]cache.Policy{}, Aliases: cfg.Aliases, Now: o.Now}
-	if sc := cfg.Store.Cache; sc.Enabled && g.parts.redis != nil {
+	cc := cache.Config{Models: map[string]cache.Policy{}, Aliases: cfg.Aliases, Now: o.Now, Store: o.CacheStore}
+	if sc := cfg.Store.Cache; sc.Enabled && g.parts.redis != nil && o.CacheStore == nil {
 		cc.Shared = &cache.RedisConfig{Store: g.parts.redis.Value().conn, Timeout: sc.Timeout,
 			MaxEntryBytes: sc.MaxEntryBytes, FillWait: sc.FillWait}
 	}

@@ -33,13 +33,16 @@ type pickerKey struct {
 
 func newPickers(rc config.Routing) pickers {
 	pc := rc.Prefix
-	p := pickers{prefix: &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)}}}
+	sp := pc.Spread
+	p := pickers{prefix: &route.Prefix{LoadTokens: pc.LoadTokens, Guard: route.Guard{Imbalance: pc.Imbalance, Slack: int64(pc.Slack)},
+		Spread: route.Spread{MaxReplicas: sp.MaxReplicas, HotShare: sp.HotShare, Window: sp.Window,
+			PrefixTokens: sp.PrefixTokens, MaxPrefixes: sp.MaxPrefixes, Idle: sp.Idle}}}
 	p.fixed = p.named(rc, rc.Picker)
 	return p
 }
 
 // named returns the picker a routing.picker (or a model's routing.picker) names; nil for "",
-// the route table's default. The prefix picker is the one of the section; the others are new.
+// the route table's default, and for an application's picker (which routes builds per model). The prefix picker is the one of the section; the others are new.
 func (p pickers) named(rc config.Routing, name string) route.Picker {
 	switch name {
 	case config.PickerRoundRobin:
@@ -67,8 +70,9 @@ type routes struct {
 	prefix  *prefix.Index
 }
 
-// routes builds the generation's routes over its replicas and pickers.
-func (g *generation) routes(now func() time.Time) (*routes, error) {
+// routes builds the generation's routes over its replicas and pickers (an application's among
+// them, apps, by name).
+func (g *generation) routes(now func() time.Time, apps map[string]func(string) route.AppPicker) (*routes, error) {
 	cfg := g.cfg
 	rc := route.Config{
 		Aliases:              cfg.Aliases,
@@ -82,7 +86,11 @@ func (g *generation) routes(now func() time.Time) (*routes, error) {
 	rt := &routes{byID: map[string]*pipeline.Model{}, engines: map[*route.Replica]pipeline.Engine{},
 		indexed: map[string][]*prefix.Replica{}}
 	for _, id := range sortedNames(cfg.Models) {
-		rc.Models = append(rc.Models, g.model(rt, id))
+		m, err := g.model(rt, id, apps)
+		if err != nil {
+			return nil, err
+		}
+		rc.Models = append(rc.Models, m)
 	}
 	for _, name := range sortedNames(cfg.Splits) {
 		rc.Splits = append(rc.Splits, rt.split(name, cfg.Splits[name]))
@@ -99,7 +107,7 @@ func (g *generation) routes(now func() time.Time) (*routes, error) {
 }
 
 // model adds the configured model id to rt and returns its route.
-func (g *generation) model(rt *routes, id string) route.Model {
+func (g *generation) model(rt *routes, id string, apps map[string]func(string) route.AppPicker) (route.Model, error) {
 	mc := g.cfg.Models[id]
 	m := route.Model{Name: id, Upstream: mc.UpstreamModel, ContextWindow: mc.ContextWindow, Fallbacks: mc.Fallback}
 	pm := &pipeline.Model{ID: id, DisplayName: mc.DisplayName, Created: mc.Created, Context: contextPolicy(mc.Context),
@@ -121,7 +129,18 @@ func (g *generation) model(rt *routes, id string) route.Model {
 		}
 		rt.engines[r.route] = info
 	}
-	if mc.Routing.Picker != "" {
+	name := mc.Routing.Picker
+	if name == "" {
+		name = g.cfg.Routing.Picker
+	}
+	if f, ok := apps[name]; ok {
+		// An application's picker: one per model, built with each generation.
+		p := f(id)
+		if p == nil {
+			return m, fmt.Errorf("layer0: model %s: the factory of picker %q returned no picker", id, name)
+		}
+		m.Picker = route.App{P: p}
+	} else if mc.Routing.Picker != "" {
 		m.Picker = g.parts.pickers.Value().named(g.cfg.Routing, mc.Routing.Picker) // the model's own
 	} else if g.cfg.Routing.Picker == "" && len(rt.indexed[id]) > 1 {
 		// Unset picker: a pool of replicas with prefix caches is placed by prefix; any
@@ -130,7 +149,7 @@ func (g *generation) model(rt *routes, id string) route.Model {
 	}
 	rt.models = append(rt.models, pm)
 	rt.byID[id] = pm
-	return m
+	return m, nil
 }
 
 // split adds the split name to rt and returns its route.

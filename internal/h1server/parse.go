@@ -47,49 +47,9 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		return f, badRequest("NUL byte in the request head")
 	}
 	s := string(head) // the one copy every string of the request shares
-	eol := strings.Index(s, "\r\n")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 && (eol < 0 || nl < eol+1) {
-		return f, badRequest("request line not ending in CRLF")
-	}
-	if eol < 0 {
-		return f, badRequest("malformed request line")
-	}
-	line := s[:eol]
-	rest := s[eol+2:]
-	if strings.IndexByte(line, '\n') >= 0 || strings.IndexByte(line, '\r') >= 0 {
-		return f, badRequest("malformed request line")
-	}
-	sp1 := strings.IndexByte(line, ' ')
-	if sp1 <= 0 {
-		return f, badRequest("malformed request line")
-	}
-	method := line[:sp1]
-	sp2 := strings.IndexByte(line[sp1+1:], ' ')
-	if sp2 <= 0 {
-		return f, badRequest("malformed request line")
-	}
-	target := line[sp1+1 : sp1+1+sp2]
-	proto := line[sp1+2+sp2:]
-	if !validToken(method) {
-		return f, badRequest("invalid method")
-	}
-	switch proto {
-	case "HTTP/1.1":
-		f.minor = 1
-	case "HTTP/1.0":
-	default:
-		if strings.HasPrefix(proto, "HTTP/") {
-			return f, &requestError{http.StatusHTTPVersionNotSupported, "unsupported protocol version " + quoteASCII(proto)}
-		}
-		return f, badRequest("malformed HTTP version")
-	}
-	if method == http.MethodConnect {
-		return f, &requestError{http.StatusMethodNotAllowed, "CONNECT is not served"}
-	}
-	for i := 0; i < len(target); i++ {
-		if c := target[i]; c <= ' ' || c >= 0x7f {
-			return f, badRequest("invalid character in the request target")
-		}
+	method, target, proto, rest, err := parseRequestLine(s, &f)
+	if err != nil {
+		return f, err
 	}
 	u, err := parseTarget(method, target)
 	if err != nil {
@@ -100,22 +60,10 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 	if err != nil {
 		return f, err
 	}
-
-	// Host: exactly one on HTTP/1.1, valid; an absolute-form target's authority wins.
-	hosts := h["Host"]
-	switch {
-	case len(hosts) > 1:
-		return f, badRequest("too many Host headers")
-	case len(hosts) == 0 && f.minor == 1:
-		return f, badRequest("missing required Host header")
-	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
-		return f, badRequest("malformed Host header")
+	host, err := requestHost(h, u, f.minor)
+	if err != nil {
+		return f, err
 	}
-	host := u.Host
-	if host == "" && len(hosts) == 1 {
-		host = hosts[0]
-	}
-	delete(h, "Host")
 
 	// Pragma: no-cache without Cache-Control means Cache-Control: no-cache (RFC 9111 §5.4),
 	// as net/http fills it in.
@@ -125,53 +73,11 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		}
 	}
 
-	// Body framing.
-	cls := h["Content-Length"]
-	tes := h["Transfer-Encoding"]
-	if len(cls) > 1 {
-		return f, badRequest("more than one Content-Length header")
+	if err := bodyFraming(h, &f); err != nil {
+		return f, err
 	}
-	if len(tes) > 0 {
-		if f.minor == 0 {
-			return f, badRequest("Transfer-Encoding on an HTTP/1.0 request")
-		}
-		if len(tes) > 1 || !strings.EqualFold(tes[0], "chunked") {
-			return f, &requestError{http.StatusNotImplemented, "unsupported transfer encoding: only chunked is"}
-		}
-		if len(cls) > 0 {
-			return f, badRequest("both Transfer-Encoding and Content-Length")
-		}
-		if _, ok := h["Trailer"]; ok {
-			// Trailer fields are refused (the body's reader fails on any), so is their
-			// announcement.
-			return f, badRequest("trailer fields are not accepted")
-		}
-		f.chunked, f.length = true, -1
-		delete(h, "Transfer-Encoding")
-	} else if len(cls) == 1 {
-		n, ok := parseLength(cls[0])
-		if !ok {
-			return f, badRequest("bad Content-Length " + quoteASCII(cls[0]))
-		}
-		f.length = n
-	}
-
-	// Whether the connection ends after the answer: as net/http decides it (the first
-	// Connection field, tokens bounded by space, tab or comma), and also whenever any field
-	// says close, so that the lean server never keeps a connection net/http would end.
 	conn := h["Connection"]
-	first := ""
-	if len(conn) > 0 {
-		first = conn[0]
-	}
-	if f.minor == 0 {
-		f.close = !hasToken(first, "keep-alive")
-	}
-	for _, v := range conn {
-		if hasToken(v, "close") {
-			f.close = true
-		}
-	}
+	f.close = connectionEnds(conn, f.minor)
 
 	if e := h["Expect"]; len(e) > 0 {
 		if len(e) > 1 || !strings.EqualFold(e[0], "100-continue") {
@@ -198,6 +104,133 @@ func parseHead(head []byte, r *http.Request) (framing, error) {
 		r.TransferEncoding = chunkedTE
 	}
 	return f, nil
+}
+
+// parseRequestLine parses the request line that starts head s — method, target and protocol
+// separated by single spaces, ending in CRLF — and sets f.minor from the protocol. rest is what
+// follows the line: the header fields. CONNECT and any protocol but HTTP/1.0 and HTTP/1.1 are
+// refused, as is a target with a control, space or non-ASCII byte.
+func parseRequestLine(s string, f *framing) (method, target, proto, rest string, err error) {
+	eol := strings.Index(s, "\r\n")
+	if nl := strings.IndexByte(s, '\n'); nl >= 0 && (eol < 0 || nl < eol+1) {
+		return "", "", "", "", badRequest("request line not ending in CRLF")
+	}
+	if eol < 0 {
+		return "", "", "", "", badRequest("malformed request line")
+	}
+	line := s[:eol]
+	rest = s[eol+2:]
+	if strings.IndexByte(line, '\n') >= 0 || strings.IndexByte(line, '\r') >= 0 {
+		return "", "", "", "", badRequest("malformed request line")
+	}
+	sp1 := strings.IndexByte(line, ' ')
+	if sp1 <= 0 {
+		return "", "", "", "", badRequest("malformed request line")
+	}
+	method = line[:sp1]
+	sp2 := strings.IndexByte(line[sp1+1:], ' ')
+	if sp2 <= 0 {
+		return "", "", "", "", badRequest("malformed request line")
+	}
+	target = line[sp1+1 : sp1+1+sp2]
+	proto = line[sp1+2+sp2:]
+	if !validToken(method) {
+		return "", "", "", "", badRequest("invalid method")
+	}
+	switch proto {
+	case "HTTP/1.1":
+		f.minor = 1
+	case "HTTP/1.0":
+	default:
+		if strings.HasPrefix(proto, "HTTP/") {
+			return "", "", "", "", &requestError{http.StatusHTTPVersionNotSupported, "unsupported protocol version " + quoteASCII(proto)}
+		}
+		return "", "", "", "", badRequest("malformed HTTP version")
+	}
+	if method == http.MethodConnect {
+		return "", "", "", "", &requestError{http.StatusMethodNotAllowed, "CONNECT is not served"}
+	}
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c >= 0x7f {
+			return "", "", "", "", badRequest("invalid character in the request target")
+		}
+	}
+	return method, target, proto, rest, nil
+}
+
+// requestHost is the request's host and removes the Host field from h: exactly one Host field
+// on HTTP/1.1 (minor 1), valid; an absolute-form target's authority (u.Host) wins over it.
+func requestHost(h http.Header, u *url.URL, minor int) (string, error) {
+	hosts := h["Host"]
+	switch {
+	case len(hosts) > 1:
+		return "", badRequest("too many Host headers")
+	case len(hosts) == 0 && minor == 1:
+		return "", badRequest("missing required Host header")
+	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
+		return "", badRequest("malformed Host header")
+	}
+	host := u.Host
+	if host == "" && len(hosts) == 1 {
+		host = hosts[0]
+	}
+	delete(h, "Host")
+	return host, nil
+}
+
+// bodyFraming sets how the body is delimited from the fields h into f: chunked (the
+// Transfer-Encoding field then removed from h), a Content-Length, or neither (no body). A
+// Transfer-Encoding other than chunked, or on HTTP/1.0, or beside a Content-Length, or
+// announcing trailers, is refused, as is more than one Content-Length.
+func bodyFraming(h http.Header, f *framing) error {
+	cls := h["Content-Length"]
+	tes := h["Transfer-Encoding"]
+	if len(cls) > 1 {
+		return badRequest("more than one Content-Length header")
+	}
+	if len(tes) > 0 {
+		if f.minor == 0 {
+			return badRequest("Transfer-Encoding on an HTTP/1.0 request")
+		}
+		if len(tes) > 1 || !strings.EqualFold(tes[0], "chunked") {
+			return &requestError{http.StatusNotImplemented, "unsupported transfer encoding: only chunked is"}
+		}
+		if len(cls) > 0 {
+			return badRequest("both Transfer-Encoding and Content-Length")
+		}
+		if _, ok := h["Trailer"]; ok {
+			// Trailer fields are refused (the body's reader fails on any), so is their
+			// announcement.
+			return badRequest("trailer fields are not accepted")
+		}
+		f.chunked, f.length = true, -1
+		delete(h, "Transfer-Encoding")
+	} else if len(cls) == 1 {
+		n, ok := parseLength(cls[0])
+		if !ok {
+			return badRequest("bad Content-Length " + quoteASCII(cls[0]))
+		}
+		f.length = n
+	}
+	return nil
+}
+
+// connectionEnds says whether the connection ends after the answer, from the Connection fields
+// conn of an HTTP/1.minor request: as net/http decides it (the first Connection field, tokens
+// bounded by space, tab or comma), and also whenever any field says close, so that the lean
+// server never keeps a connection net/http would end.
+func connectionEnds(conn []string, minor int) bool {
+	first := ""
+	if len(conn) > 0 {
+		first = conn[0]
+	}
+	end := minor == 0 && !hasToken(first, "keep-alive")
+	for _, v := range conn {
+		if hasToken(v, "close") {
+			end = true
+		}
+	}
+	return end
 }
 
 // hasToken says v holds token (case-insensitive) between boundaries of space, tab or comma, as

@@ -76,25 +76,14 @@ func NewRedis(st *store.Redis) (*Redis, error) {
 func (s *Redis) Rate(id string) RateCell {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.rates[id]
-	if !ok {
-		c = &redisRate{s: s, key: []string{s.cellKey(id)}}
-		s.rates[id] = c
-	}
-	return c
+	return cell(s.rates, id, func() *redisRate { return &redisRate{s: s, key: []string{s.cellKey(id)}} })
 }
 
 // Gauge implements Store. A gauge counts the slots of every replica whose lease is current.
 func (s *Redis) Gauge(id string) Gauge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, ok := s.gauges[id]
-	if !ok {
-		k := s.cellKey(id)
-		g = newRedisGauge(s, k)
-		s.gauges[id] = g
-	}
-	return g
+	return cell(s.gauges, id, func() *redisGauge { return newRedisGauge(s, s.cellKey(id)) })
 }
 
 // cellKey names the Redis key of cell id. The hash tag is the cell's scope — the API key's

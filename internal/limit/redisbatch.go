@@ -198,34 +198,11 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		if sc.req.cell == nil && sc.out.cell == nil && sc.conc.cell == nil {
 			continue
 		}
-		var keys [5]string
-		req, out, g := s.mine(sc.req.cell), s.mine(sc.out.cell), s.mineGauge(sc.conc.cell)
-		if (sc.req.cell != nil && req == nil) || (sc.out.cell != nil && out == nil) || (sc.conc.cell != nil && g == nil) {
+		c, ok := s.admitCall(sc, n)
+		if !ok {
 			return res, false
 		}
-		var some string
-		if g != nil {
-			keys[2], keys[3], some = g.keys[0], g.keys[1], g.keys[0]
-		}
-		var rinc, need int64
-		if req != nil {
-			keys[0], some, rinc = req.key[0], req.key[0], interval(sc.req.rate, 1)
-		}
-		if out != nil {
-			keys[1], some = out.key[0], out.key[0]
-			need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
-		}
-		beat := ""
-		if !s.cluster && s.expectBeat() {
-			keys[4], beat = s.st.Heartbeat()
-		}
-		for k := range keys {
-			if keys[k] == "" {
-				keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
-			}
-		}
-		calls[nc] = scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
-			int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS, beat}}
+		calls[nc] = c
 		idx[i] = nc
 		nc++
 	}
@@ -267,41 +244,8 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		if idx[i] < 0 {
 			continue
 		}
-		code, v, err := reply(&calls[idx[i]])
-		if err != nil {
+		if err := s.admitReply(&calls[idx[i]], scopes[i], &ops[i], n, &res[i]); err != nil {
 			bad = cmp.Or(bad, err)
-			if ops[i].g != nil {
-				ops[i].exit(opFailed)
-			}
-			continue
-		}
-		result := opDone
-		switch code {
-		case 0:
-			if ops[i].g != nil {
-				ops[i].g.held.Add(1)
-			}
-			res[i].req, res[i].out = n+replyAt(&calls[idx[i]], 2), n+replyAt(&calls[idx[i]], 3)
-			if c := s.mine(scopes[i].req.cell); c != nil {
-				c.seen.Store(res[i].req)
-			}
-			if c := s.mine(scopes[i].out.cell); c != nil {
-				c.seen.Store(res[i].out)
-			}
-		case 1:
-			res[i].refused, res[i].n = stepConc, v
-		case 2:
-			res[i].refused, res[i].n = stepReq, n+v
-		case 3:
-			res[i].refused, res[i].n = stepOut, n+v
-		case 5:
-			res[i].refused, result = stepLost, opNotSent // nothing ran: the cells one by one wait
-			s.lost("an admission")
-		default:
-			res[i].refused, result = stepLost, opLost
-		}
-		if ops[i].g != nil {
-			ops[i].exit(result)
 		}
 	}
 	if bad != nil {
@@ -309,6 +253,82 @@ func (s *Redis) admit(ctx context.Context, now time.Time, scopes [2]*scope) (res
 		return res, false
 	}
 	return res, true
+}
+
+// admitCall is the admission script's call for scope sc at n (Unix ns), the arguments of its
+// gauge's operation left blank for when the gauge is entered. ok is false when a cell of the
+// scope is not this store's.
+func (s *Redis) admitCall(sc *scope, n int64) (scriptCall, bool) {
+	var keys [5]string
+	req, out, g := s.mine(sc.req.cell), s.mine(sc.out.cell), s.mineGauge(sc.conc.cell)
+	if (sc.req.cell != nil && req == nil) || (sc.out.cell != nil && out == nil) || (sc.conc.cell != nil && g == nil) {
+		return scriptCall{}, false
+	}
+	var some string
+	if g != nil {
+		keys[2], keys[3], some = g.keys[0], g.keys[1], g.keys[0]
+	}
+	var rinc, need int64
+	if req != nil {
+		keys[0], some, rinc = req.key[0], req.key[0], interval(sc.req.rate, 1)
+	}
+	if out != nil {
+		keys[1], some = out.key[0], out.key[0]
+		need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
+	}
+	beat := ""
+	if !s.cluster && s.expectBeat() {
+		keys[4], beat = s.st.Heartbeat()
+	}
+	for k := range keys {
+		if keys[k] == "" {
+			keys[k] = some // never touched: the scope's hash tag, for Redis Cluster
+		}
+	}
+	return scriptCall{sc: admitScript, keys: keys[:], args: []any{n / 1e9, n % 1e9, rinc,
+		int64(sc.req.rate.Period), need, int64(sc.out.rate.Period), "", "", minusOne, sc.conc.max, s.ttlMS, beat}}, true
+}
+
+// admitReply reads scope sc's admission reply c, its script run at n (Unix ns), into r, and
+// ends the operation op on the scope's gauge, if any, as the reply says. A reply that cannot be
+// read is the error.
+func (s *Redis) admitReply(c *scriptCall, sc *scope, op *gaugeOp, n int64, r *admission) error {
+	code, v, err := reply(c)
+	if err != nil {
+		if op.g != nil {
+			op.exit(opFailed)
+		}
+		return err
+	}
+	result := opDone
+	switch code {
+	case 0:
+		if op.g != nil {
+			op.g.held.Add(1)
+		}
+		r.req, r.out = n+replyAt(c, 2), n+replyAt(c, 3)
+		if c := s.mine(sc.req.cell); c != nil {
+			c.seen.Store(r.req)
+		}
+		if c := s.mine(sc.out.cell); c != nil {
+			c.seen.Store(r.out)
+		}
+	case 1:
+		r.refused, r.n = stepConc, v
+	case 2:
+		r.refused, r.n = stepReq, n+v
+	case 3:
+		r.refused, r.n = stepOut, n+v
+	case 5:
+		r.refused, result = stepLost, opNotSent // nothing ran: the cells one by one wait
+		s.lost("an admission")
+	default:
+		r.refused, result = stepLost, opLost
+	}
+	if op.g != nil {
+		op.exit(result)
+	}
+	return nil
 }
 
 // rateOp is one operation on a rate cell of a batch: peek (read), take (check and take), or add
@@ -464,21 +484,7 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		return true, true
 	}
 	n := now.UnixNano()
-	calls := make([]scriptCall, len(scopes))
-	for i := range scopes {
-		sc := &scopes[i]
-		args := make([]any, 0, 4+len(sc.cells)+3*len(sc.gauges))
-		args = append(args, n/1e9, n%1e9, len(sc.ops))
-		args = append(args, sc.cells...)
-		args = append(args, s.ttlMS)
-		for _, j := range sc.gauges {
-			op := &gops[j]
-			sc.keys = append(sc.keys, op.g.keys...)
-			f, old, base := op.args()
-			args = append(args, f, old, base)
-		}
-		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
-	}
+	calls := s.settleCalls(n, scopes, gops[:ng])
 	if err := s.pipe(ctx, calls); err != nil {
 		for j := range gops[:ng] {
 			gops[j].exit(opFailed) // it may have run: the count is written again
@@ -495,6 +501,38 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 		}
 		return true, true
 	}
+	if bad := s.settleReplies(n, scopes, calls, ops, gops[:ng]); bad != nil {
+		s.failed(ctx, bad)
+		return false, true
+	}
+	return true, true
+}
+
+// settleCalls is the scope script's call for each scope at n (Unix ns): its cells' operations,
+// then its gauges' (gops, indexed by the scopes' gauges).
+func (s *Redis) settleCalls(n int64, scopes []scopeCall, gops []gaugeOp) []scriptCall {
+	calls := make([]scriptCall, len(scopes))
+	for i := range scopes {
+		sc := &scopes[i]
+		args := make([]any, 0, 4+len(sc.cells)+3*len(sc.gauges))
+		args = append(args, n/1e9, n%1e9, len(sc.ops))
+		args = append(args, sc.cells...)
+		args = append(args, s.ttlMS)
+		for _, j := range sc.gauges {
+			op := &gops[j]
+			sc.keys = append(sc.keys, op.g.keys...)
+			f, old, base := op.args()
+			args = append(args, f, old, base)
+		}
+		calls[i] = scriptCall{sc: scopeScript, keys: sc.keys, args: args}
+	}
+	return calls
+}
+
+// settleReplies reads each scope's reply to its call, run at n (Unix ns): the outcome and the
+// cell's state of each op, and the end of each gauge operation in gops. The first reply that
+// cannot be read is returned; the operations of its scope count as failed.
+func (s *Redis) settleReplies(n int64, scopes []scopeCall, calls []scriptCall, ops []rateOp, gops []gaugeOp) error {
 	var bad error
 	for i := range scopes {
 		v, err := calls[i].cmd.Slice()
@@ -520,9 +558,5 @@ func (s *Redis) settle(ctx context.Context, now time.Time, ops []rateOp, gauges 
 			}
 		}
 	}
-	if bad != nil {
-		s.failed(ctx, bad)
-		return false, true
-	}
-	return true, true
+	return bad
 }

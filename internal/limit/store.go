@@ -83,24 +83,25 @@ func NewMemory() *Memory {
 func (m *Memory) Rate(id string) RateCell {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, ok := m.rates[id]
-	if !ok {
-		c = &memRate{}
-		m.rates[id] = c
-	}
-	return c
+	return cell(m.rates, id, func() *memRate { return &memRate{} })
 }
 
 // Gauge implements Store.
 func (m *Memory) Gauge(id string) Gauge {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g, ok := m.gauges[id]
+	return cell(m.gauges, id, func() *memGauge { return &memGauge{} })
+}
+
+// cell is the cell of cells with id, made by newCell the first time id is asked for: cells with
+// equal ids are the same state. The caller holds the lock that guards cells.
+func cell[C any](cells map[string]*C, id string, newCell func() *C) *C {
+	c, ok := cells[id]
 	if !ok {
-		g = &memGauge{}
-		m.gauges[id] = g
+		c = newCell()
+		cells[id] = c
 	}
-	return g
+	return c
 }
 
 // memRate keeps the TAT in Unix nanoseconds; zero means "full since forever".

@@ -207,23 +207,13 @@ func (r *Request) checkUsesAnswered(i int) (int, string) {
 	if i+1 < len(r.Messages) && r.Messages[i+1].Role == RoleUser {
 		next = r.Messages[i+1].Content
 	}
-	n := 0
-	for j := range uses {
-		if uses[j].Type == BlockToolUse {
-			n++
-		}
-	}
+	n := countType(uses, BlockToolUse)
 	if n == 0 {
 		return -1, ""
 	}
 	var answered map[string]bool
 	if n > pairScanMax {
-		answered = make(map[string]bool, len(next))
-		for k := range next {
-			if next[k].Type == BlockToolResult {
-				answered[next[k].ToolUseID] = true
-			}
-		}
+		answered = toolIDs(next, BlockToolResult)
 	}
 	for j := range uses {
 		b := &uses[j]
@@ -241,6 +231,33 @@ func (r *Request) checkUsesAnswered(i int) (int, string) {
 		}
 	}
 	return -1, ""
+}
+
+// countType counts the blocks of bs of type t.
+func countType(bs []Block, t BlockType) int {
+	n := 0
+	for i := range bs {
+		if bs[i].Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+// toolIDs is the set of the tool_use ids the blocks of bs of type t hold: a tool_use block's
+// own id (t BlockToolUse), or the id a tool_result block answers (t BlockToolResult).
+func toolIDs(bs []Block, t BlockType) map[string]bool {
+	ids := make(map[string]bool, len(bs))
+	for i := range bs {
+		switch b := &bs[i]; {
+		case b.Type != t:
+		case t == BlockToolUse:
+			ids[b.ID] = true
+		default:
+			ids[b.ToolUseID] = true
+		}
+	}
+	return ids
 }
 
 // maxListed is the most ids an error message lists.
@@ -290,23 +307,13 @@ func (r *Request) checkResultsAnswer(i int) (int, string) {
 	if i > 0 && r.Messages[i-1].Role == RoleAssistant {
 		prev = r.Messages[i-1].Content
 	}
-	n := 0
-	for j := range results {
-		if results[j].Type == BlockToolResult {
-			n++
-		}
-	}
+	n := countType(results, BlockToolResult)
 	if n == 0 {
 		return -1, ""
 	}
 	var uses, seen map[string]bool
 	if n > pairScanMax {
-		uses, seen = make(map[string]bool, len(prev)), make(map[string]bool, n)
-		for k := range prev {
-			if prev[k].Type == BlockToolUse {
-				uses[prev[k].ID] = true
-			}
-		}
+		uses, seen = toolIDs(prev, BlockToolUse), make(map[string]bool, n)
 	}
 	for j := range results {
 		b := &results[j]
@@ -465,7 +472,13 @@ func (r *Request) validateTools() error {
 // ValidToolName reports whether s is a valid tool name: ^[a-zA-Z0-9_-]{1,128}$, as both the
 // Anthropic and the OpenAI APIs require.
 func ValidToolName(s string) bool {
-	if s == "" || len(s) > MaxToolName {
+	return len(s) <= MaxToolName && ValidID(s)
+}
+
+// ValidID reports whether s matches ^[a-zA-Z0-9_-]+$, the characters of tool names and of the
+// ids the Anthropic API takes for tool_use blocks.
+func ValidID(s string) bool {
+	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

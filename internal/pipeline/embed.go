@@ -52,36 +52,14 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 
 	// The cache, before any token is counted: a hit costs no tokens.
-	var cm *cache.Model
-	var canon *cache.Canon
-	if p.cache != nil {
-		if cm = p.cache.Model(name); cm != nil {
-			ctl := cache.ParseControl(c.Header)
-			if ctl.NoStore {
-				rec.Cache, cm = CacheBypass, nil
-			} else {
-				canon = cache.EncodeEmbed(cm.Name, req)
-				defer canon.Release()
-				rec.Cache = CacheRefresh
-				if !ctl.NoCache {
-					if e, ok := cm.Get(ctx, canon); ok {
-						if res, ok := embeddingsOf(e); ok {
-							rec.Cache, rec.Served, rec.Engine, rec.Simulated = CacheHit, e.Served, e.Engine, e.Simulated
-							c.Result = res
-							return nil
-						}
-					}
-					rec.Cache = CacheMiss
-				}
-			}
-		}
+	cm, canon, hit := p.embedCached(ctx, c, name)
+	if canon != nil {
+		defer canon.Release()
 	}
-
-	blocks := make([]llm.Block, len(req.Input))
-	for i, s := range req.Input {
-		blocks[i] = llm.Block{Type: llm.BlockText, Text: s}
+	if hit {
+		return nil
 	}
-	input, err := p.count(name, &llm.Request{Model: name, Messages: []llm.Message{{Role: llm.RoleUser, Content: blocks}}})
+	input, err := p.countEmbed(name, req)
 	if err != nil {
 		return err
 	}
@@ -136,6 +114,50 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 			return err
 		}
 	}
+}
+
+// embedCached looks the request up in the model's response cache, as the request's
+// Cache-Control allows, and records what the cache did. On a hit it sets c.Result and reports
+// hit. cm is the model's cache to store the answer in, nil when there is none or the request
+// may not be stored; canon is the request's cache key, which the caller releases (nil when cm
+// is).
+func (p *Pipeline) embedCached(ctx context.Context, c *EmbedCall, name string) (cm *cache.Model, canon *cache.Canon, hit bool) {
+	if p.cache == nil {
+		return nil, nil, false
+	}
+	if cm = p.cache.Model(name); cm == nil {
+		return nil, nil, false
+	}
+	rec := &c.Record
+	ctl := cache.ParseControl(c.Header)
+	if ctl.NoStore {
+		rec.Cache = CacheBypass
+		return nil, nil, false
+	}
+	canon = cache.EncodeEmbed(cm.Name, c.Request)
+	rec.Cache = CacheRefresh
+	if ctl.NoCache {
+		return cm, canon, false
+	}
+	if e, ok := cm.Get(ctx, canon); ok {
+		if res, ok := embeddingsOf(e); ok {
+			rec.Cache, rec.Served, rec.Engine, rec.Simulated = CacheHit, e.Served, e.Engine, e.Simulated
+			c.Result = res
+			return cm, canon, true
+		}
+	}
+	rec.Cache = CacheMiss
+	return cm, canon, false
+}
+
+// countEmbed counts the input texts of req in model name's tokenizer, as one user message of a
+// text block each.
+func (p *Pipeline) countEmbed(name string, req *llm.EmbedRequest) (int, error) {
+	blocks := make([]llm.Block, len(req.Input))
+	for i, s := range req.Input {
+		blocks[i] = llm.Block{Type: llm.BlockText, Text: s}
+	}
+	return p.count(name, &llm.Request{Model: name, Messages: []llm.Message{{Role: llm.RoleUser, Content: blocks}}})
 }
 
 // An embeddings answer is stored in the response cache as an entry of one event whose text holds

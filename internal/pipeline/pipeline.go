@@ -344,21 +344,7 @@ type Simulator interface {
 func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	rec := &c.Record
 	req := c.Request
-
-	// L4 auth: who is calling (the server may have admitted the request already).
-	key, err := p.caller(c.Key, c.Header, rec)
-	if err != nil {
-		return err
-	}
-
-	// L2 size limits on the decoded request (body and headers are checked as they arrive).
-	if err := p.sizes.Check(req); err != nil {
-		return err
-	}
-
-	// L5 the name asked for, and whether this key may use it. Permissions are on the names
-	// clients send, before any rate is spent.
-	name, err := p.permit(key, req.Model, rec)
+	key, name, err := p.identify(c)
 	if err != nil {
 		return err
 	}
@@ -435,6 +421,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
 	plan.SetHeader(c.Header)
+	plan.SetRequest(req)
 
 	// Admission: a saturated pool's requests wait here, by band and tenant, or are shed.
 	slot, err := p.admitPool(ctx, c, plan.Model(), key.Name)
@@ -444,9 +431,55 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	}
 	defer slot.Release()
 
-	// Attempts, until one succeeds or content has reached the client. Only then is a failure
-	// final; before it, the plan decides between another replica, the next fallback model, or
-	// giving up with the most useful error.
+	if err := p.attempts(ctx, c, plan, name, lease, input, counted); err != nil {
+		return err
+	}
+	p.checkPrediction(c)
+	settleServed(c, lease, input)
+	p.store(ctx, c)
+	return nil
+}
+
+// settleServed settles the lease of a call an engine served with the engine's own count, which
+// refunds or charges the estimate's error — or, where the engine sent none, with the input
+// estimate and one output token per delta sent, which the request is then billed for
+// (cutUsage).
+func settleServed(c *Call, lease *limit.Lease, input int) {
+	rec := &c.Record
+	u := &rec.Usage
+	if c.att.stopped || rec.Passed {
+		_ = lease.Settle(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
+	} else {
+		_ = lease.Settle(input, rec.Deltas)
+		c.att.cutUsage() // an answer without a stop has no final usage either
+	}
+}
+
+// identify runs the stages that say who is calling and what for, before any rate is spent: L4
+// auth (the server may have admitted the request already), L2 size limits on the decoded
+// request (body and headers are checked as they arrive), and L5 the name asked for and whether
+// the key may use it — permissions are on the names clients send.
+func (p *Pipeline) identify(c *Call) (*auth.Key, string, error) {
+	key, err := p.caller(c.Key, c.Header, &c.Record)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.sizes.Check(c.Request); err != nil {
+		return nil, "", err
+	}
+	name, err := p.permit(key, c.Request.Model, &c.Record)
+	if err != nil {
+		return nil, "", err
+	}
+	return key, name, nil
+}
+
+// attempts runs the plan's attempts, until one succeeds or content has reached the client. Only
+// then is a failure final; before it, the plan decides between another replica, the next
+// fallback model, or giving up with the most useful error. A final failure has settled the
+// lease; a success leaves it to the caller, which settles with the engine's own count.
+func (p *Pipeline) attempts(ctx context.Context, c *Call, plan *route.Plan, name string, lease *limit.Lease, input int, counted bool) error {
+	rec := &c.Record
 	s := &c.att
 	s.init(p, c, name, lease, input, counted)
 	for {
@@ -479,21 +512,10 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 			// count against the replica (it ended the call, which frees the engine's slot).
 			err = s.clientErr
 		}
-		verdict := plan.Report(err, took)
-		if n := rec.Attempts - 1; n < MaxTries {
-			var at, fb time.Duration // 0 for a caller that keeps no Start
-			if !rec.Start.IsZero() {
-				at = t0.Sub(rec.Start)
-				if rec.TTFT != ttft {
-					fb = rec.TTFT - at
-				}
-			}
-			rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback,
-				Left: a.Left, At: at, Took: took, FirstByte: fb, Span: span, Err: err, Verdict: verdict}
-		}
+		rec.addTry(&a, t0, took, ttft, span, err, plan.Report(err, took))
 		if err == nil {
 			s.noteSimulated() // an engine behind a URL knows once it has answered
-			break
+			return nil
 		}
 		if s.committed {
 			// Content reached the client: the error ends the stream. Settle and record what was
@@ -504,18 +526,25 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		}
 		s.discard()
 	}
+}
 
-	p.checkPrediction(c)
-	// Settle with the engine's own count: refund or charge the estimate's error.
-	u := &rec.Usage
-	if s.stopped || rec.Passed {
-		_ = lease.Settle(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
-	} else {
-		_ = lease.Settle(input, rec.Deltas)
-		s.cutUsage() // an answer without a stop has no final usage either
+// addTry keeps the detail of attempt a, begun at t0, in the Record's Tries while there is room
+// (the first MaxTries attempts). ttft is the Record's TTFT before the attempt: a change means
+// the attempt's first content arrived.
+func (rec *Record) addTry(a *route.Attempt, t0 time.Time, took, ttft time.Duration, span trace.SpanID, err error, verdict route.Verdict) {
+	n := rec.Attempts - 1
+	if n >= MaxTries {
+		return
 	}
-	p.store(ctx, c)
-	return nil
+	var at, fb time.Duration // 0 for a caller that keeps no Start
+	if !rec.Start.IsZero() {
+		at = t0.Sub(rec.Start)
+		if rec.TTFT != ttft {
+			fb = rec.TTFT - at
+		}
+	}
+	rec.Tries[n] = Try{Model: a.Model, Replica: a.Replica.Name, Retry: a.Retry, Fallback: a.Fallback,
+		Left: a.Left, At: at, Took: took, FirstByte: fb, Span: span, Err: err, Verdict: verdict}
 }
 
 // RateHeader sets the caller's rate-limit headers on h from the call's lease — with a shared

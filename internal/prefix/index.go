@@ -149,6 +149,26 @@ func (r *Replica) Match(p *Prompt) int {
 	return r.cache.Match(keys) * r.block
 }
 
+// GroupKey names p's prefix for the prefix picker's hot prefixes: the chained key of p's
+// leading blocks as the replica keys them, as many as fit in maxTokens (at least one), mixed
+// with p's tenant scope (SetScope) when it has one, so that two tenants' identical prompts
+// have distinct keys unless their scope is shared. ok is false when p has no full block.
+func (r *Replica) GroupKey(p *Prompt, maxTokens int) (key uint64, ok bool) {
+	if r == nil {
+		return 0, false
+	}
+	keys := r.keys(p)
+	n := min(len(keys), max(maxTokens/r.block, 1))
+	if n == 0 {
+		return 0, false
+	}
+	key = keys[n-1]
+	if p.scope != "" {
+		key = Mix(key ^ xxh3.HashString(p.scope))
+	}
+	return key, true
+}
+
 // keys returns the chained keys of p's blocks as the replica's engine sees them: rendered by
 // the replica's renderer (the gateway's, or the engine's own tokenizer) in its block size.
 func (r *Replica) keys(p *Prompt) []uint64 { return p.keysFor(r.render, r.block) }

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -415,5 +416,44 @@ func BenchmarkRecordPrompt(b *testing.B) {
 	for b.Loop() {
 		p.SetTokens(toks)
 		r.RecordPrompt(p)
+	}
+}
+
+// TestGroupKey: a prompt's group key names its leading blocks, up to the tokens asked for, and
+// its tenant scope: prompts that differ only after those blocks share it, other scopes do not.
+func TestGroupKey(t *testing.T) {
+	tok := tokenizer.Default()
+	r := NewReplica("a", tok, 16, 1<<16)
+	key := func(toks []uint32, scope string, max int) (uint64, bool) {
+		p := new(Prompt)
+		p.SetTokens(toks)
+		p.SetScope(context.Background(), scope)
+		return r.GroupKey(p, max)
+	}
+	long := append(seq(0, 256), seq(5000, 100)...)
+	other := append(seq(0, 256), seq(9000, 100)...)
+	a, ok := key(long, "", 256)
+	b, _ := key(other, "", 256)
+	if !ok || a != b {
+		t.Fatalf("prompts sharing 256 tokens: keys %x and %x (ok %v), want one", a, b, ok)
+	}
+	if c, _ := key(other, "", 300); c == a {
+		t.Errorf("keys over 300 tokens of prompts differing from token 256 are equal")
+	}
+	if c, _ := key(long, "alice", 256); c == a {
+		t.Errorf("alice's scope does not change the key")
+	}
+	c, _ := key(long, "alice", 256)
+	if d, _ := key(long, "bob", 256); d == c {
+		t.Errorf("alice's and bob's keys are equal")
+	}
+	if d, _ := key(long, "alice", 256); d != c {
+		t.Errorf("alice's key changes between prompts")
+	}
+	if _, ok := key(seq(0, 15), "", 256); ok {
+		t.Errorf("a prompt shorter than a block has a key")
+	}
+	if k, ok := key(long, "", 1); !ok || k != AppendKeys(nil, long, 16)[0] {
+		t.Errorf("fewer tokens than a block asked for: want the first block's key")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
@@ -27,12 +29,18 @@ type Decision struct {
 	Picker string
 	// Reason is why the chosen replica won. For "prefix": "cache" (the lowest expected cost,
 	// with a cached share), "load" (the lowest cost with nothing cached anywhere, or a tie
-	// broken by load), or "spread" (the cheapest was too loaded against the least loaded: the
-	// hot prefix goes to a second replica, which then warms). For "sticky": "session" (the
+	// broken by load), "hot" (the prompt's prefix is hot: it is spread over a set of Spread
+	// replicas, and the request goes to the cheapest of them not over the guard), or "spread" (the replica
+	// chosen was too loaded against the least loaded candidate: the request goes to the
+	// cheapest of the others, which then warms). For "sticky": "session" (the
 	// session's own replica), "spread" (passed over by the guard) or "load" (no session).
 	Reason string
 	// PromptTokens is the prompt's length in tokens.
 	PromptTokens int
+	// Spread is how many replicas the prompt's hot prefix is spread over (Prefix.Spread): set
+	// with reason "hot", and with "spread" when every member was over the guard; 0 when the
+	// prefix is not spread.
+	Spread int
 	// Chosen is the index in Candidates of the chosen replica.
 	Chosen int
 	// N is how many of Candidates are filled (at most MaxDecisionReplicas; later candidates
@@ -73,7 +81,11 @@ type Candidate struct {
 // least loaded, in turn among equals, so that new prefixes spread over the pool. A hot prefix must not pile onto one replica:
 // when the cheapest has more than Imbalance times (plus Slack) the requests in flight of the
 // least loaded candidate, the request goes to the cheapest of the others instead, which then
-// warms and shares the prefix. Candidates without an index entry count as holding nothing. A
+// warms and shares the prefix. A prefix that keeps its replica over the guard is hot: it gets a
+// set of replicas, grown one at a time up to Spread.MaxReplicas while it stays hot and shrunk as
+// it cools, and its requests go to its cheapest member not over the guard (reason "hot"; see
+// Spread).
+// Candidates without an index entry count as holding nothing. A
 // request without a rendered prompt is picked by Fallback. The zero value uses the defaults; a
 // Prefix must not be copied after first use.
 type Prefix struct {
@@ -86,10 +98,14 @@ type Prefix struct {
 	// Guard spreads a hot prefix: when the cheapest candidate is over it against the least
 	// loaded, the request goes to the cheapest of the others.
 	Guard Guard
+	// Spread spreads a prefix that keeps its replica over the guard over a set of replicas. It
+	// is read at the first pick.
+	Spread Spread
 	// Fallback picks when there is no prompt. Default P2C{}.
 	Fallback Picker
 
 	turn atomic.Uint64 // rotates new prefixes among equally loaded replicas
+	hot  hotSets       // the hot prefixes' sets (spread.go)
 }
 
 // Pick implements Picker for requests without a prompt.
@@ -111,8 +127,12 @@ func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decisio
 func (pl *Plan) SetHeader(h http.Header) { pl.header = h }
 
 // pick chooses among cands, the candidates of m, with m's picker, weighing the prompt or the
-// session when it can; then the replicas of m left out of cands, and why, go on the decision.
+// session when it can (an application's picker, App, is given the request); then the replicas
+// of m left out of cands, and why, go on the decision.
 func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
+	if a, ok := m.picker.(App); ok {
+		return pl.pickApp(a, m, cands)
+	}
 	if pl.decision == nil {
 		return m.picker.Pick(cands)
 	}
@@ -124,7 +144,13 @@ func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
 		if pl.prompt == nil {
 			return m.picker.Pick(cands)
 		}
-		i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+		if px, ok := pk.(*Prefix); ok {
+			// One picker serves every model of the routing section: a prefix's hot set is
+			// the model's own.
+			i = px.pickPrompt(cands, pl.prompt, pl.decision, xxh3.HashString(m.name))
+		} else {
+			i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+		}
 	default:
 		return m.picker.Pick(cands)
 	}
@@ -186,6 +212,12 @@ func (p *Prefix) cold(cands []*Replica) int {
 
 // PickPrompt implements PromptPicker.
 func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) int {
+	return p.pickPrompt(cands, pr, d, 0)
+}
+
+// pickPrompt is PickPrompt for the model whose name hashes to pool (0 when unknown), which
+// scopes the hot prefixes' sets.
+func (p *Prefix) pickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision, pool uint64) int {
 	loadTokens := p.LoadTokens
 	if loadTokens <= 0 {
 		loadTokens = 128
@@ -222,22 +254,33 @@ func (p *Prefix) PickPrompt(cands []*Replica, pr *prefix.Prompt, d *Decision) in
 	} else {
 		d.Reason = "cache"
 	}
-	if len(cands) > 1 && p.Guard.Over(cands[best].Outstanding(), leastOut) {
-		// The spread guard: the cheapest of the others, which then warms.
+	// cost is candidate i's cost and load, as weighed above.
+	cost := func(i int) (float64, float64) {
+		if i < MaxDecisionReplicas {
+			c := &d.Candidates[i]
+			return c.Cost, float64(c.Outstanding) + c.Utilization
+		}
+		r := cands[i]
+		load := float64(r.Outstanding()) + r.Utilization()
+		return float64(n-r.Prefix.Match(pr)) + loadTokens*load, load
+	}
+	over := len(cands) > 1 && p.Guard.Over(cands[best].Outstanding(), leastOut)
+	if len(cands) > 1 {
+		// A hot prefix goes to a replica of its set (spread.go).
+		if i, k := p.spread(cands, pr, pool, best, over, leastOut, cost); k > 1 {
+			best, d.Reason, d.Spread = i, "hot", k
+			over = p.Guard.Over(cands[best].Outstanding(), leastOut)
+		}
+	}
+	if over {
+		// The guard: the cheapest of the others, which then warms.
 		second := -1
 		var secondCost, secondLoad float64
-		for i, r := range cands {
+		for i := range cands {
 			if i == best {
 				continue
 			}
-			var cost, load float64
-			if i < MaxDecisionReplicas {
-				c := &d.Candidates[i]
-				cost, load = c.Cost, float64(c.Outstanding)+c.Utilization
-			} else {
-				load = float64(r.Outstanding()) + r.Utilization()
-				cost = float64(n-r.Prefix.Match(pr)) + loadTokens*load
-			}
+			cost, load := cost(i)
 			if second < 0 || cost < secondCost || cost == secondCost && load < secondLoad {
 				second, secondCost, secondLoad = i, cost, load
 			}

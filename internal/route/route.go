@@ -20,6 +20,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/prefix"
 )
 
@@ -158,23 +159,54 @@ func New(c Config) (*Table, error) {
 	if t.rand == nil {
 		t.rand = rand.IntN
 	}
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("route: "+format, args...))
+	b := &builder{t: t}
+	b.models(&c)
+	byModel := map[string]*model{}
+	for _, m := range t.models {
+		byModel[m.name] = m
 	}
-	claim := func(kind, name string, e *entry) {
-		if name == "" {
-			bad("%s with an empty name", kind)
-			return
-		}
-		if _, dup := t.byName[name]; dup {
-			bad("%s %q: the name is already used", kind, name)
-			return
-		}
-		t.byName[name] = e
-		t.names = append(t.names, name)
+	b.splits(c.Splits, byModel)
+	b.aliases(c.Aliases)
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
 	}
+	for _, m := range t.models {
+		m.chain = chainOf(m, byModel)
+	}
+	sort.Strings(t.names)
+	t.foldNames()
+	return t, nil
+}
 
+// builder fills a Table's models, splits and aliases in New, collecting every problem.
+type builder struct {
+	t    *Table
+	errs []error
+}
+
+// bad records a problem.
+func (b *builder) bad(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("route: "+format, args...))
+}
+
+// claim gives name, of a model, split or alias (kind), to e; a name empty or already used is a
+// problem.
+func (b *builder) claim(kind, name string, e *entry) {
+	if name == "" {
+		b.bad("%s with an empty name", kind)
+		return
+	}
+	if _, dup := b.t.byName[name]; dup {
+		b.bad("%s %q: the name is already used", kind, name)
+		return
+	}
+	b.t.byName[name] = e
+	b.t.names = append(b.t.names, name)
+}
+
+// models adds the configured models, and their replicas to the table's, each replica once.
+func (b *builder) models(c *Config) {
+	t := b.t
 	seen := map[*Replica]bool{}
 	for _, mc := range c.Models {
 		m := &model{name: mc.Name, upstream: mc.Upstream, window: mc.ContextWindow,
@@ -188,7 +220,7 @@ func New(c Config) (*Table, error) {
 		}
 		for i, r := range m.replicas {
 			if r == nil {
-				bad("model %q: replica %d is nil", m.name, i)
+				b.bad("model %q: replica %d is nil", m.name, i)
 				continue
 			}
 			if !seen[r] {
@@ -197,43 +229,44 @@ func New(c Config) (*Table, error) {
 			}
 		}
 		t.models = append(t.models, m)
-		claim("model", m.name, &entry{name: m.name, model: m})
+		b.claim("model", m.name, &entry{name: m.name, model: m})
 	}
-	byModel := map[string]*model{}
-	for _, m := range t.models {
-		byModel[m.name] = m
-	}
-	for _, sc := range c.Splits {
+}
+
+// splits adds the weighted names, their targets found in byModel.
+func (b *builder) splits(splits []Split, byModel map[string]*model) {
+	for _, sc := range splits {
 		s := &split{sticky: sc.Sticky, name: sc.Name}
 		for _, tg := range sc.Targets {
 			s.total += tg.Weight
 			s.targets = append(s.targets, byModel[tg.Model])
 			s.cum = append(s.cum, s.total)
 		}
-		claim("split", sc.Name, &entry{name: sc.Name, split: s})
+		b.claim("split", sc.Name, &entry{name: sc.Name, split: s})
 	}
-	aliases := make([]string, 0, len(c.Aliases))
-	for a := range c.Aliases {
-		aliases = append(aliases, a)
+}
+
+// aliases adds each alias, in the order of their names, as another name of the model or split
+// it names (not of another alias).
+func (b *builder) aliases(aliases map[string]string) {
+	names := make([]string, 0, len(aliases))
+	for a := range aliases {
+		names = append(names, a)
 	}
-	sort.Strings(aliases)
+	sort.Strings(names)
 	targets := map[string]*entry{}
-	for name, e := range t.byName {
+	for name, e := range b.t.byName {
 		targets[name] = e
 	}
-	for _, a := range aliases {
-		e := targets[c.Aliases[a]]
-		claim("alias", a, &entry{name: a, model: e.model, split: e.split})
+	for _, a := range names {
+		e := targets[aliases[a]]
+		b.claim("alias", a, &entry{name: a, model: e.model, split: e.split})
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	for _, m := range t.models {
-		m.chain = chainOf(m, byModel)
-	}
-	sort.Strings(t.names)
-	// Folded names let clients that drop '-' and '.' (the binary protocol's) still match; names
-	// that fold alike match only exactly.
+}
+
+// foldNames indexes the table's names folded: clients that drop '-' and '.' (the binary
+// protocol's) still match; names that fold alike match only exactly.
+func (t *Table) foldNames() {
 	t.byFolded = map[string]*entry{}
 	ambiguous := map[string]bool{}
 	for _, name := range t.names {
@@ -246,7 +279,6 @@ func New(c Config) (*Table, error) {
 	for f := range ambiguous {
 		delete(t.byFolded, f)
 	}
-	return t, nil
 }
 
 // chainOf lists m then its fallbacks depth-first, each model once.
@@ -382,7 +414,7 @@ func (t *Table) Plan(name, key string, inputTokens int) (*Plan, error) {
 	if e.split != nil {
 		m = e.split.choose(key, t.rand)
 	}
-	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key}
+	p := &Plan{t: t, name: e.name, chain: m.chain, cur: -1, key: key, input: inputTokens}
 	p.tried = p.triedBuf[:0]
 	p.cands = p.candBuf[:0]
 	largest := 0
@@ -430,6 +462,9 @@ type Plan struct {
 	decision *Decision      // where the PromptPicker's or SessionPicker's decision goes
 	header   http.Header    // the request's headers, for a SessionPicker
 	key      string         // the API key's name
+	req      *llm.Request   // the canonical request, for an App picker
+	input    int            // the input tokens counted
+	app      *appPick       // what an App picker is given, reused between picks
 }
 
 // Attempt is one try of a request on one replica.

@@ -284,25 +284,42 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.finish()
 		return
 	}
-	if isAPI(r.URL.Path) {
-		key, err := x.p.Admit(r.Header)
-		if err != nil {
-			x.fail(err)
-			x.finish()
-			return
-		}
-		x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
-		rec.Key = key.Name
-		// Without keys (served only on loopback) every caller may ask, as it may read the traces.
-		if (key.Debug || key == pipeline.Anonymous()) && r.Header.Get("X-Layer0-Debug") == "1" {
-			x.debug = true // a stream ends with the trace (finish)
-			if s.traces != nil {
-				// The trace is kept once the request ends: the client fetches it by this id.
-				h["X-Layer0-Trace-Id"] = h["Request-Id"]
-			}
+	if isAPI(r.URL.Path) && !x.authenticate() {
+		x.finish()
+		return
+	}
+	x.route(lv.Playground)
+	x.finish()
+}
+
+// authenticate runs L4 auth and the header size limit, once for every API endpoint before any
+// body is read, and turns on the debug trace where the caller asks and may have it. It reports
+// false, the failure answered, when the caller is refused.
+func (x *exchange) authenticate() bool {
+	r := x.r
+	key, err := x.p.Admit(r.Header)
+	if err != nil {
+		x.fail(err)
+		return false
+	}
+	x.call.Key, x.call.Header = key, r.Header // the stages read headers too (X-Offload-Target)
+	x.call.Record.Key = key.Name
+	// Without keys (served only on loopback) every caller may ask, as it may read the traces.
+	if (key.Debug || key == pipeline.Anonymous()) && r.Header.Get("X-Layer0-Debug") == "1" {
+		x.debug = true // a stream ends with the trace (finish)
+		if x.s.traces != nil {
+			// The trace is kept once the request ends: the client fetches it by this id.
+			h := x.w.Header()
+			h["X-Layer0-Trace-Id"] = h["Request-Id"]
 		}
 	}
+	return true
+}
 
+// route answers the request by its path (and, for some, its method or the API its client
+// speaks); playground says the web playground is served.
+func (x *exchange) route(playground bool) {
+	r := x.r
 	switch path := r.URL.Path; {
 	case isGeneration(path):
 		x.onlyMethod(http.MethodPost, x.serveMessage)
@@ -334,18 +351,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		x.onlyMethod(http.MethodGet, x.readiness)
 	case path == "/v1/layer/negotiate":
 		x.negotiate()
-	case !s.adminOnly && isAdminPath(path):
+	case !x.s.adminOnly && isAdminPath(path):
 		x.admin(false)
-	case !s.adminOnly && isDebugPath(path):
+	case !x.s.adminOnly && isDebugPath(path):
 		x.debugOnMain()
-	case !s.adminOnly && path == spendPath:
+	case !x.s.adminOnly && path == spendPath:
 		x.spendOnMain()
-	case lv.Playground && (path == "/" || isPlaygroundPath(path)):
+	case playground && (path == "/" || isPlaygroundPath(path)):
 		x.onlyMethod(http.MethodGet, x.playground)
 	default:
 		x.fail(apierr.New(apierr.NotFound, "%s %s: no such endpoint", r.Method, sanitize(path)))
 	}
-	x.finish()
 }
 
 func (x *exchange) onlyMethod(method string, f func()) {

@@ -17,17 +17,19 @@ import (
 // circuit, as a gateway replica builds them.
 func newRedisLedger(t *testing.T, srv *redistest.Server, id string, ttl time.Duration) *Redis {
 	t.Helper()
-	client, err := store.Dial([]string{srv.URL()}, "", time.Second)
+	// A timeout well above a round trip on a loaded machine: these tests are about the
+	// ledger's arithmetic, not its behaviour when Redis answers late.
+	client, err := store.Dial([]string{srv.URL()}, "", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Three replicas: the floor of the divisor, as an operator sets store.replicas, for a
 	// replica whose heartbeat has not yet seen the others.
-	st, err := store.New(store.Config{Client: client, ReplicaID: id, LeaseTTL: ttl, Replicas: 3})
+	st, err := store.New(store.Config{Client: client, Timeout: 5 * time.Second, ReplicaID: id, LeaseTTL: ttl, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewRedis(RedisConfig{Client: client, Circuit: st, ReplicaID: id, LeaseTTL: ttl})
+	l, err := NewRedis(RedisConfig{Client: client, Circuit: st, ReplicaID: id, LeaseTTL: ttl, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,7 @@ const (
 	attrTTFT       = "layer0.time_to_first_token_ms"
 	attrPicker     = "layer0.route.picker"
 	attrPick       = "layer0.route.reason"
+	attrPickSpread = "layer0.route.spread"
 	attrOffload    = "layer0.offload"
 	attrTruncated  = "layer0.context.truncated"
 	attrAttempt    = "layer0.attempt"
@@ -75,18 +76,7 @@ func (t *Tracer) End(span trace.Span, rec *pipeline.Record, req *llm.Request, en
 	a := make([]attribute.KeyValue, 0, 32)
 	a = append(a, attribute.String(attrOperation, operationChat), attribute.String(attrRequestID, rec.RequestID),
 		attribute.Int(attrStatus, rec.Status))
-	if req != nil {
-		a = append(a, attribute.String(attrRequestModel, req.Model))
-		if req.MaxTokens > 0 {
-			a = append(a, attribute.Int(attrMaxTokens, req.MaxTokens))
-		}
-		if req.Temperature != nil {
-			a = append(a, attribute.Float64(attrTemperature, *req.Temperature))
-		}
-		if req.TopP != nil {
-			a = append(a, attribute.Float64(attrTopP, *req.TopP))
-		}
-	}
+	a = requestAttributes(a, req)
 	if rec.Model != "" {
 		a = append(a, attribute.String(attrModel, rec.Model))
 	}
@@ -141,6 +131,9 @@ func (t *Tracer) End(span trace.Span, rec *pipeline.Record, req *llm.Request, en
 	}
 	if rec.Pick.Picker != "" {
 		a = append(a, attribute.String(attrPicker, rec.Pick.Picker), attribute.String(attrPick, rec.Pick.Reason))
+		if rec.Pick.Spread > 0 {
+			a = append(a, attribute.Int(attrPickSpread, rec.Pick.Spread))
+		}
 	}
 	if rec.Offload != "" {
 		a = append(a, attribute.String(attrOffload, rec.Offload))
@@ -157,6 +150,24 @@ func (t *Tracer) End(span trace.Span, rec *pipeline.Record, req *llm.Request, en
 	span.SetAttributes(a...)
 	t.attempts(span, rec)
 	span.End(trace.WithTimestamp(end))
+}
+
+// requestAttributes appends what the client asked for (req nil: the request was never decoded).
+func requestAttributes(a []attribute.KeyValue, req *llm.Request) []attribute.KeyValue {
+	if req == nil {
+		return a
+	}
+	a = append(a, attribute.String(attrRequestModel, req.Model))
+	if req.MaxTokens > 0 {
+		a = append(a, attribute.Int(attrMaxTokens, req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		a = append(a, attribute.Float64(attrTemperature, *req.Temperature))
+	}
+	if req.TopP != nil {
+		a = append(a, attribute.Float64(attrTopP, *req.TopP))
+	}
+	return a
 }
 
 // responseModel is the model the engine said it served, else the model layer0 routed to.

@@ -72,12 +72,15 @@ type Admission struct {
 
 // Route is what the prefix-aware picker weighed and chose for the last attempt.
 type Route struct {
-	Picker       string      `json:"picker"`
-	Reason       string      `json:"reason"`
-	PromptTokens int         `json:"prompt_tokens"`
-	Chosen       string      `json:"chosen"`
-	Candidates   []Candidate `json:"candidates"`
-	Skipped      []Skipped   `json:"skipped,omitempty"`
+	Picker       string `json:"picker"`
+	Reason       string `json:"reason"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// Spread is how many replicas the prompt's hot prefix is spread over (route.Decision's);
+	// absent when it is not.
+	Spread     int         `json:"spread,omitempty"`
+	Chosen     string      `json:"chosen"`
+	Candidates []Candidate `json:"candidates"`
+	Skipped    []Skipped   `json:"skipped,omitempty"`
 	// Prediction is the chosen replica's predicted cached tokens next to the engine's report;
 	// nil when the engine reported none to check against.
 	Prediction *Prediction `json:"prediction,omitempty"`
@@ -176,7 +179,7 @@ func build(e *entry) *Trace {
 			EstimateMs: ms(a.Estimate), WaitedMs: ms(a.Waited)}
 	}
 	if p := &rec.Pick; p.Picker != "" {
-		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens}
+		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens, Spread: p.Spread}
 		for i := 0; i < p.N; i++ {
 			c := &p.Candidates[i]
 			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
@@ -212,52 +215,86 @@ func build(e *entry) *Trace {
 
 // Lines renders t for a person, one line per decision, in the order the stages ran.
 func (t *Trace) Lines() []string {
-	var out []string
-	add := func(stage, format string, args ...any) {
-		out = append(out, "[DEBUG] "+stage+": "+fmt.Sprintf(format, args...))
-	}
-	add("request", "%s %s %s (%s%s) at %s", t.ID, t.Method, t.Path, t.Format, streamed(t.Stream),
+	var out lines
+	out.add("request", "%s %s %s (%s%s) at %s", t.ID, t.Method, t.Path, t.Format, streamed(t.Stream),
 		t.Time.UTC().Format(time.RFC3339Nano))
 	key := t.Key
 	if key == "" {
 		key = "anonymous"
 	}
-	add("auth", "key %s", key)
+	out.add("auth", "key %s", key)
 	if t.RateLimited {
-		add("limits", "refused by layer0's rate limits")
+		out.add("limits", "refused by layer0's rate limits")
 	}
 	if t.Model != "" {
-		add("model", "asked for %s", t.Model)
+		out.add("model", "asked for %s", t.Model)
 	}
 	if len(t.Directives) > 0 {
-		add("directives", "applied %s", strings.Join(t.Directives, ", "))
+		out.add("directives", "applied %s", strings.Join(t.Directives, ", "))
 	}
 	if t.Offload != "" {
-		add("offload", "sent to %s", t.Offload)
+		out.add("offload", "sent to %s", t.Offload)
 	}
 	if t.Cache != "" {
-		add("cache", "%s", t.Cache)
+		out.add("cache", "%s", t.Cache)
 	}
 	if c := t.Context; c != nil {
-		add("context", "cut %d → %d input tokens (%d turns dropped)", c.Before, c.After, c.TurnsDropped)
+		out.add("context", "cut %d → %d input tokens (%d turns dropped)", c.Before, c.After, c.TurnsDropped)
 	}
 	if a := t.Admission; a != nil {
-		add("admission", "%s", a.line())
+		out.add("admission", "%s", a.line())
 	}
-	if r := t.Route; r != nil && r.Picker == "sticky" {
+	if t.Route != nil {
+		t.Route.lines(&out)
+	}
+	t.attemptLines(&out)
+	if n := t.AttemptsTotal - len(t.Attempts); n > 0 {
+		out.add("attempts", "%d more not detailed (%d in all)", n, t.AttemptsTotal)
+	}
+	if t.Served != "" {
+		t.servedLine(&out)
+	}
+	out.add("usage", "%d input tokens, %d output tokens (cache read %d, created %d), %d deltas",
+		t.Usage.Input, t.Usage.Output, t.Usage.CacheRead, t.Usage.CacheCreation, t.Deltas)
+	result := strconv.Itoa(t.Status)
+	if t.ErrorType != "" {
+		result += " " + t.ErrorType
+	}
+	if t.Error != "" {
+		result += ": " + t.Error
+	}
+	out.add("status", "%s", result)
+	tm := t.Times
+	out.add("times", "total %.3fms, engine %.3fms, ttft %.3fms, overhead %.3fms", tm.TotalMs, tm.EngineMs, tm.TTFTMs, tm.OverheadMs)
+	return out
+}
+
+// lines collects a trace's lines, each "[DEBUG] stage: text".
+type lines []string
+
+// add appends the line of stage, its text formatted from format and args.
+func (l *lines) add(stage, format string, args ...any) {
+	*l = append(*l, "[DEBUG] "+stage+": "+fmt.Sprintf(format, args...))
+}
+
+// lines adds the route's lines to out: the candidates the picker weighed, with what it weighed
+// (a sticky picker, the replica's rank for the session; the others, the cached prompt and
+// load), the replicas it skipped, its pick and the prediction checked against the engine.
+func (r *Route) lines(out *lines) {
+	if r.Picker == "sticky" {
 		// The sticky picker weighs no prompt: its cost is the replica's rank for the session.
 		for _, c := range r.Candidates {
-			add("route", "candidate %s: rank %.0f for the session, %d in flight, utilization %.2f",
+			out.add("route", "candidate %s: rank %.0f for the session, %d in flight, utilization %.2f",
 				c.Replica, c.Cost, c.Outstanding, c.Utilization)
 		}
-		add("route", "picked %s (sticky; reason: %s)", r.Chosen, r.Reason)
-	} else if r != nil {
+		out.add("route", "picked %s (sticky; reason: %s)", r.Chosen, r.Reason)
+	} else {
 		for _, c := range r.Candidates {
-			add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
+			out.add("route", "candidate %s: cached %d/%d tokens, %d in flight, utilization %.2f, cost %.0f",
 				c.Replica, c.Cached, r.PromptTokens, c.Outstanding, c.Utilization, c.Cost)
 		}
 		for _, s := range r.Skipped {
-			add("route", "skipped %s (%s)", s.Replica, s.Reason)
+			out.add("route", "skipped %s (%s)", s.Replica, s.Reason)
 		}
 		cached := 0
 		for _, c := range r.Candidates {
@@ -265,11 +302,20 @@ func (t *Trace) Lines() []string {
 				cached = c.Cached
 			}
 		}
-		add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, r.Reason)
+		why := r.Reason
+		if r.Spread > 1 {
+			why += "; prefix hot: spread to " + strconv.Itoa(r.Spread) + " replicas"
+		}
+		out.add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, why)
 		if p := r.Prediction; p != nil {
-			add("route", "predicted %d cached tokens on %s, the engine reported %d", p.Predicted, r.Chosen, p.Engine)
+			out.add("route", "predicted %d cached tokens on %s, the engine reported %d", p.Predicted, r.Chosen, p.Engine)
 		}
 	}
+}
+
+// attemptLines adds a line per detailed attempt to out, each after the line of the fallback
+// that led to it, if any, and before the ejection or breaker opening its failure caused.
+func (t *Trace) attemptLines(out *lines) {
 	from := t.Model // the model the request leaves when it falls back
 	for i, a := range t.Attempts {
 		if a.Fallback != "" {
@@ -277,7 +323,7 @@ func (t *Trace) Lines() []string {
 			if a.Left != nil {
 				why += ": " + a.Left.Replica + " " + a.Left.Reason
 			}
-			add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, why, a.AtMs)
+			out.add("fallback", "%s → %s (reason: %s) at +%.3fms", from, a.Model, why, a.AtMs)
 		}
 		from = a.Model
 		what := "served"
@@ -291,46 +337,33 @@ func (t *Trace) Lines() []string {
 		case a.Retry:
 			how = " (retry)"
 		}
-		add("attempt "+strconv.Itoa(i+1), "%s on %s%s at +%.3fms, %.3fms, %s", a.Model, a.Replica, how, a.AtMs, a.Ms, what)
+		out.add("attempt "+strconv.Itoa(i+1), "%s on %s%s at +%.3fms, %.3fms, %s", a.Model, a.Replica, how, a.AtMs, a.Ms, what)
 		end := a.AtMs + a.Ms
 		if a.EjectedMs > 0 {
-			add("ejection", "%s ejected for %s at +%.3fms", a.Replica,
+			out.add("ejection", "%s ejected for %s at +%.3fms", a.Replica,
 				time.Duration(a.EjectedMs*float64(time.Millisecond)), end)
 		}
 		if a.BreakerOpened {
-			add("breaker", "%s's breaker opened at +%.3fms", a.Replica, end)
+			out.add("breaker", "%s's breaker opened at +%.3fms", a.Replica, end)
 		}
 	}
-	if n := t.AttemptsTotal - len(t.Attempts); n > 0 {
-		add("attempts", "%d more not detailed (%d in all)", n, t.AttemptsTotal)
+}
+
+// servedLine adds the line of the engine that served to out: how (pass-through, simulated),
+// the first token's time and the end's.
+func (t *Trace) servedLine(out *lines) {
+	via := ""
+	if t.Passed {
+		via = ", pass-through"
 	}
-	if t.Served != "" {
-		via := ""
-		if t.Passed {
-			via = ", pass-through"
-		}
-		if t.Simulated {
-			via += ", simulated"
-		}
-		first := ""
-		if t.Times.TTFTMs > 0 {
-			first = fmt.Sprintf("; first token at +%.3fms", t.Times.TTFTMs)
-		}
-		add("served", "%s by %s%s%s, done at +%.3fms", t.Served, t.Engine, via, first, t.Times.TotalMs)
+	if t.Simulated {
+		via += ", simulated"
 	}
-	add("usage", "%d input tokens, %d output tokens (cache read %d, created %d), %d deltas",
-		t.Usage.Input, t.Usage.Output, t.Usage.CacheRead, t.Usage.CacheCreation, t.Deltas)
-	result := strconv.Itoa(t.Status)
-	if t.ErrorType != "" {
-		result += " " + t.ErrorType
+	first := ""
+	if t.Times.TTFTMs > 0 {
+		first = fmt.Sprintf("; first token at +%.3fms", t.Times.TTFTMs)
 	}
-	if t.Error != "" {
-		result += ": " + t.Error
-	}
-	add("status", "%s", result)
-	tm := t.Times
-	add("times", "total %.3fms, engine %.3fms, ttft %.3fms, overhead %.3fms", tm.TotalMs, tm.EngineMs, tm.TTFTMs, tm.OverheadMs)
-	return out
+	out.add("served", "%s by %s%s%s, done at +%.3fms", t.Served, t.Engine, via, first, t.Times.TotalMs)
 }
 
 // line renders the admission decision for Lines.

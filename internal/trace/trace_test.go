@@ -186,3 +186,21 @@ func BenchmarkAdd(b *testing.B) {
 		})
 	}
 }
+
+// A pick for a hot prefix names its spreading, in the lines and in the JSON.
+func TestTraceLinesHotPrefix(t *testing.T) {
+	rec := record(1, 200, "chat")
+	rec.Engine, rec.Attempts = "b", 1
+	rec.Pick.Picker, rec.Pick.Reason, rec.Pick.Spread, rec.Pick.PromptTokens = "prefix", "hot", 2, 1025
+	rec.Pick.N, rec.Pick.Chosen = 2, 1
+	rec.Pick.Candidates[0] = route.Candidate{Replica: "a", Cached: 1024, Outstanding: 9}
+	rec.Pick.Candidates[1] = route.Candidate{Replica: "b", Cached: 1024, Outstanding: 3}
+	tr := FromRecord(rec, "POST", "/v1/messages", time.Millisecond)
+	if tr.Route == nil || tr.Route.Spread != 2 {
+		t.Fatalf("route %+v, want spread 2", tr.Route)
+	}
+	got := strings.Join(tr.Lines(), "\n")
+	if want := "[DEBUG] route: picked b (cache 1024/1025 tokens; reason: hot; prefix hot: spread to 2 replicas)"; !strings.Contains(got, want) {
+		t.Errorf("lines lack %q:\n%s", want, got)
+	}
+}

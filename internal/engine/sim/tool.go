@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -398,36 +399,28 @@ func (g *inputGen) objectOf(dst []byte, s *schema, depth int) []byte {
 		if !required(k) && (minimal || g.r.intn(3) == 0) {
 			continue
 		}
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = jsontext.AppendString(dst, k)
-		dst = append(dst, ':')
+		dst = appendKey(dst, &n, k)
 		dst = g.value(dst, vals[i], depth+1)
 	}
 	for _, r := range s.Required { // required but not described: any value will do
-		if containsString(keys, r) {
+		if slices.Contains(keys, r) {
 			continue
 		}
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = jsontext.AppendString(dst, r)
-		dst = append(dst, ':')
+		dst = appendKey(dst, &n, r)
 		dst = jsontext.AppendString(dst, g.words(1))
 	}
 	return append(dst, '}')
 }
 
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
+// appendKey appends the name k of an object's next member, the n-th (from 0, counted in n),
+// and its colon; a comma separates it from the member before.
+func appendKey(dst []byte, n *int, k string) []byte {
+	if *n > 0 {
+		dst = append(dst, ',')
 	}
-	return false
+	*n++
+	dst = jsontext.AppendString(dst, k)
+	return append(dst, ':')
 }
 
 // properties returns the property names and schemas of a "properties" object in document order.
@@ -451,7 +444,7 @@ func properties(raw json.RawMessage) ([]string, []json.RawMessage) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, nil
 		}
-		if containsString(keys, k) { // a duplicate key: JSON decoders keep the last
+		if slices.Contains(keys, k) { // a duplicate key: JSON decoders keep the last
 			continue
 		}
 		keys = append(keys, k)

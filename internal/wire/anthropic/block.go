@@ -326,7 +326,7 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		switch {
 		case b.seen&mID == 0:
 			return dst, d.required("id")
-		case !validID(b.id):
+		case !llm.ValidID(b.id):
 			return dst, d.failAt("id", "must match ^[a-zA-Z0-9_-]+$, got %q", clipString(b.id))
 		case b.seen&mName == 0:
 			return dst, d.required("name")
@@ -340,7 +340,7 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		switch {
 		case b.seen&mToolUseID == 0:
 			return dst, d.required("tool_use_id")
-		case !validID(b.toolUseID):
+		case !llm.ValidID(b.toolUseID):
 			return dst, d.failAt("tool_use_id", "must match ^[a-zA-Z0-9_-]+$, got %q", clipString(b.toolUseID))
 		}
 		return append(dst, llm.Block{Type: llm.BlockToolResult, ToolUseID: b.toolUseID,
@@ -367,15 +367,7 @@ func (d *decoder) source(s *rawSource, depth int) error {
 	if err := d.object(); err != nil {
 		return err
 	}
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return d.members(func(k string) (err error) {
 		switch k {
 		case "type":
 			s.typ, err = d.readString()
@@ -399,11 +391,8 @@ func (d *decoder) source(s *rawSource, depth int) error {
 		default:
 			return d.extra()
 		}
-		if err != nil {
-			return err
-		}
-		d.leave()
-	}
+		return err
+	})
 }
 
 // extraAt reports the member key of the current object as not permitted.

@@ -427,14 +427,7 @@ func (d *decoder) stopSequences(r *llm.Request) error {
 	if err := d.array(); err != nil {
 		return err
 	}
-	for n := 0; ; {
-		ok, err := d.elem(&n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return d.elems(func() error {
 		s, err := d.readString()
 		if err != nil {
 			return err
@@ -443,8 +436,8 @@ func (d *decoder) stopSequences(r *llm.Request) error {
 			return d.fail("must be non-empty")
 		}
 		r.StopSequences = append(r.StopSequences, s)
-		d.leave()
-	}
+		return nil
+	})
 }
 
 func (d *decoder) metadata(r *llm.Request) error {
@@ -455,15 +448,7 @@ func (d *decoder) metadata(r *llm.Request) error {
 	if err := d.object(); err != nil {
 		return err
 	}
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return d.members(func(k string) error {
 		if k != "user_id" {
 			return d.extra()
 		}
@@ -475,8 +460,8 @@ func (d *decoder) metadata(r *llm.Request) error {
 			return d.fail("must be at most 256 characters long")
 		}
 		r.UserID = strings.Clone(s)
-		d.leave()
-	}
+		return nil
+	})
 }
 
 func (d *decoder) tools(r *llm.Request) error {
@@ -487,20 +472,15 @@ func (d *decoder) tools(r *llm.Request) error {
 	if err := d.array(); err != nil {
 		return err
 	}
-	for n := 0; ; {
-		ok, err := d.elem(&n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	if err := d.elems(func() error {
 		var t llm.Tool
 		if err := d.tool(&t); err != nil {
 			return err
 		}
 		r.Tools = append(r.Tools, t)
-		d.leave()
+		return nil
+	}); err != nil {
+		return err
 	}
 	// Names must be unique; quadratic is cheaper than a map for the usual handful of tools.
 	for i := range r.Tools {
@@ -514,40 +494,13 @@ func (d *decoder) tools(r *llm.Request) error {
 	return nil
 }
 
-// validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,128}$.
-func validToolName(s string) bool {
-	return len(s) <= 128 && validID(s)
-}
-
-// validID reports whether s matches ^[a-zA-Z0-9_-]+$.
-func validID(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func (d *decoder) tool(t *llm.Tool) error {
 	if err := d.object(); err != nil {
 		return err
 	}
 	var hasName bool
 	var typ string
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	if err := d.members(func(k string) (err error) {
 		switch k {
 		case "name":
 			t.Name, err = d.readString()
@@ -564,17 +517,16 @@ func (d *decoder) tool(t *llm.Tool) error {
 		default:
 			return d.extra()
 		}
-		if err != nil {
-			return err
-		}
-		d.leave()
+		return err
+	}); err != nil {
+		return err
 	}
 	switch {
 	case typ != "" && typ != "custom":
 		return d.failAt("type", "tool type %q is not supported; only custom tools (name, description, input_schema) are", clipString(typ))
 	case !hasName:
 		return d.required("name")
-	case !validToolName(t.Name):
+	case !llm.ValidToolName(t.Name):
 		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(t.Name))
 	case t.InputSchema == nil:
 		return d.required("input_schema")
@@ -590,30 +542,23 @@ func (d *decoder) schema() (json.RawMessage, error) {
 	}
 	start := d.Pos
 	d.Pos++
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
+	if err := d.members(func(k string) error {
+		if k != "type" {
+			return d.skipValue()
+		}
+		if kd := d.Peek(); kd != jsontext.KindString {
+			return d.typeErr(`"object"`, kd)
+		}
+		s, err := d.readString()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !ok {
-			break
+		if s != "object" {
+			return d.fail(`must be "object", got %q`, clipString(s))
 		}
-		if k == "type" {
-			if kd := d.Peek(); kd != jsontext.KindString {
-				return nil, d.typeErr(`"object"`, kd)
-			}
-			s, err := d.readString()
-			if err != nil {
-				return nil, err
-			}
-			if s != "object" {
-				return nil, d.fail(`must be "object", got %q`, clipString(s))
-			}
-		} else if err := d.skipValue(); err != nil {
-			return nil, err
-		}
-		d.leave()
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return jsontext.Compact(d.Text[start:d.Pos]), nil
 }
@@ -641,15 +586,7 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 	var typ, name string
 	var hasType, hasName, hasDisable bool
 	tc := &r.ToolChoice
-	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	if err := d.members(func(k string) (err error) {
 		switch k {
 		case "type":
 			typ, err = d.readString()
@@ -663,10 +600,9 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 		default:
 			return d.extra()
 		}
-		if err != nil {
-			return err
-		}
-		d.leave()
+		return err
+	}); err != nil {
+		return err
 	}
 	if !hasType {
 		return d.required("type")
@@ -686,7 +622,7 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 	switch {
 	case tc.Type == llm.ToolNamed && !hasName:
 		return d.required("name")
-	case tc.Type == llm.ToolNamed && !validToolName(name):
+	case tc.Type == llm.ToolNamed && !llm.ValidToolName(name):
 		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(name))
 	case tc.Type != llm.ToolNamed && hasName:
 		d.enter("name")

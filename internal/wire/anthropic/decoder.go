@@ -189,6 +189,37 @@ func (d *decoder) elem(n *int) (bool, error) {
 	return ok, nil
 }
 
+// members reads the members of an object whose '{' was consumed, refusing a name given twice:
+// each enters the member's name and reads its value (members leaves after).
+func (d *decoder) members(each func(k string) error) error {
+	var seen jsontext.KeySet
+	for n := 0; ; {
+		k, ok, err := d.key(&n, &seen)
+		if err != nil || !ok {
+			return err
+		}
+		if err := each(k); err != nil {
+			return err
+		}
+		d.leave()
+	}
+}
+
+// elems reads the elements of an array whose '[' was consumed: each reads the element, its
+// index entered (elems leaves after).
+func (d *decoder) elems(each func() error) error {
+	for n := 0; ; {
+		ok, err := d.elem(&n)
+		if err != nil || !ok {
+			return err
+		}
+		if err := each(); err != nil {
+			return err
+		}
+		d.leave()
+	}
+}
+
 func (d *decoder) object() error {
 	if k := d.Peek(); k != jsontext.KindObject {
 		return d.typeErr("an object", k)

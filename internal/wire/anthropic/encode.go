@@ -54,6 +54,17 @@ func appendStopSequence(dst []byte, seq string) []byte {
 	return appendString(dst, seq)
 }
 
+// appendToolUse appends tool_use block b, in a request's message or an answer's content.
+func appendToolUse(dst []byte, b *llm.Block) []byte {
+	dst = append(dst, `{"type":"tool_use","id":`...)
+	dst = appendString(dst, b.ID)
+	dst = append(dst, `,"name":`...)
+	dst = appendString(dst, b.Name)
+	dst = append(dst, `,"input":`...)
+	dst = appendInput(dst, b.Input)
+	return append(dst, '}')
+}
+
 // AppendResponse appends the non-streaming message JSON for r. id is the message id (msg_…);
 // when empty, r.ID is used. Only text and tool_use blocks are written: a response holds no
 // others.
@@ -79,15 +90,10 @@ func AppendResponse(dst []byte, r *llm.Response, id string) []byte {
 		if b.Type == llm.BlockText {
 			dst = append(dst, `{"type":"text","text":`...)
 			dst = appendString(dst, b.Text)
+			dst = append(dst, '}')
 		} else {
-			dst = append(dst, `{"type":"tool_use","id":`...)
-			dst = appendString(dst, b.ID)
-			dst = append(dst, `,"name":`...)
-			dst = appendString(dst, b.Name)
-			dst = append(dst, `,"input":`...)
-			dst = appendInput(dst, b.Input)
+			dst = appendToolUse(dst, b)
 		}
-		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"stop_reason":"`...)
 	dst = append(dst, r.Stop.String()...)

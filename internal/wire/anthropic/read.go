@@ -361,7 +361,7 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			}
 			return apierr.Wrap(apierr.BadGateway, errTruncated, "the engine's stream ended early")
 		case errors.Is(err, sse.ErrNotSSE), errors.Is(err, sse.ErrEventTooLarge):
-			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: %w", err), "the engine sent an invalid stream")
+			return invalidStream(fmt.Errorf("anthropic: %w", err))
 		default:
 			return fmt.Errorf("anthropic: read stream: %w", err)
 		}
@@ -428,7 +428,7 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 			err = d.End()
 		}
 		if err != nil {
-			return false, apierr.Wrap(apierr.BadGateway, err, "the engine sent an invalid stream")
+			return false, invalidStream(err)
 		}
 	}
 	if string(name) == "error" || e.typ == "error" {
@@ -442,47 +442,17 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 		return false, sr.send()
 	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
 		if !sr.started {
-			return false, apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: %s before message_start", e.typ),
-				"the engine sent an invalid stream")
+			return false, invalidStream(fmt.Errorf("anthropic: %s before message_start", e.typ))
 		}
 	default:
 		return false, nil // ping, and event types added after this was written
 	}
 	if e.typ != "message_delta" && e.typ != "message_stop" && (!e.hasIndex || e.index >= 1<<16) {
-		return false, apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: %s without a valid index", e.typ),
-			"the engine sent an invalid stream")
+		return false, invalidStream(fmt.Errorf("anthropic: %s without a valid index", e.typ))
 	}
 	switch e.typ {
 	case "content_block_start":
-		for len(sr.blocks) <= e.index {
-			sr.blocks = append(sr.blocks, -1)
-		}
-		var bt llm.BlockType
-		switch e.block.typ {
-		case "text":
-			bt = llm.BlockText
-		case "tool_use":
-			bt = llm.BlockToolUse
-		default:
-			sr.blocks[e.index] = -1 // thinking, server tools: nothing an llm.Event can carry
-			return false, nil
-		}
-		idx := sr.next
-		sr.next++
-		sr.blocks[e.index] = idx
-		sr.ev = llm.Event{Kind: llm.EventBlockStart, Index: idx, Block: bt, ID: e.block.id, Name: e.block.name}
-		if err := sr.send(); err != nil {
-			return false, err
-		}
-		// A start normally carries an empty text or input; pass on anything it does carry.
-		if bt == llm.BlockText && e.block.text != "" {
-			sr.ev = llm.Event{Kind: llm.EventTextDelta, Index: idx, Text: e.block.text}
-			return false, sr.send()
-		}
-		if bt == llm.BlockToolUse && e.block.input != "" && e.block.input != "{}" {
-			sr.ev = llm.Event{Kind: llm.EventToolDelta, Index: idx, Text: e.block.input}
-			return false, sr.send()
-		}
+		return false, sr.blockStart(&e)
 	case "content_block_delta":
 		idx, err := sr.block(e.index)
 		if err != nil || idx < 0 {
@@ -520,11 +490,51 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 	return false, nil
 }
 
+// blockStart passes on a content_block_start event: a text or tool-use block gets the next
+// index of the stream's blocks, and any text or input the start carries follows as a delta;
+// other blocks (thinking, server tools) are mapped to -1 and skipped with their events.
+func (sr *streamReader) blockStart(e *sseEvent) error {
+	for len(sr.blocks) <= e.index {
+		sr.blocks = append(sr.blocks, -1)
+	}
+	var bt llm.BlockType
+	switch e.block.typ {
+	case "text":
+		bt = llm.BlockText
+	case "tool_use":
+		bt = llm.BlockToolUse
+	default:
+		sr.blocks[e.index] = -1 // thinking, server tools: nothing an llm.Event can carry
+		return nil
+	}
+	idx := sr.next
+	sr.next++
+	sr.blocks[e.index] = idx
+	sr.ev = llm.Event{Kind: llm.EventBlockStart, Index: idx, Block: bt, ID: e.block.id, Name: e.block.name}
+	if err := sr.send(); err != nil {
+		return err
+	}
+	// A start normally carries an empty text or input; pass on anything it does carry.
+	if bt == llm.BlockText && e.block.text != "" {
+		sr.ev = llm.Event{Kind: llm.EventTextDelta, Index: idx, Text: e.block.text}
+		return sr.send()
+	}
+	if bt == llm.BlockToolUse && e.block.input != "" && e.block.input != "{}" {
+		sr.ev = llm.Event{Kind: llm.EventToolDelta, Index: idx, Text: e.block.input}
+		return sr.send()
+	}
+	return nil
+}
+
+// invalidStream is the error for a stream from the engine that breaks the protocol.
+func invalidStream(err error) error {
+	return apierr.Wrap(apierr.BadGateway, err, "the engine sent an invalid stream")
+}
+
 // block maps an upstream block index to the canonical one.
 func (sr *streamReader) block(i int) (int, error) {
 	if i >= len(sr.blocks) {
-		return 0, apierr.Wrap(apierr.BadGateway, fmt.Errorf("anthropic: event for content block %d before its start", i),
-			"the engine sent an invalid stream")
+		return 0, invalidStream(fmt.Errorf("anthropic: event for content block %d before its start", i))
 	}
 	return sr.blocks[i], nil
 }

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // AppendRequest appends r as a Messages API request body, the inverse of DecodeRequest: model
@@ -45,59 +46,14 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		dst = appendInt(dst, *r.TopK)
 	}
 	if len(r.StopSequences) > 0 {
-		dst = append(dst, `,"stop_sequences":[`...)
-		for i, s := range r.StopSequences {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, s)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"stop_sequences":`...)
+		dst = jsontext.AppendStrings(dst, r.StopSequences)
 	}
 	if len(r.Tools) > 0 {
-		dst = append(dst, `,"tools":[`...)
-		for i := range r.Tools {
-			t := &r.Tools[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"name":`...)
-			dst = appendString(dst, t.Name)
-			if t.Description != "" {
-				dst = append(dst, `,"description":`...)
-				dst = appendString(dst, t.Description)
-			}
-			dst = append(dst, `,"input_schema":`...)
-			if validObject(t.InputSchema) {
-				dst = append(dst, t.InputSchema...)
-			} else {
-				dst = append(dst, `{"type":"object"}`...)
-			}
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
+		dst = appendTools(dst, r.Tools)
 	}
-	if tc := r.ToolChoice; tc != (llm.ToolChoice{}) {
-		dst = append(dst, `,"tool_choice":{"type":"`...)
-		switch tc.Type {
-		case llm.ToolAny:
-			dst = append(dst, "any"...)
-		case llm.ToolNamed:
-			dst = append(dst, "tool"...)
-		case llm.ToolNone:
-			dst = append(dst, "none"...)
-		default:
-			dst = append(dst, "auto"...)
-		}
-		dst = append(dst, '"')
-		if tc.Type == llm.ToolNamed {
-			dst = append(dst, `,"name":`...)
-			dst = appendString(dst, tc.Name)
-		}
-		if tc.DisableParallelToolUse && tc.Type != llm.ToolNone {
-			dst = append(dst, `,"disable_parallel_tool_use":true`...)
-		}
-		dst = append(dst, '}')
+	if r.ToolChoice != (llm.ToolChoice{}) {
+		dst = appendToolChoice(dst, &r.ToolChoice)
 	}
 	if r.UserID != "" {
 		dst = append(dst, `,"metadata":{"user_id":`...)
@@ -108,6 +64,59 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		dst = append(dst, `,"stream":true`...)
 	}
 	return append(dst, '}')
+}
+
+// appendTools appends the "tools" member; a tool whose input schema is not a JSON object is
+// sent the empty object schema.
+func appendTools(dst []byte, tools []llm.Tool) []byte {
+	dst = append(dst, `,"tools":[`...)
+	for i := range tools {
+		t := &tools[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendString(dst, t.Name)
+		if t.Description != "" {
+			dst = append(dst, `,"description":`...)
+			dst = appendString(dst, t.Description)
+		}
+		dst = append(dst, `,"input_schema":`...)
+		if validObject(t.InputSchema) {
+			dst = append(dst, t.InputSchema...)
+		} else {
+			dst = append(dst, `{"type":"object"}`...)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	return dst
+}
+
+// appendToolChoice appends the "tool_choice" member: the type, the tool's name for a named
+// choice, and disable_parallel_tool_use where it is set and tools may be used at all.
+func appendToolChoice(dst []byte, tc *llm.ToolChoice) []byte {
+	dst = append(dst, `,"tool_choice":{"type":"`...)
+	switch tc.Type {
+	case llm.ToolAny:
+		dst = append(dst, "any"...)
+	case llm.ToolNamed:
+		dst = append(dst, "tool"...)
+	case llm.ToolNone:
+		dst = append(dst, "none"...)
+	default:
+		dst = append(dst, "auto"...)
+	}
+	dst = append(dst, '"')
+	if tc.Type == llm.ToolNamed {
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, tc.Name)
+	}
+	if tc.DisableParallelToolUse && tc.Type != llm.ToolNone {
+		dst = append(dst, `,"disable_parallel_tool_use":true`...)
+	}
+	dst = append(dst, '}')
+	return dst
 }
 
 // appendContent appends message content: "" when empty, a string for one text block, else an
@@ -143,13 +152,7 @@ func appendBlock(dst []byte, b *llm.Block) []byte {
 		}
 		return append(dst, '}', '}')
 	case llm.BlockToolUse:
-		dst = append(dst, `{"type":"tool_use","id":`...)
-		dst = appendString(dst, b.ID)
-		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, b.Name)
-		dst = append(dst, `,"input":`...)
-		dst = appendInput(dst, b.Input)
-		return append(dst, '}')
+		return appendToolUse(dst, b)
 	case llm.BlockToolResult:
 		dst = append(dst, `{"type":"tool_result","tool_use_id":`...)
 		dst = appendString(dst, b.ToolUseID)

@@ -74,55 +74,13 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 			}
 			req.StopSequences = append(req.StopSequences, s)
 		case paramTool:
-			d.idx[0] = len(req.Tools)
-			var tl llm.Tool
-			if tl.Name, err = d.str("tools[].name", 255); err != nil {
+			if err := d.tool(req, valAt); err != nil {
 				return err
 			}
-			if !llm.ValidToolName(tl.Name) {
-				return d.fail(valAt, "tools[].name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, tl.Name)
-			}
-			for j := range req.Tools {
-				if req.Tools[j].Name == tl.Name {
-					return d.fail(valAt, "tools[].name", "tool names must be unique; %q is also tools[%d].name", tl.Name, j)
-				}
-			}
-			if tl.Description, err = d.str("tools[].description", math.MaxInt32); err != nil {
-				return err
-			}
-			if tl.InputSchema, err = d.jsonObject("tools[].input_schema"); err != nil {
-				return err
-			}
-			req.Tools = append(req.Tools, tl)
-			d.idx[0] = -1
 		case paramToolChoice:
-			at := d.off
-			ct, err := d.u8("tool_choice.type")
-			if err != nil {
+			if err := d.toolChoice(&req.ToolChoice); err != nil {
 				return err
 			}
-			if ct > int(llm.ToolNone) {
-				return d.fail(at, "tool_choice.type", "%d: want 0 (auto), 1 (any), 2 (tool) or 3 (none)", ct)
-			}
-			req.ToolChoice.Type = llm.ToolChoiceType(ct)
-			if req.ToolChoice.Type == llm.ToolNamed {
-				at := d.off
-				if req.ToolChoice.Name, err = d.str("tool_choice.name", 255); err != nil {
-					return err
-				}
-				if req.ToolChoice.Name == "" {
-					return d.fail(at, "tool_choice.name", "empty")
-				}
-			}
-			at = d.off
-			dp, err := d.u8("tool_choice.disable_parallel_tool_use")
-			if err != nil {
-				return err
-			}
-			if dp > 1 {
-				return d.fail(at, "tool_choice.disable_parallel_tool_use", "%d: want 0 or 1", dp)
-			}
-			req.ToolChoice.DisableParallelToolUse = dp == 1
 		case paramUserID:
 			if req.UserID, err = d.text(int(n), name); err != nil {
 				return err
@@ -147,18 +105,82 @@ func (d *reqDecoder) params(req *llm.Request, mode *Mode) error {
 		}
 		d.end = 0
 	}
-	if tc := &req.ToolChoice; tc.Type == llm.ToolNamed {
-		for i := range req.Tools {
-			if req.Tools[i].Name == tc.Name {
-				return nil
-			}
-		}
-		if len(req.Tools) == 0 {
-			return d.fail(len(d.b), "tool_choice.name", "names tool %q but the request has no tools", tc.Name)
-		}
-		return d.fail(len(d.b), "tool_choice.name", "no tool named %q in tools", tc.Name)
+	return d.namedToolExists(req)
+}
+
+// tool reads a tool parameter, whose value starts at valAt, and appends it to req.Tools: a
+// valid name no other tool has, a description and an input schema.
+func (d *reqDecoder) tool(req *llm.Request, valAt int) error {
+	d.idx[0] = len(req.Tools)
+	var tl llm.Tool
+	var err error
+	if tl.Name, err = d.str("tools[].name", 255); err != nil {
+		return err
 	}
+	if !llm.ValidToolName(tl.Name) {
+		return d.fail(valAt, "tools[].name", "must match ^[a-zA-Z0-9_-]{1,%d}$, got %.64q", llm.MaxToolName, tl.Name)
+	}
+	for j := range req.Tools {
+		if req.Tools[j].Name == tl.Name {
+			return d.fail(valAt, "tools[].name", "tool names must be unique; %q is also tools[%d].name", tl.Name, j)
+		}
+	}
+	if tl.Description, err = d.str("tools[].description", math.MaxInt32); err != nil {
+		return err
+	}
+	if tl.InputSchema, err = d.jsonObject("tools[].input_schema"); err != nil {
+		return err
+	}
+	req.Tools = append(req.Tools, tl)
+	d.idx[0] = -1
 	return nil
+}
+
+// toolChoice reads the tool_choice parameter into tc: its type, the tool's name for a named
+// choice, and whether parallel tool use is disabled.
+func (d *reqDecoder) toolChoice(tc *llm.ToolChoice) error {
+	at := d.off
+	ct, err := d.u8("tool_choice.type")
+	if err != nil {
+		return err
+	}
+	if ct > int(llm.ToolNone) {
+		return d.fail(at, "tool_choice.type", "%d: want 0 (auto), 1 (any), 2 (tool) or 3 (none)", ct)
+	}
+	tc.Type = llm.ToolChoiceType(ct)
+	if tc.Type == llm.ToolNamed {
+		if tc.Name, err = d.nonEmpty("tool_choice.name", 255); err != nil {
+			return err
+		}
+	}
+	at = d.off
+	dp, err := d.u8("tool_choice.disable_parallel_tool_use")
+	if err != nil {
+		return err
+	}
+	if dp > 1 {
+		return d.fail(at, "tool_choice.disable_parallel_tool_use", "%d: want 0 or 1", dp)
+	}
+	tc.DisableParallelToolUse = dp == 1
+	return nil
+}
+
+// namedToolExists checks, once every parameter is read, that a tool_choice naming a tool names
+// one of the request's tools.
+func (d *reqDecoder) namedToolExists(req *llm.Request) error {
+	tc := &req.ToolChoice
+	if tc.Type != llm.ToolNamed {
+		return nil
+	}
+	for i := range req.Tools {
+		if req.Tools[i].Name == tc.Name {
+			return nil
+		}
+	}
+	if len(req.Tools) == 0 {
+		return d.fail(len(d.b), "tool_choice.name", "names tool %q but the request has no tools", tc.Name)
+	}
+	return d.fail(len(d.b), "tool_choice.name", "no tool named %q in tools", tc.Name)
 }
 
 // nonEmpty reads a str that must not be empty.

@@ -84,6 +84,18 @@ func AppendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// AppendStrings appends ss as a JSON array of strings.
+func AppendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
 // AppendEscaped appends the inside of a JSON string for s, without the quotes.
 func AppendEscaped(dst []byte, s string) []byte {
 	start := 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 // AppendRequest appends the Chat Completions request an OpenAI-compatible engine gets for r,
@@ -23,6 +24,45 @@ import (
 func AppendRequest(dst []byte, r *llm.Request) []byte {
 	dst = append(dst, `{"model":`...)
 	dst = appendString(dst, r.Model)
+	dst = appendMessages(dst, r)
+	if r.MaxTokens > 0 {
+		dst = append(dst, `,"max_tokens":`...)
+		dst = appendInt(dst, int64(r.MaxTokens))
+	}
+	if r.Temperature != nil {
+		dst = append(dst, `,"temperature":`...)
+		dst = appendFloat(dst, *r.Temperature)
+	}
+	if r.TopP != nil {
+		dst = append(dst, `,"top_p":`...)
+		dst = appendFloat(dst, *r.TopP)
+	}
+	if r.TopK != nil {
+		dst = append(dst, `,"top_k":`...)
+		dst = appendInt(dst, int64(*r.TopK))
+	}
+	if len(r.StopSequences) > 0 {
+		dst = append(dst, `,"stop":`...)
+		dst = jsontext.AppendStrings(dst, r.StopSequences)
+	}
+	if len(r.Tools) > 0 {
+		dst = appendTools(dst, r.Tools, &r.ToolChoice)
+	}
+	dst = appendResponseFormat(dst, &r.ResponseFormat)
+	if r.UserID != "" {
+		dst = append(dst, `,"user":`...)
+		dst = appendString(dst, r.UserID)
+	}
+	if r.Stream {
+		dst = append(dst, `,"stream":true,"stream_options":{"include_usage":true}`...)
+	}
+	return append(dst, '}')
+}
+
+// appendMessages appends the "messages" member: the system prompt as the first system message,
+// then the conversation, a user turn's tool results each a "tool" message of its own before the
+// rest of its content.
+func appendMessages(dst []byte, r *llm.Request) []byte {
 	dst = append(dst, `,"messages":[`...)
 	first := true
 	sep := func() {
@@ -76,64 +116,48 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		}
 	}
 	dst = append(dst, ']')
-	if r.MaxTokens > 0 {
-		dst = append(dst, `,"max_tokens":`...)
-		dst = appendInt(dst, int64(r.MaxTokens))
-	}
-	if r.Temperature != nil {
-		dst = append(dst, `,"temperature":`...)
-		dst = appendFloat(dst, *r.Temperature)
-	}
-	if r.TopP != nil {
-		dst = append(dst, `,"top_p":`...)
-		dst = appendFloat(dst, *r.TopP)
-	}
-	if r.TopK != nil {
-		dst = append(dst, `,"top_k":`...)
-		dst = appendInt(dst, int64(*r.TopK))
-	}
-	if len(r.StopSequences) > 0 {
-		dst = append(dst, `,"stop":[`...)
-		for i, s := range r.StopSequences {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, s)
+	return dst
+}
+
+// appendTools appends the "tools" member, each tool a function, and how the model must use them
+// (tc): "tool_choice" and "parallel_tool_calls" where they differ from the defaults.
+func appendTools(dst []byte, tools []llm.Tool, tc *llm.ToolChoice) []byte {
+	dst = append(dst, `,"tools":[`...)
+	for i, t := range tools {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		dst = append(dst, ']')
+		dst = append(dst, `{"type":"function","function":{"name":`...)
+		dst = appendString(dst, t.Name)
+		if t.Description != "" {
+			dst = append(dst, `,"description":`...)
+			dst = appendString(dst, t.Description)
+		}
+		dst = append(dst, `,"parameters":`...)
+		dst = appendRaw(dst, t.InputSchema, `{"type":"object","properties":{}}`)
+		dst = append(dst, "}}"...)
 	}
-	if len(r.Tools) > 0 {
-		dst = append(dst, `,"tools":[`...)
-		for i, t := range r.Tools {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"type":"function","function":{"name":`...)
-			dst = appendString(dst, t.Name)
-			if t.Description != "" {
-				dst = append(dst, `,"description":`...)
-				dst = appendString(dst, t.Description)
-			}
-			dst = append(dst, `,"parameters":`...)
-			dst = appendRaw(dst, t.InputSchema, `{"type":"object","properties":{}}`)
-			dst = append(dst, "}}"...)
-		}
-		dst = append(dst, ']')
-		switch r.ToolChoice.Type {
-		case llm.ToolAny:
-			dst = append(dst, `,"tool_choice":"required"`...)
-		case llm.ToolNone:
-			dst = append(dst, `,"tool_choice":"none"`...)
-		case llm.ToolNamed:
-			dst = append(dst, `,"tool_choice":{"type":"function","function":{"name":`...)
-			dst = appendString(dst, r.ToolChoice.Name)
-			dst = append(dst, "}}"...)
-		}
-		if r.ToolChoice.DisableParallelToolUse {
-			dst = append(dst, `,"parallel_tool_calls":false`...)
-		}
+	dst = append(dst, ']')
+	switch tc.Type {
+	case llm.ToolAny:
+		dst = append(dst, `,"tool_choice":"required"`...)
+	case llm.ToolNone:
+		dst = append(dst, `,"tool_choice":"none"`...)
+	case llm.ToolNamed:
+		dst = append(dst, `,"tool_choice":{"type":"function","function":{"name":`...)
+		dst = appendString(dst, tc.Name)
+		dst = append(dst, "}}"...)
 	}
-	switch f := &r.ResponseFormat; f.Type {
+	if tc.DisableParallelToolUse {
+		dst = append(dst, `,"parallel_tool_calls":false`...)
+	}
+	return dst
+}
+
+// appendResponseFormat appends the "response_format" member, when the answer's shape is
+// constrained (a JSON object, or one of a schema).
+func appendResponseFormat(dst []byte, f *llm.ResponseFormat) []byte {
+	switch f.Type {
 	case llm.ResponseJSONObject:
 		dst = append(dst, `,"response_format":{"type":"json_object"}`...)
 	case llm.ResponseJSONSchema:
@@ -150,14 +174,7 @@ func AppendRequest(dst []byte, r *llm.Request) []byte {
 		}
 		dst = append(dst, "}}"...)
 	}
-	if r.UserID != "" {
-		dst = append(dst, `,"user":`...)
-		dst = appendString(dst, r.UserID)
-	}
-	if r.Stream {
-		dst = append(dst, `,"stream":true,"stream_options":{"include_usage":true}`...)
-	}
-	return append(dst, '}')
+	return dst
 }
 
 func appendUser(dst []byte, blocks []llm.Block, n int) []byte {

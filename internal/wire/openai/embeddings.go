@@ -141,14 +141,9 @@ func embedInput(l *Lenient[[]Opt[string]]) ([]string, error) {
 func AppendEmbedRequest(dst []byte, r *llm.EmbedRequest) []byte {
 	dst = append(dst, `{"model":`...)
 	dst = appendString(dst, r.Model)
-	dst = append(dst, `,"input":[`...)
-	for i, s := range r.Input {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, s)
-	}
-	dst = append(dst, `],"encoding_format":"float"`...)
+	dst = append(dst, `,"input":`...)
+	dst = jsontext.AppendStrings(dst, r.Input)
+	dst = append(dst, `,"encoding_format":"float"`...)
 	if r.Dimensions > 0 {
 		dst = append(dst, `,"dimensions":`...)
 		dst = strconv.AppendInt(dst, int64(r.Dimensions), 10)

@@ -102,35 +102,7 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 	_ = s.col.Send(ev)
 	switch ev.Kind {
 	case llm.EventBlockStart:
-		if ev.Block != llm.BlockText && ev.Block != llm.BlockToolUse {
-			return nil
-		}
-		for len(s.out) <= ev.Index {
-			s.out, s.ids, s.calls = append(s.out, 0), append(s.ids, ""), append(s.calls, "")
-		}
-		s.nOut++
-		s.out[ev.Index] = s.nOut
-		it := outItem{}
-		if ev.Block == llm.BlockToolUse {
-			it = outItem{call: true, id: ids.FunctionCall(), callID: openai.CallID(ev.ID), name: ev.Name}
-			s.calls[ev.Index] = it.callID
-		} else {
-			it.id = ids.Message()
-		}
-		s.ids[ev.Index] = it.id
-		s.event("response.output_item.added")
-		s.buf = append(s.buf, `"output_index":`...)
-		s.buf = strconv.AppendInt(s.buf, int64(s.nOut-1), 10)
-		s.buf = append(s.buf, `,"item":`...)
-		s.buf = appendItem(s.buf, &it, s.namespaces())
-		s.end()
-		if !it.call {
-			s.event("response.content_part.added")
-			s.itemRef(ev.Index)
-			s.buf = append(s.buf, `,"content_index":0,"part":`...)
-			s.buf = appendTextPart(s.buf, "")
-			s.end()
-		}
+		s.blockStart(ev)
 	case llm.EventTextDelta:
 		if ev.Text == "" || !s.open(ev.Index) {
 			return nil
@@ -151,37 +123,7 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		s.buf = jsontext.AppendString(s.buf, ev.Text)
 		s.end()
 	case llm.EventBlockStop:
-		if !s.open(ev.Index) {
-			return nil
-		}
-		it := s.item(ev.Index)
-		if it.call {
-			s.event("response.function_call_arguments.done")
-			s.itemRef(ev.Index)
-			s.buf = append(s.buf, `,"name":`...)
-			s.buf = jsontext.AppendString(s.buf, it.name)
-			s.buf = append(s.buf, `,"arguments":`...)
-			s.buf = jsontext.AppendString(s.buf, it.text)
-			s.end()
-		} else {
-			s.event("response.output_text.done")
-			s.itemRef(ev.Index)
-			s.buf = append(s.buf, `,"content_index":0,"text":`...)
-			s.buf = jsontext.AppendString(s.buf, it.text)
-			s.buf = append(s.buf, `,"logprobs":[]`...)
-			s.end()
-			s.event("response.content_part.done")
-			s.itemRef(ev.Index)
-			s.buf = append(s.buf, `,"content_index":0,"part":`...)
-			s.buf = appendTextPart(s.buf, it.text)
-			s.end()
-		}
-		s.event("response.output_item.done")
-		s.buf = append(s.buf, `"output_index":`...)
-		s.buf = strconv.AppendInt(s.buf, int64(s.out[ev.Index]-1), 10)
-		s.buf = append(s.buf, `,"item":`...)
-		s.buf = appendItem(s.buf, &it, s.namespaces())
-		s.end()
+		s.blockStop(ev.Index)
 	case llm.EventStop:
 		st := statusOf(ev.Stop)
 		typ := "response.completed"
@@ -193,6 +135,78 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		s.state = stateDone
 	}
 	return nil
+}
+
+// blockStart opens the output item of a text or tool-use block (others have none): a message
+// with its empty text part, or a function call.
+func (s *StreamWriter) blockStart(ev *llm.Event) {
+	if ev.Block != llm.BlockText && ev.Block != llm.BlockToolUse {
+		return
+	}
+	for len(s.out) <= ev.Index {
+		s.out, s.ids, s.calls = append(s.out, 0), append(s.ids, ""), append(s.calls, "")
+	}
+	s.nOut++
+	s.out[ev.Index] = s.nOut
+	it := outItem{}
+	if ev.Block == llm.BlockToolUse {
+		it = outItem{call: true, id: ids.FunctionCall(), callID: openai.CallID(ev.ID), name: ev.Name}
+		s.calls[ev.Index] = it.callID
+	} else {
+		it.id = ids.Message()
+	}
+	s.ids[ev.Index] = it.id
+	s.outputItem("response.output_item.added", s.nOut, &it)
+	if !it.call {
+		s.contentPart("response.content_part.added", ev.Index, "")
+	}
+}
+
+// blockStop closes the output item of block i, if it has one, with the events that give its
+// whole text or arguments.
+func (s *StreamWriter) blockStop(i int) {
+	if !s.open(i) {
+		return
+	}
+	it := s.item(i)
+	if it.call {
+		s.event("response.function_call_arguments.done")
+		s.itemRef(i)
+		s.buf = append(s.buf, `,"name":`...)
+		s.buf = jsontext.AppendString(s.buf, it.name)
+		s.buf = append(s.buf, `,"arguments":`...)
+		s.buf = jsontext.AppendString(s.buf, it.text)
+		s.end()
+	} else {
+		s.event("response.output_text.done")
+		s.itemRef(i)
+		s.buf = append(s.buf, `,"content_index":0,"text":`...)
+		s.buf = jsontext.AppendString(s.buf, it.text)
+		s.buf = append(s.buf, `,"logprobs":[]`...)
+		s.end()
+		s.contentPart("response.content_part.done", i, it.text)
+	}
+	s.outputItem("response.output_item.done", s.out[i], &it)
+}
+
+// contentPart writes the event typ, a content_part event, of the text part of block i's message,
+// holding text.
+func (s *StreamWriter) contentPart(typ string, i int, text string) {
+	s.event(typ)
+	s.itemRef(i)
+	s.buf = append(s.buf, `,"content_index":0,"part":`...)
+	s.buf = appendTextPart(s.buf, text)
+	s.end()
+}
+
+// outputItem writes the event typ, an output_item event, of item it, the n-th output (from 1).
+func (s *StreamWriter) outputItem(typ string, n int, it *outItem) {
+	s.event(typ)
+	s.buf = append(s.buf, `"output_index":`...)
+	s.buf = strconv.AppendInt(s.buf, int64(n-1), 10)
+	s.buf = append(s.buf, `,"item":`...)
+	s.buf = appendItem(s.buf, it, s.namespaces())
+	s.end()
 }
 
 // open reports whether block i has an item.
