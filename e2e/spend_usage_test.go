@@ -84,25 +84,75 @@ type spendSeen struct {
 // This covers the pass-through paths (Messages to the Anthropic engine and the peer, Chat
 // Completions and Responses to the OpenAI-compatible ones) and the translated ones.
 func TestSpendCostEveryEngineAndFormat(t *testing.T) {
+	base, access := spendGateway(t)
+	simRead, simRan := 0, 0 // the sim's cache reads billed, in the sim's cases run
+	for _, model := range []string{"sim", "oai", "anth", "peer", "edge"} {
+		for _, client := range []string{"anthropic", "chat", "responses"} {
+			for _, mode := range []spendCase{{}, {stream: true}, {stream: true, hangUp: true}} {
+				c := spendCase{model: model, client: client, stream: mode.stream, hangUp: mode.hangUp}
+				t.Run(c.String(), func(t *testing.T) {
+					u := spendCheck(t, base, access, c)
+					if model == "sim" {
+						simRead, simRan = simRead+u.CacheReadInputTokens, simRan+1
+					}
+				})
+			}
+		}
+	}
+	if simRan > 1 && simRead == 0 {
+		t.Error("the sim reported no cache reads: the cache-read price was never applied to it")
+	}
+
+	// An answer from layer0's response cache called no engine: it costs nothing, and says so.
+	t.Run("simc/anthropic/cache-hit", func(t *testing.T) {
+		c := spendCase{model: "simc", client: "anthropic"}
+		first := spendSend(t, base, spendSecret, c)
+		miss := spendLogLine(t, access, first.id)
+		before := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
+		seen := spendSend(t, base, spendSecret, c)
+		hit := spendLogLine(t, access, seen.id)
+		tr := spendTrace(t, base, seen.id)
+		after := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
+		cost, err := money.Parse(string(miss.Cost))
+		if u := spendUsage(miss.In, miss.Out, miss.CacheW, miss.CacheRead); err != nil || miss.Cache != "miss" ||
+			cost != spendPrices["simc"].price().Cost(u, 0) || cost != money.Micros(before*float64(money.Unit)+0.5) {
+			t.Errorf("the answer stored: cache %q, cost %s (%v) for %+v, metric %v", miss.Cache, miss.Cost, err, u, before)
+		}
+		if hit.Cache != "hit" || string(hit.Cost) != "0.000000" || seen.costHeader != "0.000000" || tr.Cost != "0.000000" || after != before {
+			t.Errorf("a cache hit: cache %q, logged cost %s, X-Layer0-Cost %q, trace cost %q, layer0_cost_total %v → %v; want 0 everywhere",
+				hit.Cache, hit.Cost, seen.costHeader, tr.Cost, before, after)
+		}
+	})
+}
+
+// spendSecret is the key of the cost tests, of team "research".
+const spendSecret = "l0-spend-usage"
+
+// spendPrices are the cost tests' models' prices: each its own, so a cost computed at another
+// model's would show.
+var spendPrices = map[string]spendPriceRow{
+	"sim":  {1, 5, 1.25, 0.1},
+	"oai":  {2.5, 10, 2.5, 1.25},
+	"anth": {3, 15, 3.75, 0.3},
+	"peer": {0.5, 2, 0.5, 0.05},
+	"edge": {0.75, 4, 1, 0.075},
+	"simc": {1, 5, 1.25, 0.1},
+}
+
+// spendGateway serves a model of each engine kind, priced by spendPrices, traced, with the
+// spend header on, and returns its base URL and access log: "sim", "oai" (a fake
+// OpenAI-compatible engine), "anth" (a fake Anthropic engine), "peer" (another layer0 as an
+// OpenAI-compatible engine serving the Responses API), "edge" (the same as a layer0 peer) and
+// "simc" (the sim behind the response cache).
+func spendGateway(t *testing.T) (string, *syncbuf.Buffer) {
+	t.Helper()
 	oaiEng := fake.NewOpenAI(fake.Script{Text: spendText, Gap: 10 * time.Millisecond, PromptTokens: oaiPrompt, CachedTokens: oaiCached})
 	t.Cleanup(oaiEng.Close)
 	anthEng := fake.NewAnthropic(fake.Script{Text: spendText, Gap: 10 * time.Millisecond, PromptTokens: anthInput,
 		CachedTokens: anthRead, CacheWriteTokens: anthWritten})
 	t.Cleanup(anthEng.Close)
-	// Another layer0 serving its sim: as an OpenAI-compatible engine that serves the Responses
-	// API too (the pass-through path of Responses clients), and as a layer0 peer.
 	peer := startGateway(t, "engines:\n  sim: {kind: sim, sim: {inter_token_latency: 15ms}}\nmodels:\n  sim: {engines: [sim]}\n")
-	const secret = "l0-spend-usage"
-	var access syncbuf.Buffer
-	// Each model its own prices, so a cost computed at another model's would show.
-	prices := map[string]spendPriceRow{
-		"sim":  {1, 5, 1.25, 0.1},
-		"oai":  {2.5, 10, 2.5, 1.25},
-		"anth": {3, 15, 3.75, 0.3},
-		"peer": {0.5, 2, 0.5, 0.05},
-		"edge": {0.75, 4, 1, 0.075},
-		"simc": {1, 5, 1.25, 0.1},
-	}
+	access := new(syncbuf.Buffer)
 	_, base := serveGateway(t, parseConfig(t, fmt.Sprintf(`
 debug: {requests: 100}
 keys:
@@ -131,96 +181,67 @@ models:
   peer: {engines: [peer], upstream_model: sim}
   edge: {engines: [edge], upstream_model: sim}
   simc: {engines: [sim], cache: {enabled: true, ttl: 1m, cache_sampled: true}}
-`, authHash(secret), authHash(spendAdmin), prices["sim"], prices["oai"], prices["anth"], prices["peer"], prices["edge"],
-		prices["simc"], oaiEng.URL, anthEng.URL, peer, peer)),
-		layer0.WithAccessLog(&access))
+`, authHash(spendSecret), authHash(spendAdmin), spendPrices["sim"], spendPrices["oai"], spendPrices["anth"], spendPrices["peer"],
+		spendPrices["edge"], spendPrices["simc"], oaiEng.URL, anthEng.URL, peer, peer)),
+		layer0.WithAccessLog(access))
+	return base, access
+}
 
-	simRead, simRan := 0, 0 // the sim's cache reads billed, in the sim's cases run
-	for _, model := range []string{"sim", "oai", "anth", "peer", "edge"} {
-		for _, client := range []string{"anthropic", "chat", "responses"} {
-			for _, mode := range []spendCase{{}, {stream: true}, {stream: true, hangUp: true}} {
-				c := spendCase{model: model, client: client, stream: mode.stream, hangUp: mode.hangUp}
-				t.Run(c.String(), func(t *testing.T) {
-					before, _ := findMetric(t, base, "layer0_cost_total", `model="`+model+`"`, `key="a"`, `team="research"`)
-					seen := spendSend(t, base, secret, c)
-					logged := spendLogLine(t, &access, seen.id)
-					tr := spendTrace(t, base, seen.id)
-					u := spendUsage(logged.In, logged.Out, logged.CacheW, logged.CacheRead)
-					if model == "sim" {
-						simRead, simRan = simRead+u.CacheReadInputTokens, simRan+1
-					}
+// spendCheck sends c's request and checks its cost against the usage its engine reported, in
+// the access log, the trace, the metric and X-Layer0-Cost; it returns the usage billed.
+func spendCheck(t *testing.T, base string, access *syncbuf.Buffer, c spendCase) llm.Usage {
+	t.Helper()
+	model := c.model
+	before, _ := findMetric(t, base, "layer0_cost_total", `model="`+model+`"`, `key="a"`, `team="research"`)
+	seen := spendSend(t, base, spendSecret, c)
+	logged := spendLogLine(t, access, seen.id)
+	tr := spendTrace(t, base, seen.id)
+	u := spendUsage(logged.In, logged.Out, logged.CacheW, logged.CacheRead)
 
-					// The usage billed is the engine's own.
-					want, exact := spendEngineUsage(c, seen)
-					switch {
-					case exact && u != want:
-						t.Errorf("usage billed %+v; the engine reported %+v", u, want)
-					case !exact && (u.InputTokens+u.CacheReadInputTokens <= 0 || u.CacheCreationInputTokens != want.CacheCreationInputTokens ||
-						(want.InputTokens > 0 && (u.InputTokens != want.InputTokens || u.CacheReadInputTokens != want.CacheReadInputTokens))):
-						t.Errorf("usage billed %+v; want the prompt the engine reported (%+v), else the tokenizer's count", u, want)
-					}
-					if c.hangUp && (u.OutputTokens < seen.deltas || u.OutputTokens > seen.deltas+spendInFlow || u.OutputTokens != tr.Deltas) {
-						t.Errorf("a client that hung up after %d deltas: billed %d output tokens, the trace counts %d deltas sent; want those sent (%d to %d)",
-							seen.deltas, u.OutputTokens, tr.Deltas, seen.deltas, seen.deltas+spendInFlow)
-					}
-					if !c.hangUp && seen.reported && !spendSameReport(c, seen.usage, u) {
-						t.Errorf("the client was told usage %+v; billed %+v", seen.usage, u)
-					}
-
-					// The cost is the price table applied to it, the same in every place.
-					cost, err := money.Parse(string(logged.Cost))
-					if err != nil {
-						t.Fatalf("access log cost %q: %v", logged.Cost, err)
-					}
-					if p := prices[model].price(); cost != p.Cost(u, 0) || cost <= 0 {
-						t.Errorf("access log: cost %s for %+v; the price table says %s", cost, u, p.Cost(u, 0))
-					}
-					if logged.Team != "research" || logged.Model != model {
-						t.Errorf("access log: team %q model %q", logged.Team, logged.Model)
-					}
-					if tr.Cost != cost.String() || tr.Team != "research" ||
-						tr.Usage != (trace.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens, CacheCreation: u.CacheCreationInputTokens}) {
-						t.Errorf("trace: cost %q team %q usage %+v; the log has %s for %+v", tr.Cost, tr.Team, tr.Usage, cost, u)
-					}
-					after := metricValue(t, base, "layer0_cost_total", `model="`+model+`"`, `key="a"`, `team="research"`)
-					if d := after - before - float64(cost)/float64(money.Unit); d > 1e-9 || d < -1e-9 {
-						t.Errorf("layer0_cost_total grew by %v; want %s", after-before, cost)
-					}
-					switch {
-					case !c.stream && seen.costHeader != cost.String():
-						t.Errorf("X-Layer0-Cost %q on an answer written whole; want %s", seen.costHeader, cost)
-					case c.stream && seen.costHeader != "":
-						t.Errorf("X-Layer0-Cost %q on a stream, whose headers leave before its cost is known", seen.costHeader)
-					}
-					t.Logf("%s: usage %+v, cost %s, pass-through %v", c, u, cost, tr.Passed)
-				})
-			}
-		}
+	// The usage billed is the engine's own.
+	want, exact := spendEngineUsage(c, seen)
+	switch {
+	case exact && u != want:
+		t.Errorf("usage billed %+v; the engine reported %+v", u, want)
+	case !exact && (u.InputTokens+u.CacheReadInputTokens <= 0 || u.CacheCreationInputTokens != want.CacheCreationInputTokens ||
+		(want.InputTokens > 0 && (u.InputTokens != want.InputTokens || u.CacheReadInputTokens != want.CacheReadInputTokens))):
+		t.Errorf("usage billed %+v; want the prompt the engine reported (%+v), else the tokenizer's count", u, want)
 	}
-	if simRan > 1 && simRead == 0 {
-		t.Error("the sim reported no cache reads: the cache-read price was never applied to it")
+	if c.hangUp && (u.OutputTokens < seen.deltas || u.OutputTokens > seen.deltas+spendInFlow || u.OutputTokens != tr.Deltas) {
+		t.Errorf("a client that hung up after %d deltas: billed %d output tokens, the trace counts %d deltas sent; want those sent (%d to %d)",
+			seen.deltas, u.OutputTokens, tr.Deltas, seen.deltas, seen.deltas+spendInFlow)
+	}
+	if !c.hangUp && seen.reported && !spendSameReport(c, seen.usage, u) {
+		t.Errorf("the client was told usage %+v; billed %+v", seen.usage, u)
 	}
 
-	// An answer from layer0's response cache called no engine: it costs nothing, and says so.
-	t.Run("simc/anthropic/cache-hit", func(t *testing.T) {
-		c := spendCase{model: "simc", client: "anthropic"}
-		first := spendSend(t, base, secret, c)
-		miss := spendLogLine(t, &access, first.id)
-		before := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
-		seen := spendSend(t, base, secret, c)
-		hit := spendLogLine(t, &access, seen.id)
-		tr := spendTrace(t, base, seen.id)
-		after := metricValue(t, base, "layer0_cost_total", `model="simc"`, `key="a"`, `team="research"`)
-		cost, err := money.Parse(string(miss.Cost))
-		if u := spendUsage(miss.In, miss.Out, miss.CacheW, miss.CacheRead); err != nil || miss.Cache != "miss" ||
-			cost != prices["simc"].price().Cost(u, 0) || cost != money.Micros(before*float64(money.Unit)+0.5) {
-			t.Errorf("the answer stored: cache %q, cost %s (%v) for %+v, metric %v", miss.Cache, miss.Cost, err, u, before)
-		}
-		if hit.Cache != "hit" || string(hit.Cost) != "0.000000" || seen.costHeader != "0.000000" || tr.Cost != "0.000000" || after != before {
-			t.Errorf("a cache hit: cache %q, logged cost %s, X-Layer0-Cost %q, trace cost %q, layer0_cost_total %v → %v; want 0 everywhere",
-				hit.Cache, hit.Cost, seen.costHeader, tr.Cost, before, after)
-		}
-	})
+	// The cost is the price table applied to it, the same in every place.
+	cost, err := money.Parse(string(logged.Cost))
+	if err != nil {
+		t.Fatalf("access log cost %q: %v", logged.Cost, err)
+	}
+	if p := spendPrices[model].price(); cost != p.Cost(u, 0) || cost <= 0 {
+		t.Errorf("access log: cost %s for %+v; the price table says %s", cost, u, p.Cost(u, 0))
+	}
+	if logged.Team != "research" || logged.Model != model {
+		t.Errorf("access log: team %q model %q", logged.Team, logged.Model)
+	}
+	if tr.Cost != cost.String() || tr.Team != "research" ||
+		tr.Usage != (trace.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens, CacheCreation: u.CacheCreationInputTokens}) {
+		t.Errorf("trace: cost %q team %q usage %+v; the log has %s for %+v", tr.Cost, tr.Team, tr.Usage, cost, u)
+	}
+	after := metricValue(t, base, "layer0_cost_total", `model="`+model+`"`, `key="a"`, `team="research"`)
+	if d := after - before - float64(cost)/float64(money.Unit); d > 1e-9 || d < -1e-9 {
+		t.Errorf("layer0_cost_total grew by %v; want %s", after-before, cost)
+	}
+	switch {
+	case !c.stream && seen.costHeader != cost.String():
+		t.Errorf("X-Layer0-Cost %q on an answer written whole; want %s", seen.costHeader, cost)
+	case c.stream && seen.costHeader != "":
+		t.Errorf("X-Layer0-Cost %q on a stream, whose headers leave before its cost is known", seen.costHeader)
+	}
+	t.Logf("%s: usage %+v, cost %s, pass-through %v", c, u, cost, tr.Passed)
+	return u
 }
 
 // spendPriceRow is a model's prices per million tokens: input, output, cache write, cache read.
