@@ -158,6 +158,11 @@ func (p *Pipeline) cached(ctx context.Context, c *Call, name string) (done bool,
 func (p *Pipeline) hit(c *Call, e *cache.Entry, how string) error {
 	c.cache.release()
 	c.Record.Cache = how
+	if p.spend != nil {
+		// No engine ran: the answer costs nothing, which a priced model's log, trace and
+		// X-Layer0-Cost say (0) rather than leave out.
+		_, c.Record.Priced = p.spend.Cost(e.Served, e.Engine, llm.Usage{}, 0)
+	}
 	return p.replay(c, e)
 }
 

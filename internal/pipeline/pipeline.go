@@ -442,7 +442,8 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 
 // settleServed settles the lease of a call an engine served with the engine's own count, which
 // refunds or charges the estimate's error — or, where the engine sent none, with the input
-// estimate and one output token per delta sent.
+// estimate and one output token per delta sent, which the request is then billed for
+// (cutUsage).
 func settleServed(c *Call, lease *limit.Lease, input int) {
 	rec := &c.Record
 	u := &rec.Usage
@@ -450,6 +451,7 @@ func settleServed(c *Call, lease *limit.Lease, input int) {
 		_ = lease.Settle(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
 	} else {
 		_ = lease.Settle(input, rec.Deltas)
+		c.att.cutUsage() // an answer without a stop has no final usage either
 	}
 }
 
@@ -517,12 +519,9 @@ func (p *Pipeline) attempts(ctx context.Context, c *Call, plan *route.Plan, name
 		}
 		if s.committed {
 			// Content reached the client: the error ends the stream. Settle and record what was
-			// served: the input estimate and one output token per delta sent (the engine never
-			// sent its own count).
+			// served (cutUsage).
 			_ = lease.Settle(input, rec.Deltas)
-			if rec.Usage.OutputTokens == 0 {
-				rec.Usage.InputTokens, rec.Usage.OutputTokens = s.estimate(), rec.Deltas
-			}
+			s.cutUsage()
 			return err
 		}
 		s.discard()
@@ -606,7 +605,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {
-			rec.Passed, rec.Usage = true, res.Usage
+			rec.Passed, rec.Usage, rec.Deltas = true, res.Usage, res.Deltas
 		}
 		return err
 	}

@@ -82,6 +82,21 @@ func (s *attemptSink) begin(t0 time.Time) {
 	s.rec.Deltas = 0
 }
 
+// cutUsage completes the usage of an attempt that ended in error after content reached the
+// client (the engine failed, or the client hung up), which is what the request is billed for:
+// the prompt as the engine counted it when it said (an Anthropic engine's message_start, the
+// sim's start; the stop's usage, when the stop came), else as the tokenizer counts it; and the
+// output the engine reported, or one token per content delta sent when that is more (the engine
+// had not sent its count: message_start's output_tokens is 1, an OpenAI-compatible engine's
+// usage comes with the last chunk).
+func (s *attemptSink) cutUsage() {
+	u := &s.rec.Usage
+	if u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens == 0 {
+		u.InputTokens = s.estimate()
+	}
+	u.OutputTokens = max(u.OutputTokens, s.rec.Deltas)
+}
+
 // discard drops a failed attempt's traces: its held prelude, or what a collector gathered.
 func (s *attemptSink) discard() {
 	s.nheld = 0
@@ -136,6 +151,10 @@ func (s *attemptSink) Send(ev *llm.Event) error {
 	default:
 		if ev.Kind == llm.EventStart {
 			s.rec.ResponseID, s.rec.ResponseModel = ev.ID, ev.Model
+			// The prompt as the engine counted it (input, cache reads and writes), which a
+			// stream cut before the stop is billed for; the output is the stop's to say.
+			s.rec.Usage = ev.Usage
+			s.rec.Usage.OutputTokens = 0
 		}
 		if ev.Kind == llm.EventStart && ev.Usage.InputTokens == 0 && ev.Usage.CacheReadInputTokens == 0 && s.estimate() > 0 {
 			// Engines that count input only at the end (OpenAI-compatible streams) start with 0;

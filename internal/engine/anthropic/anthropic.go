@@ -170,6 +170,7 @@ var (
 	evMessageStart = []byte("message_start")
 	evMessageDelta = []byte("message_delta")
 	evMessageStop  = []byte("message_stop")
+	evBlockDelta   = []byte("content_block_delta")
 	evError        = []byte("error")
 	evPing         = []byte("ping")
 )
@@ -273,6 +274,8 @@ func (pl *policy) Event(ev *passthrough.Event, u *llm.Usage) error {
 				ev.ModelStart, ev.ModelEnd = s+ms, s+me
 			}
 		}
+	case bytes.Equal(name, evBlockDelta):
+		ev.Delta = true
 	case bytes.Equal(name, evMessageDelta):
 		mergeUsage(u, data)
 	case bytes.Equal(name, evMessageStop):

@@ -212,7 +212,7 @@ func TestForward(t *testing.T) {
 	if strings.Contains(out, "claude-sonnet-4-5") || !strings.Contains(out, `"model":"sonnet"`) || !strings.HasSuffix(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
 		t.Errorf("got output:\n%s", out)
 	}
-	if res.Usage.OutputTokens != 3 || res.Usage.CacheReadInputTokens != 2 || res.Usage.InputTokens == 0 || res.Bytes != int64(len(out)) {
+	if res.Usage.OutputTokens != 3 || res.Usage.CacheReadInputTokens != 2 || res.Usage.InputTokens == 0 || res.Bytes != int64(len(out)) || res.Deltas != 3 {
 		t.Errorf("got %+v", res)
 	}
 	var c llm.Collector

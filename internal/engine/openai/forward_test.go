@@ -47,7 +47,8 @@ func TestForwardStream(t *testing.T) {
 	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
 		t.Error("got no [DONE]")
 	}
-	if res.Usage.OutputTokens != 3 || res.Usage.InputTokens == 0 || !res.Stream || res.Bytes != int64(len(out)) {
+	// Three content deltas: the role chunk, the finish chunk and the usage chunk are none.
+	if res.Usage.OutputTokens != 3 || res.Usage.InputTokens == 0 || !res.Stream || res.Bytes != int64(len(out)) || res.Deltas != 3 {
 		t.Errorf("got result %+v", res)
 	}
 	// What the client got is a complete OpenAI stream.

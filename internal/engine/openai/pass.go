@@ -196,15 +196,20 @@ func (pl *chatPolicy) Event(ev *passthrough.Event, u *llm.Usage) error {
 			ev.Kind = passthrough.Drop
 		}
 	}
-	pl.finished = pl.finished || hasFinish(data)
+	fin := hasFinish(data)
+	pl.finished = pl.finished || fin
 	if ev.Kind == passthrough.Drop {
 		return nil
 	}
 	if c.ms >= 0 {
 		ev.ModelStart, ev.ModelEnd = c.ms, c.me
 	}
-	if !ev.Started && prelude(data) {
+	switch {
+	case !ev.Started && prelude(data):
 		ev.Kind = passthrough.Prelude
+	case c.cs >= 0 && !fin && !empty(data[c.cs:c.ce]):
+		// A chunk of choices that is neither the prelude nor the finish: a token's delta.
+		ev.Delta = true
 	}
 	return nil
 }

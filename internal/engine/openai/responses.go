@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"bytes"
+
 	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -94,11 +96,17 @@ func (pl *responsesPolicy) Event(ev *passthrough.Event, u *llm.Usage) error {
 			}
 		}
 	}
-	if responsesPrelude(typ) {
+	switch {
+	case responsesPrelude(typ):
 		ev.Kind = passthrough.Prelude
+	case bytes.HasSuffix(typ, deltaSuffix):
+		ev.Delta = true // response.output_text.delta, response.function_call_arguments.delta, …
 	}
 	return nil
 }
+
+// deltaSuffix ends the type of a Responses stream's content delta events.
+var deltaSuffix = []byte(".delta")
 
 // responsesPrelude reports whether an event of type typ carries nothing for the client yet.
 func responsesPrelude(typ []byte) bool {

@@ -42,6 +42,9 @@ type Event struct {
 
 	// Kind is what to do with the event; the policy sets it (Content when left alone).
 	Kind Kind
+	// Delta, set by the policy, says the event carries generated content (a text or
+	// tool-argument delta): Forward counts those it writes in Result.Deltas.
+	Delta bool
 	// ModelStart and ModelEnd, when ModelEnd > ModelStart, locate in Data the model value to
 	// give the client's model name; ModelTop asks Forward to find the top-level "model" of
 	// Data itself (Renamer.Event). Neither leaves the event as it is.
@@ -237,6 +240,9 @@ func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) e
 					if err := out.Queue(ev); err != nil {
 						return err
 					}
+				}
+				if e.Delta {
+					res.Deltas++
 				}
 			}
 		}

@@ -53,6 +53,9 @@ type Result struct {
 	Stream bool
 	// Bytes counts the bytes written to the client.
 	Bytes int64
+	// Deltas counts the content deltas written (the events the policy marked Event.Delta): the
+	// output a stream cut before the engine's final usage is billed for, a token each.
+	Deltas int
 }
 
 // Forwarder is implemented by engines with a pass-through path: engines that speak a client

@@ -23,8 +23,8 @@ func event(name, data string) string { return "event: " + name + "\ndata: " + da
 // content_block_start (a ping after the first), deltas and content_block_stop, then
 // message_delta with the stop reason and output tokens, and message_stop.
 func anthropicEvents(rp *reply) []string {
-	evs := []string{event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%q,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
-		anthropicID, q(rp.model), rp.prompt, rp.cached))}
+	evs := []string{event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%q,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
+		anthropicID, q(rp.model), rp.prompt, rp.written, rp.cached))}
 	stop := "end_turn"
 	if rp.stop != "" {
 		stop = rp.stop
@@ -60,6 +60,6 @@ func anthropicJSON(w http.ResponseWriter, rp *reply) {
 		stop = "tool_use"
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":%q,"type":"message","role":"assistant","model":%s,"content":%s,"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":%d,"output_tokens":%d}}`,
-		anthropicID, q(rp.model), content, stop, rp.prompt, rp.cached, rp.output())
+	fmt.Fprintf(w, `{"id":%q,"type":"message","role":"assistant","model":%s,"content":%s,"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":%d}}`,
+		anthropicID, q(rp.model), content, stop, rp.prompt, rp.written, rp.cached, rp.output())
 }

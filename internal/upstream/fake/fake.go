@@ -46,8 +46,16 @@ type Script struct {
 	ErrorAfter int
 	// Key, when set, is the credential the server demands.
 	Key string
-	// CachedTokens is reported as cached prompt tokens.
+	// CachedTokens is reported as cached prompt tokens: OpenAI's
+	// prompt_tokens_details.cached_tokens (part of prompt_tokens), Anthropic's
+	// cache_read_input_tokens (beside input_tokens).
 	CachedTokens int
+	// CacheWriteTokens is reported as Anthropic's cache_creation_input_tokens (beside
+	// input_tokens); OpenAI's usage has no such count.
+	CacheWriteTokens int
+	// PromptTokens, when positive, is the prompt's count reported — OpenAI's prompt_tokens,
+	// Anthropic's input_tokens — instead of a token per four bytes of the request's body.
+	PromptTokens int
 	// Model, when set, is the model name the answers report instead of the request's (a dated
 	// id for an alias, or llama-server's own name whatever it was asked for).
 	Model string
@@ -218,7 +226,11 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if text == "" {
 		text = "Hello from the fake engine."
 	}
-	rp := reply{words: splitWords(text), prompt: len(body)/4 + 1, cached: s.CachedTokens, model: p.Model, stop: s.Stop}
+	rp := reply{words: splitWords(text), prompt: len(body)/4 + 1, cached: s.CachedTokens, written: s.CacheWriteTokens,
+		model: p.Model, stop: s.Stop}
+	if s.PromptTokens > 0 {
+		rp.prompt = s.PromptTokens
+	}
 	if s.Model != "" {
 		rp.model = s.Model
 	}
@@ -362,13 +374,14 @@ func (f *Server) stream(w http.ResponseWriter, r *http.Request, s Script, events
 
 // reply is what a fake answers, in either format.
 type reply struct {
-	words  []string
-	tool   string
-	args   []string
-	prompt int
-	cached int
-	model  string
-	stop   string // the text answer's stop reason; "" is the natural end
+	words   []string
+	tool    string
+	args    []string
+	prompt  int
+	cached  int
+	written int // prompt tokens written to the prompt cache (Anthropic)
+	model   string
+	stop    string // the text answer's stop reason; "" is the natural end
 }
 
 func (rp *reply) output() int { return len(rp.words) + len(rp.args) }
