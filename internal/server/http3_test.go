@@ -129,8 +129,9 @@ func TestHTTP3ConnectionCap(t *testing.T) {
 		t.Errorf("second connection: got %v, want a close by the server with H3_EXCESSIVE_LOAD", err)
 	}
 	// Closing the first frees its place.
-	first.CloseWithError(0, "")                  //nolint:errcheck
-	deadline := time.Now().Add(10 * time.Second) // generous: a handshake on a loaded machine
+	first.CloseWithError(0, "") //nolint:errcheck
+	// Generous: a handshake on a loaded machine.
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := dial()
 		if err == nil {
