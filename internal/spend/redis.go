@@ -28,6 +28,10 @@ type Circuit interface {
 	Divisor() int64
 }
 
+// errLedgerLost is an operation's error when Redis had lost the ledger: it changed nothing, and
+// the replica writes its state back.
+var errLedgerLost = errors.New("spend: redis: the ledger was lost (Redis restarted empty or was flushed); writing it back")
+
 // ErrUnavailable is the error of a reservation while Redis is unreachable and the store is set
 // to deny.
 var ErrUnavailable = errors.New("spend: the shared store is unreachable")
@@ -81,6 +85,8 @@ type Redis struct {
 	down      atomic.Bool  // Redis was found unreachable: write back before the next use
 	settleAt  atomic.Int64 // reservations wait until then (Unix ns) after a write-back
 	lastLease atomic.Int64 // when the lease was last renewed (Unix ns)
+	// restoredAt is when this replica last wrote its state back (Unix ns; 0: never).
+	restoredAt atomic.Int64
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -167,15 +173,28 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
 func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, error) {
 	id := r.seq.Add(1)
-	if err := r.ready(ctx); err != nil {
-		return 0, 0, Use{}, err
+	for range 2 {
+		if err := r.ready(ctx); err != nil {
+			return 0, 0, Use{}, err
+		}
+		if !r.c.Circuit.Use() || r.down.Load() {
+			// Unreachable, or reachable again but not yet written back (the write-back failed):
+			// this replica's share, written back with the rest.
+			return r.outage(id, cs)
+		}
+		got, refused, use, lost, err := r.reserveOnce(ctx, id, cs)
+		if !lost {
+			return got, refused, use, err
+		}
+		// Redis lost the ledger: nothing was reserved; write back, wait, and ask again.
 	}
-	if !r.c.Circuit.Use() || r.down.Load() {
-		// Unreachable, or reachable again but not yet written back (the write-back failed):
-		// this replica's share, written back with the rest.
-		return r.outage(id, cs)
-	}
-	args := []any{r.me, id, r.ttlMS}
+	return r.outage(id, cs)
+}
+
+// reserveOnce runs the reservation's script; lost reports that Redis had lost the ledger (the
+// script changed nothing, and the replica now writes back).
+func (r *Redis) reserveOnce(ctx context.Context, id uint64, cs []charge) (uint64, int, Use, bool, error) {
+	args := []any{r.guarded(), id, r.ttlMS}
 	for _, ch := range cs {
 		args = append(args, ch.c.b.Limit, ch.amount, ch.c.bucket, ms(ch.c.ttl))
 	}
@@ -185,6 +204,13 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 	r.mu.Unlock()
 	v, err := r.run(ctx, reserveScript, r.keys(cs), args...)
 	r.ops.RUnlock()
+	if err == nil && lostReply(v) {
+		r.mu.Lock()
+		delete(r.held, id)
+		r.mu.Unlock()
+		r.lost("a reservation")
+		return 0, 0, Use{}, true, nil
+	}
 	if err != nil || len(v) != 3+2*len(cs) {
 		if err == nil {
 			err = fmt.Errorf("spend: redis: reserve answered %d values", len(v))
@@ -192,14 +218,13 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 		r.c.Circuit.Fail(ctx, err)
 		r.forget(id, cs) // its reservation, if the script ran, is deleted by the next write
 		if !r.c.Circuit.Use() && ctx.Err() == nil {
-			return r.outage(id, cs)
+			got, refused, use, err := r.outage(id, cs)
+			return got, refused, use, false, err
 		}
-		return 0, 0, Use{}, err
+		return 0, 0, Use{}, false, err
 	}
+	r.leased()
 	r.observe(cs, v[3:])
-	if v[2] == 0 && r.expectLease() {
-		r.lost("a reservation")
-	}
 	if v[0] == 1 {
 		r.noteRecent(cs)
 	}
@@ -208,9 +233,9 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 		delete(r.held, id)
 		r.mu.Unlock()
 		i := int(v[1]) - 1
-		return 0, i, Use{Spent: v[3+2*i], Reserved: v[4+2*i]}, nil
+		return 0, i, Use{Spent: v[3+2*i], Reserved: v[4+2*i]}, false, nil
 	}
-	return id, -1, Use{}, nil
+	return id, -1, Use{}, false, nil
 }
 
 // forget drops a reservation whose script failed: a settlement of 0 is queued, which deletes it
@@ -291,11 +316,17 @@ func (r *Redis) settle(ctx context.Context, id uint64, cs []charge, actual []int
 		r.queue(id, cs, actual)
 		return
 	}
+	// For a lease TTL after this replica wrote its state back, its settlements are written as
+	// late ones (p, never absorbed): another replica's write-back, still to come, raises s to
+	// what it saw before the loss, which would swallow a settlement added to s meanwhile.
+	late := time.Since(time.Unix(0, r.restoredAt.Load())) < r.c.LeaseTTL
 	r.ops.RLock()
-	err := r.settleNow(ctx, id, cs, actual, false)
+	err := r.settleNow(ctx, id, cs, actual, late)
 	r.ops.RUnlock()
 	if err != nil {
-		r.c.Circuit.Fail(ctx, err)
+		if !errors.Is(err, errLedgerLost) {
+			r.c.Circuit.Fail(ctx, err)
+		}
 		r.queue(id, cs, actual) // a settlement kept is written later; one that ran twice is stricter
 	}
 }
@@ -311,7 +342,11 @@ func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []
 	if late {
 		flag = 1
 	}
-	args := []any{r.me, id, r.ttlMS, flag}
+	me := r.guarded()
+	if late {
+		me = r.me // written back by restore, or after it: the lease is there or comes back with it
+	}
+	args := []any{me, id, r.ttlMS, flag}
 	for i, ch := range cs {
 		args = append(args, actual[i], ch.c.bucket, ms(ch.c.ttl))
 	}
@@ -319,6 +354,12 @@ func (r *Redis) settleNow(ctx context.Context, id uint64, cs []charge, actual []
 	if err != nil {
 		return err
 	}
+	if lostReply(v) {
+		// Redis lost the ledger: written late, after the write-back (never absorbed by a seed).
+		r.lost("a settlement")
+		return errLedgerLost
+	}
+	r.leased()
 	if len(v) == 1+2*len(cs) {
 		r.observe(cs, v[1:])
 	}
@@ -356,12 +397,16 @@ func (r *Redis) used(ctx context.Context, cells []cell) ([]Use, error) {
 	for i, c := range cells {
 		cs[i] = charge{c: c}
 	}
-	args := []any{r.me, 0, r.ttlMS}
+	args := []any{r.guarded(), 0, r.ttlMS}
 	for _, ch := range cs {
 		args = append(args, int64(1), int64(0), ch.c.bucket, ms(ch.c.ttl))
 	}
 	// A reservation of nothing never writes: reserve's arithmetic, read only.
 	v, err := r.run(ctx, reserveScript, r.keys(cs), args...)
+	if err == nil && lostReply(v) {
+		r.lost("a read of the budgets")
+		return nil, errLedgerLost
+	}
 	if err == nil && len(v) != 3+2*len(cs) {
 		err = fmt.Errorf("spend: redis: read answered %d values", len(v))
 	}
@@ -369,6 +414,7 @@ func (r *Redis) used(ctx context.Context, cells []cell) ([]Use, error) {
 		r.c.Circuit.Fail(ctx, err)
 		return nil, err
 	}
+	r.leased()
 	r.observe(cs, v[3:])
 	for i := range cells {
 		out[i] = Use{Spent: v[3+2*i], Reserved: v[4+2*i]}

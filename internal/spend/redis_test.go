@@ -11,6 +11,7 @@ import (
 	"github.com/layer0ai/layer0/internal/money"
 	"github.com/layer0ai/layer0/internal/store"
 	"github.com/layer0ai/layer0/internal/store/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // newRedisLedger returns a ledger on srv with the rate limits' store on the same client as its
@@ -176,5 +177,49 @@ func TestRedisRestartNoOverspend(t *testing.T) {
 			t.Fatalf("the shared counter after the restart: %+v %v; want %s spent", rep.Global, err, money.Micros(spent.Load()))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRedisFlushAllNoOverspend: Redis loses the ledger (FLUSHALL) while one replica has spent 8
+// of a budget of 10 worst cases; the other, which has not yet noticed, tries to reserve 4 at
+// once. None is decided on the empty ledger: the scripts find the replica's lease gone and
+// change nothing, both replicas write back what they know, and at most 2 are reserved.
+func TestRedisFlushAllNoOverspend(t *testing.T) {
+	for round := range 5 {
+		srv := redistest.Start(t)
+		worst := testPrice.worst(100, 100, 0)
+		budget := Budget{Scope: ScopeGlobal, Limit: int64(10 * worst), Period: Day}
+		a := newSpender(newRedisLedger(t, srv, "a", 3*time.Second), budget)
+		b := newSpender(newRedisLedger(t, srv, "b", 3*time.Second), budget)
+		ctx := context.Background()
+		for range 8 {
+			h, err := a.Reserve(ctx, "k", "m", 100, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Settle(worst, 200)
+		}
+		if _, err := b.Report(ctx); err != nil { // b has read the ledger: its lease is written
+			t.Fatal(err)
+		}
+		rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		if err := rc.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if h, err := b.Reserve(ctx, "k", "m", 100, 100); err == nil {
+					got.Add(1)
+					h.Settle(worst, 200)
+				}
+			})
+		}
+		wg.Wait()
+		if got.Load() > 2 {
+			t.Fatalf("round %d: after the flush %d reserved against a budget with 2 left", round, got.Load())
+		}
 	}
 }

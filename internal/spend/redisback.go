@@ -39,6 +39,26 @@ func (r *Redis) expectLease() bool {
 	return last != 0 && time.Since(time.Unix(0, last)) < r.c.LeaseTTL-r.every
 }
 
+// leased notes that a script wrote this replica's lease (every script's prelude does): from now
+// on, for a lease TTL, the lease must be in Redis. Not while a write-back is due.
+func (r *Redis) leased() {
+	if !r.down.Load() {
+		r.lastLease.Store(time.Now().UnixNano())
+	}
+}
+
+// guarded is this replica's name as the scripts' first argument: marked '!' while its lease
+// must be in Redis (see preludeLua), so that a script finding it gone changes nothing.
+func (r *Redis) guarded() string {
+	if r.expectLease() {
+		return "!" + r.me
+	}
+	return r.me
+}
+
+// lostReply reports a script's answer that the lease was gone (see preludeLua).
+func lostReply(v []int64) bool { return len(v) == 1 && v[0] == -1 }
+
 // lost handles Redis found without this replica's lease: everything is written back at once.
 func (r *Redis) lost(what string) {
 	r.c.Logger.Warn("shared store (Redis) lost the budgets' state: writing this replica's back", "found_by", what)
@@ -105,6 +125,13 @@ func (r *Redis) restore(ctx context.Context) {
 	}
 	r.local = NewMemory()
 	r.mu.Unlock()
+	// The lease last: written back without a cell (a replica that holds nothing), and after
+	// the cells, so that a lease present after a loss says this replica's state is in Redis.
+	if _, err := r.run(ctx, leaseScript, []string{r.leases}, r.me, r.ttlMS, "0"); err != nil {
+		failed(err)
+		return
+	}
+	r.restoredAt.Store(time.Now().UnixNano())
 	r.lastLease.Store(time.Now().UnixNano())
 	r.down.Store(false)
 	r.c.Logger.Info("budgets written back to the shared store (Redis)", "cells", len(cells), "settlements", len(pending))
@@ -134,12 +161,16 @@ func (r *Redis) renewLoop() {
 }
 
 func (r *Redis) renew(ctx context.Context) {
-	v, err := r.run(ctx, leaseScript, []string{r.leases}, r.me, r.ttlMS)
+	expect := "0"
+	if r.expectLease() {
+		expect = "1"
+	}
+	v, err := r.run(ctx, leaseScript, []string{r.leases}, r.me, r.ttlMS, expect)
 	if err != nil {
 		r.c.Circuit.Fail(ctx, err)
 		return
 	}
-	if len(v) == 1 && v[0] == 0 && r.expectLease() {
+	if len(v) == 1 && v[0] == 0 && expect == "1" {
 		r.lost("this replica's lease")
 	}
 	if !r.down.Load() {

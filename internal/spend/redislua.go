@@ -52,14 +52,20 @@ end
 `
 
 // preludeLua reads the clock and writes this replica's lease (ARGV[1], ARGV[3] ms), noting
-// whether it was there (had).
+// whether it was there (had). A replica name marked with a leading '!' (see guarded) says the
+// lease must be there: when it is not, Redis lost the ledger (a restart without persistence, a
+// FLUSHALL), and the script answers {-1} having changed nothing, so that no reservation is
+// decided and no settlement written on a ledger that lacks the spending before the loss.
 const preludeLua = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = #KEYS - 1
 local leases = KEYS[n + 1]
 local me = ARGV[1]
+local expect = string.sub(me, 1, 1) == '!'
+if expect then me = string.sub(me, 2) end
 local had = redis.call('ZSCORE', leases, me)
+if expect and not had then return {-1} end
 redis.call('ZADD', leases, now + tonumber(ARGV[3]), me)
 redis.call('PEXPIRE', leases, ARGV[3])
 local alive = {}
@@ -157,11 +163,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {had and 1 or 0}
 `)
 
-// leaseScript renews this replica's lease and returns {1 if it was there}.
+// leaseScript renews this replica's lease and returns {1 if it was there}. With ARGV[3] "1"
+// (the lease must be there) a lease that is gone is not written again: the write-back does that,
+// after it has written this replica's state.
 var leaseScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local had = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if ARGV[3] == '1' and not had then return {0} end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
