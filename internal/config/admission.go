@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -70,17 +69,17 @@ func DefaultAdmissionBands() map[string]AdmissionBand {
 }
 
 func (a *Admission) setDefaults() {
-	a.MaxQueue = cmp.Or(a.MaxQueue, DefaultAdmissionMaxQueue)
-	a.MaxQueueBytes = cmp.Or(a.MaxQueueBytes, DefaultAdmissionMaxQueueBytes)
-	a.MaxUtilization = cmp.Or(a.MaxUtilization, 1)
-	a.PollInterval = cmp.Or(a.PollInterval, DefaultAdmissionPollInterval)
-	a.DefaultBand = cmp.Or(a.DefaultBand, DefaultAdmissionBand)
+	setDefault(&a.MaxQueue, DefaultAdmissionMaxQueue)
+	setDefault(&a.MaxQueueBytes, DefaultAdmissionMaxQueueBytes)
+	setDefault(&a.MaxUtilization, 1)
+	setDefault(&a.PollInterval, DefaultAdmissionPollInterval)
+	setDefault(&a.DefaultBand, DefaultAdmissionBand)
 	if len(a.Bands) == 0 {
 		a.Bands = DefaultAdmissionBands()
 	}
 	for name, b := range a.Bands {
-		b.MaxWait = cmp.Or(b.MaxWait, DefaultAdmissionMaxWait)
-		b.MaxShare = cmp.Or(b.MaxShare, 1)
+		setDefault(&b.MaxWait, DefaultAdmissionMaxWait)
+		setDefault(&b.MaxShare, 1)
 		a.Bands[name] = b
 	}
 }

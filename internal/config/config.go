@@ -5,7 +5,6 @@ package config
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -361,14 +360,14 @@ func (c *Config) SetDefaults() {
 
 // setDefaults fills the unset fields of model id: its upstream and display names are its id.
 func (m *Model) setDefaults(id string) {
-	m.UpstreamModel = cmp.Or(m.UpstreamModel, id)
-	m.DisplayName = cmp.Or(m.DisplayName, id)
-	m.ContextWindow = cmp.Or(m.ContextWindow, 200000)
+	setDefault(&m.UpstreamModel, id)
+	setDefault(&m.DisplayName, id)
+	setDefault(&m.ContextWindow, 200000)
 	if m.Created.IsZero() {
 		m.Created = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	m.Cache.TTL = cmp.Or(m.Cache.TTL, DefaultCacheTTL)
-	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheMaxBytes)
+	setDefault(&m.Cache.TTL, DefaultCacheTTL)
+	setDefault(&m.Cache.MaxBytes, DefaultCacheMaxBytes)
 	if m.Required == nil {
 		t := true
 		m.Required = &t
@@ -377,10 +376,10 @@ func (m *Model) setDefaults(id string) {
 
 func (e *Engine) setDefaults() {
 	t := &e.Timeouts
-	t.Connect = cmp.Or(t.Connect, 5*time.Second)
-	t.FirstByte = cmp.Or(t.FirstByte, 60*time.Second)
-	t.Idle = cmp.Or(t.Idle, 60*time.Second)
-	t.Total = cmp.Or(t.Total, 10*time.Minute)
+	setDefault(&t.Connect, 5*time.Second)
+	setDefault(&t.FirstByte, 60*time.Second)
+	setDefault(&t.Idle, 60*time.Second)
+	setDefault(&t.Total, 10*time.Minute)
 	if e.Kind == KindSim {
 		e.Sim.SetDefaults()
 	}

@@ -1,7 +1,5 @@
 package config
 
-import "cmp"
-
 // Context is a model's policy for an input that no context window of its fallback chain holds.
 type Context struct {
 	// Overflow is refuse (a 400 stating the sizes) or truncate (cut the input to the largest
@@ -36,9 +34,9 @@ type OffloadTarget struct {
 func (c *Config) setContextDefaults() {
 	for id, m := range c.Models {
 		cx := &m.Context
-		cx.Overflow = cmp.Or(cx.Overflow, OverflowRefuse)
-		cx.Split = cmp.Or(cx.Split, SplitSemantic)
-		cx.MaxTokensPerShard = cmp.Or(cx.MaxTokensPerShard, DefaultMaxTokensPerShard)
+		setDefault(&cx.Overflow, OverflowRefuse)
+		setDefault(&cx.Split, SplitSemantic)
+		setDefault(&cx.MaxTokensPerShard, DefaultMaxTokensPerShard)
 		c.Models[id] = m
 	}
 }

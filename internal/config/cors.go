@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"net/url"
 	"strings"
 	"time"
@@ -39,7 +38,7 @@ const (
 )
 
 func (c *CORS) setDefaults() {
-	c.MaxAge = cmp.Or(c.MaxAge, DefaultCORSMaxAge)
+	setDefault(&c.MaxAge, DefaultCORSMaxAge)
 }
 
 // AnyOrigin reports whether every origin is allowed ("*").

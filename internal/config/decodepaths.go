@@ -79,3 +79,13 @@ func withPath(msg string, paths map[int]string) string {
 	rest := strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
 	return fmt.Sprintf("%s (line %d): %s", p, line, rest)
 }
+
+// setDefault sets *p to v when it is the zero value, and writes nothing otherwise: defaulting a
+// configuration that is already defaulted (one a running gateway reads, reloaded as it is)
+// changes no memory another goroutine may be reading.
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}

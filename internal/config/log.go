@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"strings"
 )
 
@@ -68,10 +67,10 @@ func (l *Log) validate(errs *Errors) {
 // setDefaults fills the unset fields with their defaults: level info, the access log on, in
 // JSON.
 func (l *Log) setDefaults() {
-	l.Level = cmp.Or(l.Level, "info")
+	setDefault(&l.Level, "info")
 	if l.Access == nil {
 		t := true
 		l.Access = &t
 	}
-	l.AccessLog.Format = cmp.Or(l.AccessLog.Format, AccessJSON)
+	setDefault(&l.AccessLog.Format, AccessJSON)
 }

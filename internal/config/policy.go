@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -214,32 +213,32 @@ const (
 
 func (c *Config) setPolicyDefaults() {
 	l := &c.Limits
-	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	l.MaxMessages = cmp.Or(l.MaxMessages, DefaultMaxMessages)
+	setDefault(&l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&l.MaxMessages, DefaultMaxMessages)
 	r := &c.Routing
-	r.FallbackUtilizationThreshold = cmp.Or(r.FallbackUtilizationThreshold, DefaultFallbackUtilizationThreshold)
+	setDefault(&r.FallbackUtilizationThreshold, DefaultFallbackUtilizationThreshold)
 	setDuration(&r.UtilizationInterval, time.Second)
 	r.Prefix.setDefaults()
 	r.Sticky.setDefaults()
 	b := &r.RetryBudget
-	b.Ratio = cmp.Or(b.Ratio, DefaultRetryRatio)
-	b.MinRetries = cmp.Or(b.MinRetries, DefaultRetryMinRetries)
+	setDefault(&b.Ratio, DefaultRetryRatio)
+	setDefault(&b.MinRetries, DefaultRetryMinRetries)
 	setDuration(&b.Window, DefaultRetryWindow)
 	e := &r.Ejection
-	e.ConsecutiveFailures = cmp.Or(e.ConsecutiveFailures, DefaultEjectionFailures)
+	setDefault(&e.ConsecutiveFailures, DefaultEjectionFailures)
 	setDuration(&e.BaseTime, DefaultEjectionBaseTime)
 	setDuration(&e.MaxTime, DefaultEjectionMaxTime)
 	br := &r.Breaker
 	setDuration(&br.Window, DefaultBreakerWindow)
-	br.MinRequests = cmp.Or(br.MinRequests, DefaultBreakerMinRequests)
-	br.FailureRatio = cmp.Or(br.FailureRatio, DefaultBreakerFailureRatio)
+	setDefault(&br.MinRequests, DefaultBreakerMinRequests)
+	setDefault(&br.FailureRatio, DefaultBreakerFailureRatio)
 	setDuration(&br.OpenTime, DefaultBreakerOpenTime)
-	br.HalfOpenProbes = cmp.Or(br.HalfOpenProbes, DefaultBreakerHalfOpenProbes)
+	setDefault(&br.HalfOpenProbes, DefaultBreakerHalfOpenProbes)
 	h := &r.Health
 	setDuration(&h.Interval, DefaultHealthInterval)
 	setDuration(&h.Timeout, DefaultHealthTimeout)
-	h.UnhealthyThreshold = cmp.Or(h.UnhealthyThreshold, DefaultHealthUnhealthyThreshold)
-	h.HealthyThreshold = cmp.Or(h.HealthyThreshold, DefaultHealthHealthyThreshold)
+	setDefault(&h.UnhealthyThreshold, DefaultHealthUnhealthyThreshold)
+	setDefault(&h.HealthyThreshold, DefaultHealthHealthyThreshold)
 }
 
 func setDuration(d *time.Duration, def time.Duration) {

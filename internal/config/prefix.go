@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"fmt"
 	"net"
 	"strconv"
@@ -110,19 +109,19 @@ func (e *Engine) setPrefixDefaults() {
 	pc := &e.PrefixCache
 	switch e.Kind {
 	case KindSim:
-		pc.BlockTokens = cmp.Or(pc.BlockTokens, e.Sim.BlockTokens)
-		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, e.Sim.KVCacheTokens)
+		setDefault(&pc.BlockTokens, e.Sim.BlockTokens)
+		setDefault(&pc.CapacityTokens, e.Sim.KVCacheTokens)
 	case KindOpenAI:
-		pc.CapacityTokens = cmp.Or(pc.CapacityTokens, DefaultPrefixCapacityTokens)
+		setDefault(&pc.CapacityTokens, DefaultPrefixCapacityTokens)
 	}
-	pc.BlockTokens = cmp.Or(pc.BlockTokens, 16)
-	pc.Mode = cmp.Or(pc.Mode, PrefixApproximate)
+	setDefault(&pc.BlockTokens, 16)
+	setDefault(&pc.Mode, PrefixApproximate)
 	if pc.Tokenize == TokenizeEngine {
 		if pc.TokenizeURL == "" && e.Kind == KindOpenAI {
 			root := strings.TrimSuffix(strings.TrimRight(e.URL, "/"), "/v1")
 			pc.TokenizeURL = root + "/tokenize"
 		}
-		pc.TokenizeCacheTokens = cmp.Or(pc.TokenizeCacheTokens, DefaultTokenizeCacheTokens)
+		setDefault(&pc.TokenizeCacheTokens, DefaultTokenizeCacheTokens)
 	}
 	if pc.Mode == PrefixPrecise && pc.EventsMaxBytes == 0 {
 		pc.EventsMaxBytes = DefaultEventsMaxBytes
@@ -306,8 +305,8 @@ const (
 )
 
 func (r *PrefixRouting) setDefaults() {
-	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
-	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
+	setDefault(&r.Imbalance, DefaultRoutingImbalance)
+	setDefault(&r.Slack, DefaultRoutingSlack)
 	r.Spread.setDefaults()
 }
 
@@ -350,10 +349,10 @@ type StickyRouting struct {
 }
 
 func (r *StickyRouting) setDefaults() {
-	r.Header = cmp.Or(r.Header, DefaultStickyHeader)
-	r.Fallback = cmp.Or(r.Fallback, StickyFallbackKey)
-	r.Imbalance = cmp.Or(r.Imbalance, DefaultRoutingImbalance)
-	r.Slack = cmp.Or(r.Slack, DefaultRoutingSlack)
+	setDefault(&r.Header, DefaultStickyHeader)
+	setDefault(&r.Fallback, StickyFallbackKey)
+	setDefault(&r.Imbalance, DefaultRoutingImbalance)
+	setDefault(&r.Slack, DefaultRoutingSlack)
 }
 
 func (r *StickyRouting) validate(errs *Errors) {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"time"
 )
 
@@ -28,8 +27,8 @@ const (
 )
 
 func (r *Responses) setDefaults() {
-	r.TTL = cmp.Or(r.TTL, DefaultResponsesTTL)
-	r.MaxBytes = cmp.Or(r.MaxBytes, DefaultResponsesMaxBytes)
+	setDefault(&r.TTL, DefaultResponsesTTL)
+	setDefault(&r.MaxBytes, DefaultResponsesMaxBytes)
 }
 
 func (r *Responses) validate(c *Config, errs *Errors) {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -158,21 +157,21 @@ func (s *Server) validate(errs *Errors) {
 // setDefaults fills the listener's unset fields with their defaults. An admin address without a
 // host listens on loopback only: the admin listener has no auth.
 func (s *Server) setDefaults() {
-	s.Addr = cmp.Or(s.Addr, "127.0.0.1:8080")
-	s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, 32<<20)
-	s.ReadHeaderTimeout = cmp.Or(s.ReadHeaderTimeout, 10*time.Second)
-	s.IdleTimeout = cmp.Or(s.IdleTimeout, 120*time.Second)
-	s.HTTP1 = cmp.Or(s.HTTP1, HTTP1Lean)
-	s.ShutdownTimeout = cmp.Or(s.ShutdownTimeout, 30*time.Second)
-	s.ReadBodyTimeout = cmp.Or(s.ReadBodyTimeout, DefaultReadBodyTimeout)
-	s.MinBodyRate = cmp.Or(s.MinBodyRate, DefaultMinBodyRate)
-	s.WriteTimeout = cmp.Or(s.WriteTimeout, DefaultWriteTimeout)
-	s.MaxConnections = cmp.Or(s.MaxConnections, DefaultMaxConnections)
-	s.MaxBodyBytesInFlight = cmp.Or(s.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
-	s.NewConnectionTimeout = cmp.Or(s.NewConnectionTimeout, DefaultNewConnectionTimeout)
-	s.MaxNewConnections = cmp.Or(s.MaxNewConnections, max(s.MaxConnections/2, 1))
-	s.MaxNewConnectionsPerSource = cmp.Or(s.MaxNewConnectionsPerSource, DefaultMaxNewConnectionsPerSource)
-	s.MaxQUICHandshakes = cmp.Or(s.MaxQUICHandshakes, DefaultMaxQUICHandshakes)
+	setDefault(&s.Addr, "127.0.0.1:8080")
+	setDefault(&s.MaxBodyBytes, 32<<20)
+	setDefault(&s.ReadHeaderTimeout, 10*time.Second)
+	setDefault(&s.IdleTimeout, 120*time.Second)
+	setDefault(&s.HTTP1, HTTP1Lean)
+	setDefault(&s.ShutdownTimeout, 30*time.Second)
+	setDefault(&s.ReadBodyTimeout, DefaultReadBodyTimeout)
+	setDefault(&s.MinBodyRate, DefaultMinBodyRate)
+	setDefault(&s.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&s.MaxConnections, DefaultMaxConnections)
+	setDefault(&s.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
+	setDefault(&s.NewConnectionTimeout, DefaultNewConnectionTimeout)
+	setDefault(&s.MaxNewConnections, max(s.MaxConnections/2, 1))
+	setDefault(&s.MaxNewConnectionsPerSource, DefaultMaxNewConnectionsPerSource)
+	setDefault(&s.MaxQUICHandshakes, DefaultMaxQUICHandshakes)
 	if strings.HasPrefix(s.AdminAddr, ":") {
 		s.AdminAddr = "127.0.0.1" + s.AdminAddr
 	}

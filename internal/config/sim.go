@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"time"
 )
 
@@ -73,18 +72,18 @@ type SimFail struct {
 // names it); the "realistic" preset fills the delays left at zero.
 func (s *Sim) SetDefaults() {
 	if s.Preset == "realistic" {
-		s.TTFT = cmp.Or(s.TTFT, 150*time.Millisecond)
-		s.PrefillPerToken = cmp.Or(s.PrefillPerToken, 50*time.Microsecond)
-		s.InterTokenLatency = cmp.Or(s.InterTokenLatency, 20*time.Millisecond)
+		setDefault(&s.TTFT, 150*time.Millisecond)
+		setDefault(&s.PrefillPerToken, 50*time.Microsecond)
+		setDefault(&s.InterTokenLatency, 20*time.Millisecond)
 	}
-	s.MaxConcurrency = cmp.Or(s.MaxConcurrency, 256)
-	s.MaxQueue = cmp.Or(s.MaxQueue, 1024)
-	s.KVCacheTokens = cmp.Or(s.KVCacheTokens, 262144)
-	s.BlockTokens = cmp.Or(s.BlockTokens, 16)
-	s.Mode = cmp.Or(s.Mode, "lorem")
+	setDefault(&s.MaxConcurrency, 256)
+	setDefault(&s.MaxQueue, 1024)
+	setDefault(&s.KVCacheTokens, 262144)
+	setDefault(&s.BlockTokens, 16)
+	setDefault(&s.Mode, "lorem")
 
-	s.ContextWindow = cmp.Or(s.ContextWindow, 200000)
-	s.Fail.Message = cmp.Or(s.Fail.Message, "simulated failure")
+	setDefault(&s.ContextWindow, 200000)
+	setDefault(&s.Fail.Message, "simulated failure")
 }
 
 // Validate checks a simulator's configuration with its defaults filled in (SetDefaults), for

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"fmt"
 	"time"
 
@@ -82,9 +81,9 @@ const (
 )
 
 func (s *Spend) setDefaults() {
-	s.TimeZone = cmp.Or(s.TimeZone, "UTC")
-	s.Currency = cmp.Or(s.Currency, DefaultSpendCurrency)
-	s.DefaultMaxTokens = cmp.Or(s.DefaultMaxTokens, DefaultSpendMaxTokens)
+	setDefault(&s.TimeZone, "UTC")
+	setDefault(&s.Currency, DefaultSpendCurrency)
+	setDefault(&s.DefaultMaxTokens, DefaultSpendMaxTokens)
 }
 
 // validateSpend checks prices, teams and every budget.

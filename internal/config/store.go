@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"net/url"
 	"os"
 	"strings"
@@ -83,14 +82,14 @@ type StoreCache struct {
 }
 
 func (s *Store) setDefaults() {
-	s.Kind = cmp.Or(s.Kind, StoreMemory)
-	s.Timeout = cmp.Or(s.Timeout, DefaultStoreTimeout)
-	s.OnError = cmp.Or(s.OnError, OnErrorAllow)
-	s.Replicas = cmp.Or(s.Replicas, 1)
-	s.LeaseTTL = cmp.Or(s.LeaseTTL, DefaultStoreLeaseTTL)
-	s.Cache.MaxEntryBytes = cmp.Or(s.Cache.MaxEntryBytes, DefaultStoreCacheMaxEntryBytes)
-	s.Cache.FillWait = cmp.Or(s.Cache.FillWait, DefaultStoreCacheFillWait)
-	s.Cache.Timeout = cmp.Or(s.Cache.Timeout, DefaultStoreCacheTimeout)
+	setDefault(&s.Kind, StoreMemory)
+	setDefault(&s.Timeout, DefaultStoreTimeout)
+	setDefault(&s.OnError, OnErrorAllow)
+	setDefault(&s.Replicas, 1)
+	setDefault(&s.LeaseTTL, DefaultStoreLeaseTTL)
+	setDefault(&s.Cache.MaxEntryBytes, DefaultStoreCacheMaxEntryBytes)
+	setDefault(&s.Cache.FillWait, DefaultStoreCacheFillWait)
+	setDefault(&s.Cache.Timeout, DefaultStoreCacheTimeout)
 }
 
 func (s *Store) validate(errs *Errors) {

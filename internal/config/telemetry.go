@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"net/url"
 	"strings"
 	"time"
@@ -60,13 +59,13 @@ func (t *Telemetry) Ratio() float64 {
 }
 
 func (t *Telemetry) setDefaults() {
-	t.ServiceName = cmp.Or(t.ServiceName, DefaultServiceName)
+	setDefault(&t.ServiceName, DefaultServiceName)
 	if t.SampleRatio == nil {
 		r := DefaultSampleRatio
 		t.SampleRatio = &r
 	}
-	t.OTLP.Protocol = cmp.Or(t.OTLP.Protocol, OTLPHTTP)
-	t.OTLP.Timeout = cmp.Or(t.OTLP.Timeout, DefaultOTLPTimeout)
+	setDefault(&t.OTLP.Protocol, OTLPHTTP)
+	setDefault(&t.OTLP.Timeout, DefaultOTLPTimeout)
 }
 
 func (t *Telemetry) validate(errs *Errors) {
