@@ -26,6 +26,15 @@ type Circuit interface {
 	// Divisor is what each limit is divided by while Redis is unreachable: the live replicas,
 	// at least the configured floor.
 	Divisor() int64
+	// Lost reports Redis found without the state this replica wrote: every user of the store
+	// writes back, and admissions wait for the census of the replicas' write-back.
+	Lost(what string)
+	// Settled waits until the replicas have written their state back after a loss or an
+	// outage, at most until ctx ends.
+	Settled(ctx context.Context) error
+	// Keep registers k to be told of a loss, to write back (before this replica's heartbeat is
+	// written again: the census counts it) and to renew, until forget is called.
+	Keep(k store.Keeper) (forget func())
 }
 
 // errLedgerLost is an operation's error when Redis had lost the ledger: it changed nothing, and
@@ -91,6 +100,7 @@ type Redis struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+	unkeep    func() // ends the store's calls to this ledger as a Keeper
 }
 
 type seenCell struct {
@@ -137,6 +147,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 	r := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), every: min(250*time.Millisecond, c.LeaseTTL/3),
 		me: strings.ReplaceAll(c.ReplicaID, "/", "_"), leases: c.Prefix + "{spend}/leases",
 		seen: map[string]seenCell{}, held: map[uint64]*holdRec{}, local: NewMemory(), closed: make(chan struct{})}
+	r.unkeep = c.Circuit.Keep(keeper{r})
 	r.wg.Add(1)
 	go r.renewLoop()
 	return r, nil
@@ -144,7 +155,10 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 
 // Close stops renewing the lease: this replica's reservations still held expire with it.
 func (r *Redis) Close() error {
-	r.closeOnce.Do(func() { close(r.closed) })
+	r.closeOnce.Do(func() {
+		r.unkeep()
+		close(r.closed)
+	})
 	r.wg.Wait()
 	return nil
 }

@@ -21,7 +21,9 @@ const writeBack = 250 * time.Millisecond
 func (r *Redis) settleWindow() time.Duration { return 2*r.every + writeBack }
 
 // ready writes back first if Redis was found unreachable or empty and is usable again, then
-// waits while a write-back window is open, at most ctx.
+// waits while a write-back window is open, and for the store's census of the other replicas'
+// write-back (every user of the store, this ledger included, writes back before its replica's
+// heartbeat is written again), at most ctx.
 func (r *Redis) ready(ctx context.Context) error {
 	if r.down.Load() && r.c.Circuit.Use() {
 		r.restore(ctx)
@@ -29,8 +31,31 @@ func (r *Redis) ready(ctx context.Context) error {
 	if err := store.WaitUntil(ctx, r.settleAt.Load()); err != nil {
 		return fmt.Errorf("spend: redis: waiting for the reservations to be written back: %w", err)
 	}
+	if err := r.c.Circuit.Settled(ctx); err != nil {
+		return fmt.Errorf("spend: redis: %w", err)
+	}
 	return nil
 }
+
+// keeper is the ledger as the store's Keeper: told of a loss the store found, it writes back on
+// the store's heartbeat loop, before the heartbeat that the census counts.
+type keeper struct{ r *Redis }
+
+// Stale marks the ledger to be written back before its next use.
+func (k keeper) Stale() {
+	k.r.lastLease.Store(0)
+	k.r.down.Store(true)
+}
+
+// Restore writes the ledger back now, if it is due.
+func (k keeper) Restore() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*k.r.c.Timeout)
+	defer cancel()
+	k.r.restore(ctx)
+}
+
+// Renew does nothing: the ledger renews its own lease.
+func (keeper) Renew() {}
 
 // expectLease reports whether this replica's lease must be in Redis now: renewed less than a
 // lease ago. A script that finds it gone found Redis's state lost.
@@ -64,6 +89,7 @@ func (r *Redis) lost(what string) {
 	r.c.Logger.Warn("shared store (Redis) lost the budgets' state: writing this replica's back", "found_by", what)
 	r.down.Store(true)
 	r.lastLease.Store(0)
+	r.c.Circuit.Lost("the budgets' " + what) // the rate limits' state went with it; the census starts
 }
 
 // restore writes back this replica's state (see above) and opens the settle window. It runs

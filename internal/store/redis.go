@@ -3,8 +3,8 @@
 // one, the heartbeats and the count of live replicas — and its error counter.
 //
 // The users of the connection keep their own keys and scripts: the rate limits
-// (internal/limit), the shared response cache (internal/cache) and the stored responses
-// (internal/conversation) run their operations on Client and report how they went (OK, Failed,
+// (internal/limit), the budgets (internal/spend), the shared response cache (internal/cache) and
+// the stored responses (internal/conversation) run their operations on Client and report how they went (OK, Failed,
 // Fail), so that they share one view of whether Redis is reachable. A user that keeps state in
 // Redis which it must write back after Redis lost it registers a Keeper. While Redis is down
 // (Up false), a user that enforces a limit computes its share with Share (the limit divided by
