@@ -247,6 +247,44 @@ func (*policy) End([]byte) error {
 	return apierr.Wrap(apierr.BadGateway, errors.New("anthropic: stream ended before message_stop"), "the engine's stream ended early")
 }
 
+// The shape of nearly every event of a stream: a text delta, as the Messages API writes it.
+var (
+	textDeltaHead = []byte(`{"type":"content_block_delta","index":`)
+	textDeltaMid  = []byte(`,"delta":{"type":"text_delta","text":`)
+)
+
+// validEvent reports whether data is a JSON object, as jsontext.ValidObject does: a text delta
+// written in the API's own shape has only its index and its text checked (the rest is those
+// fixed bytes); any other event, or a delta written otherwise, is checked whole.
+func validEvent(name, data []byte) bool {
+	if bytes.Equal(name, evBlockDelta) && validTextDelta(data) {
+		return true
+	}
+	return jsontext.ValidObject(data)
+}
+
+// validTextDelta reports whether data is exactly textDeltaHead, an index of 1 to 9 digits
+// (no leading zero), textDeltaMid, a valid JSON string and "}}". False is not a verdict: the
+// caller then checks data whole.
+func validTextDelta(data []byte) bool {
+	rest, ok := bytes.CutPrefix(data, textDeltaHead)
+	if !ok {
+		return false
+	}
+	n := 0
+	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 9 || (n > 1 && rest[0] == '0') {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[n:], textDeltaMid); !ok {
+		return false
+	}
+	end := jsontext.ValidStringAt(rest, 0)
+	return end > 0 && len(rest) == end+2 && rest[end] == '}' && rest[end+1] == '}'
+}
+
 // Event implements passthrough.Policy.
 func (pl *policy) Event(ev *passthrough.Event, u *llm.Usage) error {
 	name, data := ev.Name, ev.Data
@@ -256,7 +294,7 @@ func (pl *policy) Event(ev *passthrough.Event, u *llm.Usage) error {
 	// The stream's shape: named events of JSON objects, each checked whole (after the first
 	// byte too: a broken event must end the stream with an error, not reach the client),
 	// message_start first (pings aside).
-	if len(name) == 0 || !jsontext.ValidObject(data) {
+	if len(name) == 0 || !validEvent(name, data) {
 		return upstream.Malformed("a stream event that is not a named JSON object", "")
 	}
 	if !pl.started && !bytes.Equal(name, evMessageStart) && !bytes.Equal(name, evPing) {

@@ -257,3 +257,13 @@ func validNumber(s string, i int) int {
 	}
 	return end
 }
+
+// ValidStringAt checks the JSON string that starts at b[i] (its opening quote) as ValidObject
+// checks one, UTF-8 included, and returns the index after its closing quote, or -1. It lets a
+// caller that knows an object's fixed shape check only its variable part.
+func ValidStringAt(b []byte, i int) int {
+	if i < 0 || i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	return validString(unsafe.String(unsafe.SliceData(b), len(b)), i, true) // read only during the call
+}
