@@ -70,12 +70,14 @@ type RedisConfig struct {
 // Redis is the Ledger shared by every replica on one Redis: each operation is one Lua script
 // (one round trip) on all of a request's cells. Close it when done (the client stays open).
 type Redis struct {
-	c      RedisConfig
-	ttlMS  string
-	every  time.Duration
-	me     string
-	leases string
-	seq    atomic.Uint64
+	c     RedisConfig
+	ttlMS string
+	every time.Duration
+	me    string
+	// meGuarded is me marked '!': the lease must be there (see guarded), built once.
+	meGuarded string
+	leases    string
+	seq       atomic.Uint64
 
 	// ops hold it shared; a write-back (restore) holds it alone, so that no reservation or
 	// settlement runs while the replica's reservations are written again.
@@ -92,7 +94,6 @@ type Redis struct {
 	lastReply time.Time
 
 	down      atomic.Bool  // Redis was found unreachable: write back before the next use
-	settleAt  atomic.Int64 // reservations wait until then (Unix ns) after a write-back
 	lastLease atomic.Int64 // when the lease was last renewed (Unix ns)
 	// restoredAt is when this replica last wrote its state back (Unix ns; 0: never).
 	restoredAt atomic.Int64
@@ -147,6 +148,7 @@ func NewRedis(c RedisConfig) (*Redis, error) {
 	r := &Redis{c: c, ttlMS: strconv.FormatInt(c.LeaseTTL.Milliseconds(), 10), every: min(250*time.Millisecond, c.LeaseTTL/3),
 		me: strings.ReplaceAll(c.ReplicaID, "/", "_"), leases: c.Prefix + "{spend}/leases",
 		seen: map[string]seenCell{}, held: map[uint64]*holdRec{}, local: NewMemory(), closed: make(chan struct{})}
+	r.meGuarded = "!" + r.me
 	r.unkeep = c.Circuit.Keep(keeper{r})
 	r.wg.Add(1)
 	go r.renewLoop()

@@ -4,35 +4,24 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/layer0ai/layer0/internal/store"
 )
 
 // How the Redis ledger comes back from an outage or a Redis that lost its state, without
 // overspending: it writes back what it knows — each cell's spending as Redis last told it (a
 // seed: never lowering what Redis holds), its reservations outstanding (those taken from its
 // share while Redis was unreachable become counted in Redis), and the settlements it could not
-// write — and its reservations wait settleWindow, long enough for every other live replica's
-// next renewal to find the same and write its own back, as the rate limits' store does.
-
-// writeBack is what settleWindow allows a replica for writing its state back.
-const writeBack = 250 * time.Millisecond
-
-func (r *Redis) settleWindow() time.Duration { return 2*r.every + writeBack }
+// write — and its reservations wait, as the rate limits' admissions do, for the shared store to
+// settle: its window, then its census of every replica's write-back (the ledger is one of the
+// store's keepers, written back before its replica's heartbeat is written again).
 
 // ready writes back first if Redis was found unreachable or empty and is usable again, then
-// waits while a write-back window is open, and for the store's census of the other replicas'
-// write-back (every user of the store, this ledger included, writes back before its replica's
-// heartbeat is written again), at most ctx.
+// waits for the store to settle (see above), at most ctx.
 func (r *Redis) ready(ctx context.Context) error {
 	if r.down.Load() && r.c.Circuit.Use() {
 		r.restore(ctx)
 	}
-	if err := store.WaitUntil(ctx, r.settleAt.Load()); err != nil {
-		return fmt.Errorf("spend: redis: waiting for the reservations to be written back: %w", err)
-	}
 	if err := r.c.Circuit.Settled(ctx); err != nil {
-		return fmt.Errorf("spend: redis: %w", err)
+		return fmt.Errorf("spend: redis: waiting for the replicas' write-back: %w", err)
 	}
 	return nil
 }
@@ -76,7 +65,7 @@ func (r *Redis) leased() {
 // must be in Redis (see preludeLua), so that a script finding it gone changes nothing.
 func (r *Redis) guarded() string {
 	if r.expectLease() {
-		return "!" + r.me
+		return r.meGuarded
 	}
 	return r.me
 }
@@ -100,7 +89,6 @@ func (r *Redis) restore(ctx context.Context) {
 	if !r.down.Load() {
 		return // another caller wrote back first
 	}
-	r.settleAt.Store(time.Now().Add(r.settleWindow()).UnixNano())
 	r.mu.Lock()
 	type back struct {
 		s   seenCell
