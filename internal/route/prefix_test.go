@@ -175,9 +175,9 @@ func TestPrefixPickerGroups(t *testing.T) {
 	}
 }
 
-// BenchmarkPrefixPick is the picking cost for a 4,000-token prompt over 8 replicas of 1 M
-// tokens each, its blocks hashed each time (tokenization excluded).
-func BenchmarkPrefixPick(b *testing.B) {
+// pickBenchPool returns the pool of the picking benchmarks: 8 replicas of 1 M tokens each, full
+// of other prompts, replica i holding (i+1)/8 of the first 4,000 tokens of the prompt returned.
+func pickBenchPool() ([]*Replica, *prefix.Prompt) {
 	clk := newClock()
 	names := make([]string, 8)
 	for i := range names {
@@ -192,6 +192,13 @@ func BenchmarkPrefixPick(b *testing.B) {
 		}
 		r.Prefix.Cache().Insert(p.Keys(16)[:250*(i+1)/8])
 	}
+	return rs, p
+}
+
+// BenchmarkPrefixPick is the picking cost for a 4,000-token prompt over 8 replicas of 1 M
+// tokens each, its blocks hashed each time (tokenization excluded).
+func BenchmarkPrefixPick(b *testing.B) {
+	rs, p := pickBenchPool()
 	toks := append([]uint32(nil), p.Tokens...)
 	pp := &Prefix{}
 	var d Decision

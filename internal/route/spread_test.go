@@ -2,7 +2,6 @@ package route
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -250,20 +249,7 @@ func TestPrefixSpreadConcurrent(t *testing.T) {
 // the prompt is over the guard (load weighs little here, so that it stays the cheapest), and
 // the prefix is spread over a set.
 func BenchmarkPrefixPickHot(b *testing.B) {
-	clk := newClock()
-	names := make([]string, 8)
-	for i := range names {
-		names[i] = fmt.Sprint("r", i)
-	}
-	rs := replicas(clk, Policy{}, names...)
-	indexed(rs, 1<<20)
-	p := promptOf(3, 4000, 4000)
-	for i, r := range rs {
-		for j := 0; r.Prefix.Cache().Len() < r.Prefix.Cache().Capacity()-250; j++ {
-			r.Prefix.RecordPrompt(promptOf(100+i*1000+j, 1024, 1024))
-		}
-		r.Prefix.Cache().Insert(p.Keys(16)[:250*(i+1)/8])
-	}
+	rs, p := pickBenchPool()
 	busy(rs[7], 9)
 	toks := append([]uint32(nil), p.Tokens...)
 	pp := &Prefix{LoadTokens: 1, Spread: Spread{Window: 1}}
