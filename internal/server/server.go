@@ -186,8 +186,8 @@ type exchange struct {
 	bodyRead bool
 	// armedAt is when armWrite last set the write deadline.
 	armedAt time.Time
-	out      *[]byte // the response body
-	front    *front  // the client's format
+	out     *[]byte // the response body
+	front   *front  // the client's format
 	// wrote is set once the status line went out: after it, errors go inside the stream.
 	wrote bool
 	// streamErr writes an error inside a stream that has begun.
