@@ -307,6 +307,25 @@ func (d *Decoder) Elems(elem func() error) error {
 	}
 }
 
+// arrayOf reads the array of field (null reads as none), each element into a T appended to the
+// result by read; capacity, when not 0, is the room made for the elements first.
+func arrayOf[T any](d *Decoder, field string, capacity int, read func(*T) error) ([]T, error) {
+	ok, err := d.Array(field)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var out []T
+	if capacity > 0 {
+		out = make([]T, 0, capacity)
+	}
+	var zero T
+	err = d.Elems(func() error {
+		out = append(out, zero)
+		return read(&out[len(out)-1])
+	})
+	return out, err
+}
+
 // Leniently starts reading a field of several shapes into l (reset first: a field given again
 // replaces what was read): null (false), a string (into l.Str, false), or a value of kind want,
 // whose first byte it consumes (true); any other value is skipped as of shape s and sets l.Bad

@@ -6,16 +6,7 @@ import (
 
 // messages reads messages: an array of message objects (null ones read as empty messages).
 func (d *Decoder) messages() ([]chatMessage, error) {
-	ok, err := d.Array("messages")
-	if err != nil || !ok {
-		return nil, err
-	}
-	msgs := make([]chatMessage, 0, 4)
-	err = d.Elems(func() error {
-		msgs = append(msgs, chatMessage{})
-		return d.message(&msgs[len(msgs)-1])
-	})
-	return msgs, err
+	return arrayOf(d, "messages", 4, d.message)
 }
 
 var messageFields = [...]string{"role", "content", "tool_calls", "tool_call_id", "refusal"}
@@ -125,16 +116,7 @@ func (d *Decoder) LenientObject(s Shape, bad *bool) (ok bool, err error) {
 
 // toolCalls reads an assistant message's tool_calls.
 func (d *Decoder) toolCalls() ([]chatToolCall, error) {
-	ok, err := d.Array("messages.tool_calls")
-	if err != nil || !ok {
-		return nil, err
-	}
-	var calls []chatToolCall
-	err = d.Elems(func() error {
-		calls = append(calls, chatToolCall{})
-		return d.toolCall(&calls[len(calls)-1])
-	})
-	return calls, err
+	return arrayOf(d, "messages.tool_calls", 0, d.toolCall)
 }
 
 var toolCallFields = [...]string{"index", "id", "type", "function"}

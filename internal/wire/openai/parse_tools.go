@@ -6,16 +6,7 @@ import (
 
 // tools reads tools: an array of tool objects (null ones read as empty tools).
 func (d *Decoder) tools() ([]chatTool, error) {
-	ok, err := d.Array("tools")
-	if err != nil || !ok {
-		return nil, err
-	}
-	var tools []chatTool
-	err = d.Elems(func() error {
-		tools = append(tools, chatTool{})
-		return d.tool(&tools[len(tools)-1])
-	})
-	return tools, err
+	return arrayOf(d, "tools", 0, d.tool)
 }
 
 var toolFields = [...]string{"type", "function"}
