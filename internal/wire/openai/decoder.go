@@ -273,6 +273,15 @@ func (d *Decoder) open(field string, want jsontext.Kind) (bool, error) {
 	}
 }
 
+// ObjectMembers reads the object of field, Object then Members: null reads as no object;
+// member reads the value of each member, given its name and its index in fields.
+func (d *Decoder) ObjectMembers(field string, fields []string, member func(k string, i int) error) error {
+	if ok, err := d.Object(field); err != nil || !ok {
+		return err
+	}
+	return d.Members(fields, member)
+}
+
 // Members reads the members of an object whose '{' was consumed: member reads the value of
 // each, given its name and its index in fields (-1 for none); a name given twice is noted.
 func (d *Decoder) Members(fields []string, member func(k string, i int) error) error {

@@ -12,10 +12,7 @@ func (d *Decoder) messages() ([]chatMessage, error) {
 var messageFields = [...]string{"role", "content", "tool_calls", "tool_call_id", "refusal"}
 
 func (d *Decoder) message(m *chatMessage) error {
-	if ok, err := d.Object("messages"); err != nil || !ok {
-		return err
-	}
-	return d.Members(messageFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages", messageFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			m.Role, _, err = d.String("messages.role")
@@ -122,10 +119,7 @@ func (d *Decoder) toolCalls() ([]chatToolCall, error) {
 var toolCallFields = [...]string{"index", "id", "type", "function"}
 
 func (d *Decoder) toolCall(tc *chatToolCall) error {
-	if ok, err := d.Object("messages.tool_calls"); err != nil || !ok {
-		return err
-	}
-	return d.Members(toolCallFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages.tool_calls", toolCallFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Index.V, tc.Index.OK, err = d.Int("messages.tool_calls.index")
@@ -146,10 +140,7 @@ func (d *Decoder) toolCall(tc *chatToolCall) error {
 var callFunctionFields = [...]string{"name", "arguments"}
 
 func (d *Decoder) callFunction(tc *chatToolCall) error {
-	if ok, err := d.Object("messages.tool_calls.function"); err != nil || !ok {
-		return err
-	}
-	return d.Members(callFunctionFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages.tool_calls.function", callFunctionFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Name, _, err = d.String("messages.tool_calls.function.name")

@@ -12,10 +12,7 @@ func (d *Decoder) tools() ([]chatTool, error) {
 var toolFields = [...]string{"type", "function"}
 
 func (d *Decoder) tool(t *chatTool) error {
-	if ok, err := d.Object("tools"); err != nil || !ok {
-		return err
-	}
-	return d.Members(toolFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("tools", toolFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			t.Type, _, err = d.String("tools.type")
