@@ -27,7 +27,8 @@ type reuseFront struct {
 	// a request of one format from the answer to another's equal request.
 	a, b string
 	// body is a request whose every variable part is made of c: same length, same offsets. It
-	// offloads to tgtCCCC from its system prompt, forces a call of tool_CCCC, and its prompt
+	// asks for model simCCCC, offloads to tgtCCCC from its system prompt, forces a call of
+	// tool_CCCC, and its prompt
 	// gives the call's input, the city CCCCCC, which the simulator quotes.
 	body func(c string) string
 	// content is what of an answer must be the same each time the cache replays it: its
@@ -43,7 +44,7 @@ var reuseFronts = []reuseFront{
 		name: "messages", path: "/v1/messages", a: "a", b: "b",
 		body: func(c string) string {
 			r := strings.Repeat
-			return `{"model":"sim","max_tokens":50,"temperature":0,"system":"<|offload:tgt` + r(c, 4) + `|> Be ` + r(c, 8) + `.",` +
+			return `{"model":"sim` + r(c, 4) + `","max_tokens":50,"temperature":0,"system":"<|offload:tgt` + r(c, 4) + `|> Be ` + r(c, 8) + `.",` +
 				`"tools":[{"name":"tool_` + r(c, 4) + `","description":"` + r(c, 16) + `","input_schema":` + schema + `}],` +
 				`"tool_choice":{"type":"tool","name":"tool_` + r(c, 4) + `"},` +
 				`"messages":[{"role":"user","content":"The city is ` + r(c, 6) + `: call tool_` + r(c, 4) + ` {\"city\":\"` + r(c, 6) + `\"}"}]}`
@@ -60,7 +61,7 @@ var reuseFronts = []reuseFront{
 		name: "chat-completions", path: "/v1/chat/completions", a: "c", b: "d",
 		body: func(c string) string {
 			r := strings.Repeat
-			return `{"model":"sim","max_tokens":50,"temperature":0,"messages":[` +
+			return `{"model":"sim` + r(c, 4) + `","max_tokens":50,"temperature":0,"messages":[` +
 				`{"role":"system","content":"<|offload:tgt` + r(c, 4) + `|> Be ` + r(c, 8) + `."},` +
 				`{"role":"user","content":"The city is ` + r(c, 6) + `: call tool_` + r(c, 4) + ` {\"city\":\"` + r(c, 6) + `\"}"}],` +
 				`"tools":[{"type":"function","function":{"name":"tool_` + r(c, 4) + `","description":"` + r(c, 16) + `","parameters":` + schema + `}}],` +
@@ -79,7 +80,7 @@ var reuseFronts = []reuseFront{
 		name: "responses", path: "/v1/responses", a: "e", b: "f",
 		body: func(c string) string {
 			r := strings.Repeat
-			return `{"model":"sim","max_output_tokens":50,"temperature":0,"instructions":"<|offload:tgt` + r(c, 4) + `|> Be ` + r(c, 8) + `.",` +
+			return `{"model":"sim` + r(c, 4) + `","max_output_tokens":50,"temperature":0,"instructions":"<|offload:tgt` + r(c, 4) + `|> Be ` + r(c, 8) + `.",` +
 				`"tools":[{"type":"function","name":"tool_` + r(c, 4) + `","description":"` + r(c, 16) + `","parameters":` + schema + `}],` +
 				`"tool_choice":{"type":"function","name":"tool_` + r(c, 4) + `"},` +
 				`"input":[{"role":"user","content":"The city is ` + r(c, 6) + `: call tool_` + r(c, 4) + ` {\"city\":\"` + r(c, 6) + `\"}"}]}`
@@ -111,33 +112,56 @@ func unmarshal(t *testing.T, b []byte, v any) {
 // where A's were, then A again shifted by a few bytes (the same request for the cache); what A
 // left behind — its cache entry (the simulator names its tool call after A's tool and quotes A's
 // prompt in its input), its access log line and its trace (the offload target its system prompt
-// named), the metrics' model label, and for the Responses API its stored response and the
+// named), the metrics' model label, its span's request model, and for the Responses API its stored response and the
 // conversation a previous_response_id continues — must still say A.
 func TestReusedBodyBufferNeverShows(t *testing.T) {
 	var access syncbuf.Buffer
-	_, base := serveGateway(t, parseConfig(t, `
+	recv := newOTLPHTTPReceiver(t)
+	cfg := `
 engines:
   sim: {kind: sim}
 models:
   sim: {engines: [sim], cache: {enabled: true, ttl: 1h}}
 offload_targets:
-  tgtaaaa: {model: sim}
-  tgtbbbb: {model: sim}
-  tgtcccc: {model: sim}
-  tgtdddd: {model: sim}
-  tgteeee: {model: sim}
-  tgtffff: {model: sim}
 debug: {requests: 500}
-`), layer0.WithAccessLog(&access))
-	for _, f := range reuseFronts {
-		t.Run(f.name, func(t *testing.T) { reusedBodyBuffer(t, base, &access, &f) })
+telemetry: {sample_ratio: 1, otlp: {endpoint: "` + recv.URL + `"}}
+`
+	for _, c := range "abcdef" {
+		name := strings.Repeat(string(c), 4)
+		cfg = strings.Replace(cfg, "models:\n", "models:\n  sim"+name+": {engines: [sim], cache: {enabled: true, ttl: 1h}}\n", 1)
+		cfg = strings.Replace(cfg, "offload_targets:\n", "offload_targets:\n  tgt"+name+": {model: sim}\n", 1)
 	}
-	if n := metricValue(t, base, "layer0_cache_requests_total", `model="sim"`, `result="hit"`); n < 1 {
-		t.Errorf("cache hits under model sim: %v", n)
+	g, base := serveGateway(t, parseConfig(t, cfg), layer0.WithAccessLog(&access))
+	modelOf := map[string]string{} // A's request ids, to the model each asked for
+	for _, f := range reuseFronts {
+		t.Run(f.name, func(t *testing.T) {
+			for _, id := range reusedBodyBuffer(t, base, &access, &f) {
+				modelOf[id] = "sim" + strings.Repeat(f.a, 4)
+			}
+		})
+	}
+	// The spans of A's requests, exported once the gateway has closed, name the model each
+	// asked for.
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, s := range recv.spans() {
+		if want, ok := modelOf[attrString(s.Span, "layer0.request_id")]; ok && s.ParentSpanId == nil {
+			seen++
+			if got := attrString(s.Span, "gen_ai.request.model"); got != want {
+				t.Errorf("span of %s: request model %q, want %q", attrString(s.Span, "layer0.request_id"), got, want)
+			}
+		}
+	}
+	if seen != len(modelOf) {
+		t.Errorf("%d spans of A's requests, want %d", seen, len(modelOf))
 	}
 }
 
-func reusedBodyBuffer(t *testing.T, base string, access *syncbuf.Buffer, f *reuseFront) {
+// reusedBodyBuffer serves A and B of front f in turn and checks what A left behind; it returns
+// A's request ids.
+func reusedBodyBuffer(t *testing.T, base string, access *syncbuf.Buffer, f *reuseFront) []string {
 	type answer struct {
 		id, cache, content string
 		raw                []byte
@@ -162,6 +186,7 @@ func reusedBodyBuffer(t *testing.T, base string, access *syncbuf.Buffer, f *reus
 	r := strings.Repeat
 	a, b := f.body(f.a), f.body(f.b)
 	toolA, toolB, cityA, tgtA, tgtB := `"tool_`+r(f.a, 4)+`"`, `"tool_`+r(f.b, 4)+`"`, r(f.a, 6), "tgt"+r(f.a, 4), "tgt"+r(f.b, 4)
+	modelA, modelB := "sim"+r(f.a, 4), "sim"+r(f.b, 4)
 	if len(a) != len(b) {
 		t.Fatalf("bodies of %d and %d bytes", len(a), len(b))
 	}
@@ -197,8 +222,8 @@ func reusedBodyBuffer(t *testing.T, base string, access *syncbuf.Buffer, f *reus
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if tr.Offload != tgtA || tr.Model != "sim" {
-			t.Errorf("trace of A: offload %q, model %q; want %s, sim", tr.Offload, tr.Model, tgtA)
+		if tr.Offload != tgtA || tr.Model != modelA {
+			t.Errorf("trace of A: offload %q, model %q; want %s, %s", tr.Offload, tr.Model, tgtA, modelA)
 		}
 	}
 	lines := map[string]map[string]any{}
@@ -218,19 +243,23 @@ func reusedBodyBuffer(t *testing.T, base string, access *syncbuf.Buffer, f *reus
 		}
 	}
 	for _, id := range idsA {
-		if l := lines[id]; l["offload"] != tgtA || l["model"] != "sim" {
-			t.Fatalf("access log line of A: %v, want offload %s, model sim", l, tgtA)
+		if l := lines[id]; l["offload"] != tgtA || l["model"] != modelA {
+			t.Fatalf("access log line of A: %v, want offload %s, model %s", l, tgtA, modelA)
 		}
 	}
 	for _, id := range idsB {
-		if l := lines[id]; l["offload"] != tgtB {
-			t.Fatalf("access log line of B: %v, want offload %s", l, tgtB)
+		if l := lines[id]; l["offload"] != tgtB || l["model"] != modelB {
+			t.Fatalf("access log line of B: %v, want offload %s, model %s", l, tgtB, modelB)
 		}
+	}
+	if n := metricValue(t, base, "layer0_cache_requests_total", `model="`+modelA+`"`, `result="hit"`); n != float64(len(idsA)-1) {
+		t.Errorf("cache hits under model %s: %v, want %d", modelA, n, len(idsA)-1)
 	}
 
 	if f.path == "/v1/responses" {
 		storedResponses(t, base, f.a, answersA[0].raw, answersA[len(answersA)-1].raw)
 	}
+	return idsA
 }
 
 // storedResponses fetches the stored responses whose objects were first and last, after every B
