@@ -132,11 +132,12 @@ var (
 // a copy, which the request keeps for as long as any of its strings is used.
 //
 // In place, whatever keeps a string of a request past its end copies it: the decoders copy the
-// model name (the record's, the metrics' labels, the spans') and the user (limiter and spend
-// keys); the cache copies its entries' events (an engine may answer with the request's own
-// strings); the directives copy an offload target (the record's, in the access log and the
-// traces); a stored response (the Responses API) is encoded, request and answer, as it is put;
-// the rest of the record holds no string of the request.
+// model name (the spans export it after the request), the user and the name of an ignored field,
+// and make their errors' messages anew; the cache copies its entries' events (an engine may
+// answer with the request's own strings); the directives copy an offload target (the record's,
+// in the access log and the traces); the Responses API's store encodes a stored response, its
+// conversation and its object, as it is put. The rest of the record holds configuration names
+// (the model as resolved, the engine) and no string of the request.
 func (x *exchange) bodyText(body []byte) string {
 	if x.s.inPlace {
 		return unsafe.String(unsafe.SliceData(body), len(body))
