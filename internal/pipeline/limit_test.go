@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,43 @@ func TestServeRefusesOnALowerBound(t *testing.T) {
 	}
 	if n := counter.calls.Load(); n != 1 {
 		t.Fatalf("a prompt past what is left was tokenized (%d counts, want 1)", n)
+	}
+}
+
+// TestServeWindowCountsOnlyPastTheBound: a model with a context window counts a prompt only
+// when the prompt's upper bound (its bytes and framing) does not prove that it fits; a prompt
+// that may not fit is counted exactly, and refused with the sizes or served by what it needs.
+func TestServeWindowCountsOnlyPastTheBound(t *testing.T) {
+	r := newRig(t, map[string]any{"e": &scripted{}}, []rigModel{{name: "m", engines: []string{"e"}, window: 64}},
+		rigOptions{})
+	counter := &tokenizingCounter{Codec: tokenizer.Default()}
+	r.p.tokens = counter
+	serve := func(text string) error {
+		c := Call{Request: request("m", text), Sink: &recorder{}, Header: http.Header{}}
+		return r.p.Serve(context.Background(), &c)
+	}
+	if err := serve("hello there"); err != nil {
+		t.Fatalf("a short prompt: %v", err)
+	}
+	if n := counter.calls.Load(); n != 0 {
+		t.Fatalf("a prompt whose bytes fit the window was tokenized (%d calls)", n)
+	}
+	// 100 bytes of one repeated word: more bytes than the window, far fewer tokens.
+	if err := serve(strings.Repeat("hello ", 17)); err != nil {
+		t.Fatalf("a prompt past the bound that fits: %v", err)
+	}
+	if n := counter.calls.Load(); n != 1 {
+		t.Fatalf("a prompt past the bound: %d counts, want 1", n)
+	}
+	letters := make([]byte, 400)
+	for i := range letters {
+		letters[i] = byte('a' + (i*7919+i*i/3)%26)
+	}
+	err := serve(string(letters))
+	if !strings.Contains(errText(err), "prompt is too long") || !strings.Contains(errText(err), "> 64 maximum") {
+		t.Fatalf("a prompt longer than the window: got %v, want the 400 stating the sizes", err)
+	}
+	if n := counter.calls.Load(); n != 2 {
+		t.Fatalf("a prompt longer than the window: %d counts, want 2", n)
 	}
 }

@@ -178,6 +178,18 @@ func TestContextLength(t *testing.T) {
 		})
 	}
 
+	// Fits: within every window of the chain, fallbacks included, or not at all.
+	for _, tt := range []struct {
+		model string
+		n     int
+		want  bool
+	}{{"small", 4096, true}, {"small", 4097, false}, {"big", 32000, true}, {"big", 32001, false},
+		{"huge", 1 << 30, true}, {"nope", 1, false}} {
+		if got := tb.Fits(tt.model, tt.n); got != tt.want {
+			t.Errorf("Fits(%q, %d) = %v, want %v", tt.model, tt.n, got, tt.want)
+		}
+	}
+
 	// Nothing fits: a clear 400 naming the sizes.
 	tb2 := newTable(t, Config{Models: []Model{
 		{Name: "small", ContextWindow: 4096, Replicas: rs[0:1], Fallbacks: []string{"big"}},

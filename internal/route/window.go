@@ -64,3 +64,32 @@ func chainWindow(m *model) int {
 	}
 	return w
 }
+
+// Fits reports whether an input of at most n tokens fits every context window name may be
+// served with — every model of every fallback chain of every arm of a split — so that Plan
+// would drop no model for its length whatever the exact count. A caller holding an upper
+// bound on a prompt's tokens skips counting them when it fits. An unknown name fits nothing.
+func (t *Table) Fits(name string, n int) bool {
+	e := t.lookup(name)
+	if e == nil {
+		return false
+	}
+	if e.split == nil {
+		return chainFits(e.model, n)
+	}
+	for _, m := range e.split.targets {
+		if !chainFits(m, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func chainFits(m *model, n int) bool {
+	for _, cm := range m.chain {
+		if cm.window > 0 && n > cm.window {
+			return false
+		}
+	}
+	return true
+}
