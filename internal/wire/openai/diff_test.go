@@ -1,0 +1,143 @@
+package openai
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
+)
+
+// recordSink records every event and flush as a line of text.
+type recordSink struct{ log []string }
+
+func (s *recordSink) Send(ev *llm.Event) error {
+	s.log = append(s.log, fmt.Sprintf("%+v", *ev))
+	return nil
+}
+
+func (s *recordSink) Flush() error { s.log = append(s.log, "flush"); return nil }
+
+// readBoth reads body with ReadStream and legacyReadStream and fails unless both send the same
+// events and flushes and end the same way. A generated tool call id differs from run to run, so
+// ids of that form are blanked.
+func readBoth(t *testing.T, body []byte, oneByte bool) {
+	t.Helper()
+	reader := func() *bytes.Reader { return bytes.NewReader(body) }
+	var got, want recordSink
+	var gotErr, wantErr error
+	if oneByte {
+		gotErr = ReadStream(iotest.OneByteReader(reader()), &got)
+		wantErr = legacyReadStream(iotest.OneByteReader(reader()), &want)
+	} else {
+		gotErr = ReadStream(reader(), &got)
+		wantErr = legacyReadStream(reader(), &want)
+	}
+	if d := cmp.Diff(errString(wantErr), errString(gotErr)); d != "" {
+		t.Fatalf("%q (one byte a read: %v): errors differ (-legacy +new):\n%s", body, oneByte, d)
+	}
+	if d := cmp.Diff(blankIDs(want.log), blankIDs(got.log)); d != "" {
+		t.Fatalf("%q (one byte a read: %v): events differ (-legacy +new):\n%s", body, oneByte, d)
+	}
+}
+
+// errString describes err as far as a caller can tell errors apart.
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	// encoding/json's messages name the types; the legacy copy's have names of their own.
+	s := strings.NewReplacer("legacyChunk", "chunkJSON", "legacyDelta", "deltaJSON", "legacyToolCall", "streamToolCall",
+		"legacyStopReason", "stopReasonJS").Replace(err.Error())
+	s += fmt.Sprintf(" truncated=%v arguments=%v", errors.Is(err, ErrTruncated), errors.Is(err, ErrToolArguments))
+	var e *apierr.Error
+	if errors.As(err, &e) {
+		s += fmt.Sprintf(" kind=%v message=%q code=%q limit=%q engine=%v", e.Kind, e.Message, e.Code, e.Limit, errors.Is(err, apierr.ErrEngineSaid))
+	}
+	return s
+}
+
+// blankIDs replaces the ids ids.ToolUse generates, which differ from run to run.
+func blankIDs(log []string) []string {
+	out := make([]string, len(log))
+	for i, l := range log {
+		if j := strings.Index(l, "ID:toolu_"); j >= 0 && strings.Contains(l, "Block:tool_use") {
+			if k := strings.IndexByte(l[j:], ' '); k > 0 && len(l[j+len("ID:toolu_"):j+k]) == 24 {
+				l = l[:j] + "ID:toolu_*" + l[j+k:]
+			}
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// diffSeeds are streams for FuzzReadStreamLegacy and TestReadStreamLegacy: the fixtures, and
+// chunks of the shapes the scanner hands over to encoding/json.
+func diffSeeds(t testing.TB) [][]byte {
+	var seeds [][]byte
+	files, err := filepath.Glob(filepath.Join("testdata", "*.sse"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("fixtures: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	seeds = append(seeds, vllmStream(5))
+	for _, c := range []string{
+		`{"id":"chatcmpl-a","model":"m","choices":[{"index":0,"delta":{"content":"hi \"there\"\n\u00e9\ud83d\ude00"}}]}`,
+		`{"ID":"chatcmpl-a","Model":"m","choices":[{"Index":1,"delta":{"Content":"x"}}]}`,
+		`{"id":"a","id":"b","choices":[{"index":0,"delta":{"content":"a"},"delta":{"refusal":"b"}}]}`,
+		`{"id":"a","choices":[null,{"index":0,"delta":null,"message":{"content":"m"}}],"usage":{}}`,
+		`{"id":"a","choices":[{"index":0,"delta":{"tool_calls":[null,{"index":null,"id":"call_1","function":{"name":"f","arguments":"{}"}}]}}]}`,
+		`{"id":"a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":"}},{"index":1,"function":{"name":"g"}}]}}]}`,
+		`{"id":"a","choices":[{"index":1e0,"delta":{"content":"x"}}]}`,
+		`{"id":"a","choices":[{"index":0,"delta":{"content":5}}]}`,
+		`{"id":"a","choices":[{"index":0,"finish_reason":"stop","stop_reason":128009}]}`,
+		`{"id":"a","choices":[{"index":0,"finish_reason":"length","stop_reason":"\u0041"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}`,
+		`{"error":{"message":"boom","type":"server_error","code":503}}`,
+		`{"object":"error","message":"bad","type":"BadRequestError","code":400}`,
+		`{"error":null,"object":"chat.completion.chunk","id":"a","choices":[]}`,
+		`{"\u0069d":"x","choices":[{"index":0,"delta":{"content":"y"}}]}`,
+		"{\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\xff\"}}]}",
+		`{"id":"a","choices":[{"index":0,"delta":{"content":"x"}}]} trailing`,
+		`null`, `[]`, `{"id":"a","choices":{}}`, `{"id":"a","choices":[{"index":-0,"delta":{"content":"z"}}]}`,
+		`{"id":"a","choices":[{"index":0,"finish_reason":"tool_calls","delta":{"tool_calls":[{"index":0,"function":{"arguments":"[1]"}}]}}]}`,
+		`{"id":"a","choices":[{"index":0,"delta":{"content":"x"},"finiſh_reason":"stop"}]}`,
+	} {
+		seeds = append(seeds, []byte("data: "+c+"\n\ndata: {\"choices\":[{\"index\":0,\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	}
+	return seeds
+}
+
+// TestReadStreamLegacy holds ReadStream to legacyReadStream on the seeds of the fuzz target.
+func TestReadStreamLegacy(t *testing.T) {
+	for _, b := range diffSeeds(t) {
+		readBoth(t, b, false)
+		readBoth(t, b, true)
+	}
+}
+
+// FuzzReadStreamLegacy checks that ReadStream, which reads chunks with jsontext, does what it
+// did when it decoded them with encoding/json (legacyReadStream): the same events and flushes,
+// the same error. The stream is read whole and one byte a read, so that a string an event kept
+// from the reader's buffer, overwritten by the next read, shows.
+func FuzzReadStreamLegacy(f *testing.F) {
+	for _, b := range diffSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		readBoth(t, body, false)
+		readBoth(t, body, true)
+	})
+}
