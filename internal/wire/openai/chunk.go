@@ -64,18 +64,62 @@ type chunkScanner struct {
 	keepH bool // keep (copy) the id and model: no message has started yet
 }
 
+// chunkPrefix is the head of the last chunk scanChunk read whole: its bytes up to the end of
+// the last member before the first "choices" or "usage", and what reading them left behind.
+// The chunks of a stream from vLLM, SGLang, TGI or the hosted API begin with the same id,
+// object, created and model: a chunk that begins with the same bytes is read from there on, the
+// scanner's state after a prefix depending only on the prefix's bytes. Once the message has
+// started those members change nothing (the id and model were taken from the first chunk). A
+// chunk whose head merely begins the same way (a longer number, say) fails to read from there,
+// and is read whole.
+type chunkPrefix struct {
+	b    []byte
+	n    int    // the members in b
+	seen uint32 // the known ones among them
+}
+
+// headMark is where the head of a chunk ends, noted while it is read whole.
+type headMark struct {
+	end, n int
+	seen   uint32
+	done   bool
+}
+
 // scanChunk reads data into v, reporting false when encoding/json must decode it instead (see
 // the top of this file). It reads data in place: the strings it keeps are copies, so data may
-// be overwritten as soon as it returns.
-func scanChunk(data []byte, v *chunkView, keepHead bool) bool {
+// be overwritten as soon as it returns. keepHead keeps the id and model, and reads the chunk
+// whole; otherwise a head shared with the last chunk (p) is not read again.
+func scanChunk(data []byte, v *chunkView, keepHead bool, p *chunkPrefix) bool {
 	s := chunkScanner{d: jsontext.Scanner{Text: unsafe.String(unsafe.SliceData(data), len(data))}, v: v, keepH: keepHead}
+	v.reset()
+	if !keepHead && len(p.b) > 0 && len(data) > len(p.b) && string(data[:len(p.b)]) == string(p.b) {
+		s.d.Pos = len(p.b)
+		if s.members(p.n, p.seen, nil) && s.d.End() == nil {
+			return true
+		}
+		v.reset()
+		s.d.Pos = 0
+	}
+	var head headMark
+	if s.d.Peek() != jsontext.KindObject {
+		return false
+	}
+	s.d.Pos++
+	if !s.members(0, 0, &head) || s.d.End() != nil {
+		return false
+	}
+	p.b = p.b[:0]
+	if head.done && head.n > 0 {
+		p.b, p.n, p.seen = append(p.b, data[:head.end]...), head.n, head.seen
+	}
+	return true
+}
+
+// reset empties v for the next chunk, keeping its slices' memory.
+func (v *chunkView) reset() {
 	v.id, v.model = "", ""
 	v.choices, v.calls = v.choices[:0], v.calls[:0]
 	v.hasUsage, v.usage = false, usageView{}
-	if s.d.Peek() != jsontext.KindObject || !s.top() {
-		return false
-	}
-	return s.d.End() == nil
 }
 
 // Bits of the known members met in one object, to refuse a name given twice.
@@ -129,12 +173,12 @@ func (s *chunkScanner) unknown(k string, depth int) bool {
 	return s.d.Skip(depth) == nil
 }
 
-// top reads the chunk object, its '{' next.
-func (s *chunkScanner) top() bool {
+// members reads the members of the chunk object from the position on, n of them read already,
+// the known ones among them in seen. With head, it notes where the head ends (see chunkPrefix).
+func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 	d := &s.d
-	d.Pos++
-	var seen uint32
-	for n := 0; ; {
+	last := 0 // where the last member's value ended
+	for {
 		k, ok, err := d.NextKey(&n)
 		if err != nil {
 			return false
@@ -157,16 +201,22 @@ func (s *chunkScanner) top() bool {
 			ok = once(&seen, mCode) && d.Skip(1) == nil
 		case "error": // null only: an error is decoded as before
 			ok = once(&seen, mError) && d.Peek() == jsontext.KindNull && s.null()
-		case "choices":
-			ok = once(&seen, mChoices) && s.choices()
-		case "usage":
-			ok = once(&seen, mUsage) && s.usage()
+		case "choices", "usage":
+			if head != nil && !head.done {
+				*head = headMark{end: last, n: n - 1, seen: seen, done: true}
+			}
+			if k == "choices" {
+				ok = once(&seen, mChoices) && s.choices()
+			} else {
+				ok = once(&seen, mUsage) && s.usage()
+			}
 		default:
 			ok = s.unknown(k, 1)
 		}
 		if !ok {
 			return false
 		}
+		last = d.Pos
 	}
 }
 

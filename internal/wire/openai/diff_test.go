@@ -94,6 +94,20 @@ func diffSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, b)
 	}
 	seeds = append(seeds, vllmStream(5))
+	// Heads that begin like the last chunk's and go on differently.
+	seeds = append(seeds, []byte(`data: {"id":"a","created":17,"choices":[{"index":0,"delta":{"content":"x"}}]}
+
+data: {"id":"a","created":1735,"choices":[{"index":0,"delta":{"content":"y"}}]}
+
+data: {"id":"a","created":17,"id":"b","choices":[{"index":0,"delta":{"content":"z"}}]}
+
+data: {"id":"a","created":17}
+
+data: {"id":"a","created":17,"error":{"message":"late"},"choices":[]}
+
+data: [DONE]
+
+`))
 	for _, c := range []string{
 		`{"id":"chatcmpl-a","model":"m","choices":[{"index":0,"delta":{"content":"hi \"there\"\n\u00e9\ud83d\ude00"}}]}`,
 		`{"ID":"chatcmpl-a","Model":"m","choices":[{"Index":1,"delta":{"Content":"x"}}]}`,
@@ -140,4 +154,57 @@ func FuzzReadStreamLegacy(f *testing.F) {
 		readBoth(t, body, false)
 		readBoth(t, body, true)
 	})
+}
+
+// nopSink takes events and keeps none.
+type nopSink struct{}
+
+func (nopSink) Send(*llm.Event) error { return nil }
+func (nopSink) Flush() error          { return nil }
+
+// TestReadStreamAllocs: a text stream costs an allocation per token (its text) and a few per
+// stream, not encoding/json's fifteen a chunk.
+func TestReadStreamAllocs(t *testing.T) {
+	data := vllmStream(100)
+	r := bytes.NewReader(data)
+	allocs := testing.AllocsPerRun(20, func() {
+		r.Reset(data)
+		if err := ReadStream(r, nopSink{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100+20 {
+		t.Errorf("a 100-token stream cost %.0f allocations, want at most 120", allocs)
+	}
+}
+
+// TestScanChunkShapes: the chunks engines send are read by the scanner, not handed over to
+// encoding/json, and a stream's second chunk is read after the head it shares with the first.
+func TestScanChunkShapes(t *testing.T) {
+	for _, c := range []string{
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+		`{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":"x","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+		`{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"x"}}],"created":1,"id":"chatcmpl-1","model":"m","system_fingerprint":"b1","object":"chat.completion.chunk"}`,
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt","service_tier":"default","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"x"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"abc"}`,
+		`{"id":"1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`,
+		`{"id":"1","choices":[],"usage":{"prompt_tokens":21,"total_tokens":24,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":16}}}`,
+	} {
+		var v chunkView
+		var p chunkPrefix
+		if !scanChunk([]byte(c), &v, true, &p) {
+			t.Errorf("%s: handed over to encoding/json", c)
+		}
+	}
+	var v chunkView
+	var p chunkPrefix
+	first := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}`)
+	if !scanChunk(first, &v, true, &p) || string(p.b) != `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m"` || p.n != 4 {
+		t.Fatalf("head %q of %d members", p.b, p.n)
+	}
+	second := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"b"}}]}`)
+	// Spoil the head's bytes in the prefix: read after the head, the chunk still reads.
+	p.b = append(p.b[:0], second[:len(p.b)]...)
+	if !scanChunk(second, &v, false, &p) || len(v.choices) != 1 || v.choices[0].delta.content != "b" || v.id != "" {
+		t.Errorf("second chunk: %+v", v)
+	}
 }
