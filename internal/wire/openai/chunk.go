@@ -2,6 +2,7 @@ package openai
 
 import (
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -44,7 +45,8 @@ type deltaView struct {
 	present                bool // an object, not null or absent
 	hasContent, hasRefusal bool // a string, not null or absent
 	content, refusal       string
-	calls0, calls1         int // its tool calls: chunkView.calls[calls0:calls1]
+	calls0, calls1         int    // its tool calls: chunkView.calls[calls0:calls1]
+	contentAt              [2]int // where the inside of the content string lies in the chunk
 }
 
 // callView is one element of a delta's tool_calls.
@@ -85,13 +87,80 @@ type headMark struct {
 	done   bool
 }
 
+// textTemplate is the last chunk read whose only effect, once the message has started, was a
+// text delta: a single choice of index 0 whose delta has content and nothing else that counts
+// (no refusal, tool calls, finish_reason; no usage). Most chunks of a stream are such, the same
+// bytes around a different text: a chunk of the template's bytes around a text that needs no
+// unescaping is a text delta of that text, with nothing left to read. It is sound for the same
+// reason as chunkPrefix: the text ends at the first quote, and what follows it is read from the
+// same state as in the template, to the same end.
+type textTemplate struct {
+	b          []byte // the chunk
+	start, end int    // the inside of its content string, b[start:end]
+}
+
+// match returns the text of a chunk that fits the template.
+func (t *textTemplate) match(data []byte) ([]byte, bool) {
+	tail := len(t.b) - t.end
+	if len(t.b) == 0 || len(data) < t.start+tail || string(data[:t.start]) != string(t.b[:t.start]) ||
+		string(data[len(data)-tail:]) != string(t.b[t.end:]) {
+		return nil, false
+	}
+	text := data[t.start : len(data)-tail]
+	ascii := true
+	for _, c := range text {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return nil, false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	return text, ascii || utf8.Valid(text)
+}
+
+// record makes data the template if v, the chunk read from it, is a text delta alone.
+func (t *textTemplate) record(data []byte, v *chunkView) {
+	if len(v.choices) != 1 || v.hasUsage {
+		return
+	}
+	ch := &v.choices[0]
+	d := &ch.delta
+	if ch.index != 0 || ch.finish != "" || !d.present || !d.hasContent || d.hasRefusal || d.calls0 != d.calls1 {
+		return
+	}
+	t.b, t.start, t.end = append(t.b[:0], data...), d.contentAt[0], d.contentAt[1]
+}
+
+// chunkMemo is what scanChunk remembers of a stream's last chunks.
+type chunkMemo struct {
+	head chunkPrefix
+	text textTemplate
+}
+
 // scanChunk reads data into v, reporting false when encoding/json must decode it instead (see
 // the top of this file). It reads data in place: the strings it keeps are copies, so data may
 // be overwritten as soon as it returns. keepHead keeps the id and model, and reads the chunk
-// whole; otherwise a head shared with the last chunk (p) is not read again.
-func scanChunk(data []byte, v *chunkView, keepHead bool, p *chunkPrefix) bool {
-	s := chunkScanner{d: jsontext.Scanner{Text: unsafe.String(unsafe.SliceData(data), len(data))}, v: v, keepH: keepHead}
+// whole; otherwise a chunk that fits the last text delta's template (m.text) is not read at all,
+// and the head a chunk shares with the last one (m.head) is not read again.
+func scanChunk(data []byte, v *chunkView, keepHead bool, m *chunkMemo) bool {
 	v.reset()
+	if !keepHead {
+		if text, ok := m.text.match(data); ok {
+			v.choices = append(v.choices, choiceView{delta: deltaView{present: true, hasContent: true, content: string(text)}})
+			return true
+		}
+	}
+	if !scanWhole(data, v, keepHead, &m.head) {
+		return false
+	}
+	m.text.record(data, v)
+	return true
+}
+
+// scanWhole is scanChunk without the template.
+func scanWhole(data []byte, v *chunkView, keepHead bool, p *chunkPrefix) bool {
+	s := chunkScanner{d: jsontext.Scanner{Text: unsafe.String(unsafe.SliceData(data), len(data))}, v: v, keepH: keepHead}
 	if !keepHead && len(p.b) > 0 && len(data) > len(p.b) && string(data[:len(p.b)]) == string(p.b) {
 		s.d.Pos = len(p.b)
 		if s.members(p.n, p.seen, nil) && s.d.End() == nil {
@@ -399,7 +468,10 @@ func (s *chunkScanner) delta(dv *deltaView) bool {
 		}
 		switch k {
 		case "content":
+			s.d.WS()
+			at := s.d.Pos
 			ok = once(&seen, 1) && s.optStr(&dv.content, &dv.hasContent, true)
+			dv.contentAt = [2]int{at + 1, s.d.Pos - 1}
 		case "refusal":
 			ok = once(&seen, 2) && s.optStr(&dv.refusal, &dv.hasRefusal, true)
 		case "tool_calls":

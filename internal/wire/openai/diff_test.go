@@ -108,6 +108,15 @@ data: {"id":"a","created":17,"error":{"message":"late"},"choices":[]}
 data: [DONE]
 
 `))
+	// Chunks around a text delta's template: texts it takes and texts it leaves to the scanner.
+	seeds = append(seeds, []byte("data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\u00e9t\u00e9\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\xff\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\\\"b\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"b\":{\"content\":\"c\"}}]}\n\n"+
+		"data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"y\"},\"finish_reason\":\"stop\"}]}\n\n"+
+		"data: [DONE]\n\n"))
 	for _, c := range []string{
 		`{"id":"chatcmpl-a","model":"m","choices":[{"index":0,"delta":{"content":"hi \"there\"\n\u00e9\ud83d\ude00"}}]}`,
 		`{"ID":"chatcmpl-a","Model":"m","choices":[{"Index":1,"delta":{"Content":"x"}}]}`,
@@ -190,21 +199,30 @@ func TestScanChunkShapes(t *testing.T) {
 		`{"id":"1","choices":[],"usage":{"prompt_tokens":21,"total_tokens":24,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":16}}}`,
 	} {
 		var v chunkView
-		var p chunkPrefix
-		if !scanChunk([]byte(c), &v, true, &p) {
+		var m chunkMemo
+		if !scanChunk([]byte(c), &v, true, &m) {
 			t.Errorf("%s: handed over to encoding/json", c)
 		}
 	}
 	var v chunkView
 	var p chunkPrefix
 	first := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}`)
-	if !scanChunk(first, &v, true, &p) || string(p.b) != `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m"` || p.n != 4 {
+	var m chunkMemo
+	if !scanChunk(first, &v, false, &m) || len(m.text.b) == 0 {
+		t.Fatal("a text delta left no template")
+	}
+	next := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"été"}}]}`)
+	if text, ok := m.text.match(next); !ok || string(text) != "été" {
+		t.Errorf("the next text delta does not fit the template: %q %v", text, ok)
+	}
+	if !scanWhole(first, &v, true, &p) || string(p.b) != `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m"` || p.n != 4 {
 		t.Fatalf("head %q of %d members", p.b, p.n)
 	}
 	second := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"b"}}]}`)
 	// Spoil the head's bytes in the prefix: read after the head, the chunk still reads.
 	p.b = append(p.b[:0], second[:len(p.b)]...)
-	if !scanChunk(second, &v, false, &p) || len(v.choices) != 1 || v.choices[0].delta.content != "b" || v.id != "" {
+	v.reset()
+	if !scanWhole(second, &v, false, &p) || len(v.choices) != 1 || v.choices[0].delta.content != "b" || v.id != "" {
 		t.Errorf("second chunk: %+v", v)
 	}
 }

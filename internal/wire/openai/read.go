@@ -84,8 +84,8 @@ type reader struct {
 	stop     llm.StopReason
 	stopSeq  string
 	usage    llm.Usage
-	cv       chunkView   // the chunk being read, its slices reused
-	head     chunkPrefix // the last chunk's head
+	cv       chunkView // the chunk being read, its slices reused
+	memo     chunkMemo // what the last chunks leave for the next
 	// args gathers the open tool call's arguments, checked when its block closes: arguments
 	// that are not a JSON object would reach an Anthropic client as "input":{} (or a stream
 	// of input_json_delta it cannot parse), a tool call it runs with nothing.
@@ -255,7 +255,7 @@ func (rd *reader) chunk(c *chunkJSON) error {
 // data applies the data of one stream event: read by scanChunk, or decoded with encoding/json
 // when scanChunk leaves it to it (an error chunk, a malformed one, an odd one).
 func (rd *reader) data(data []byte) error {
-	if scanChunk(data, &rd.cv, !rd.started, &rd.head) {
+	if scanChunk(data, &rd.cv, !rd.started, &rd.memo) {
 		return rd.view(&rd.cv)
 	}
 	var c chunkJSON
