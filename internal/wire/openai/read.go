@@ -346,7 +346,9 @@ func chunkError(c *chunkJSON) error {
 // *apierr.Error. It calls sink.Flush whenever no whole event is buffered (sse.Reader.Buffered),
 // just before it would wait for the network. A stream that ends without [DONE] is accepted only
 // if a finish_reason arrived; otherwise the error wraps ErrTruncated: never a silent truncation.
-// A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error.
+// A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error. Chunks are
+// read in place with jsontext (chunk.go), an allocation per token (its text); error chunks and
+// odd ones are decoded with encoding/json, to the same meaning.
 func ReadStream(r io.Reader, sink llm.Sink) error {
 	er := sse.NewReader(r)
 	rd := &reader{sink: sink, openTool: -1}
