@@ -181,7 +181,7 @@ func printOneConn(w io.Writer, o options, res []oneConnResult) {
 	rounds := len(res[0].Direct)
 	fmt.Fprintf(w, "\n== one connection, one request at a time (closed loop, --conns 1): %d rounds of %s per target ==\n",
 		rounds, o.oneConnDur)
-	fmt.Fprintf(w, "%-36s %-10s %9s %9s  %10s %10s  %s\n", "", "target", "p50", "p99", "added p50", "p99", "notes")
+	fmt.Fprintf(w, "%-12s %9s %9s  %10s %10s  %s\n", "", "p50", "p99", "added p50", "p99", "notes")
 	for _, r := range res {
 		runs := []struct {
 			name   string
@@ -189,7 +189,7 @@ func printOneConn(w io.Writer, o options, res []oneConnResult) {
 			cpu    []*cpuUse
 		}{{"direct", r.Direct, r.DirectCPU}, {"layer0", r.Layer0, r.Layer0CPU}, {"bare proxy", r.Proxy, r.ProxyCPU}}
 		for _, mt := range r.metrics() {
-			label := r.Name + ", " + mt.name
+			fmt.Fprintf(w, "%s: %s\n", r.Name, mt.name)
 			for _, run := range runs {
 				if len(run.rounds) == 0 {
 					continue
@@ -213,10 +213,9 @@ func printOneConn(w io.Writer, o options, res []oneConnResult) {
 				if c := middleCPU(run.cpu); c >= 0 && run.name != "direct" {
 					notes = append(notes, fmt.Sprintf("%s CPU/request in %s", dur(c), run.name))
 				}
-				fmt.Fprintf(w, "%-36s %-10s %9s %9s  %10s %10s  %s\n", label, run.name,
+				fmt.Fprintf(w, "  %-10s %9s %9s  %10s %10s  %s\n", run.name,
 					durOrNA(quantile(run.rounds, mt.m, false)), durOrNA(quantile(run.rounds, mt.m, true)),
 					add50, add99, strings.Join(notes, "; "))
-				label = ""
 			}
 		}
 	}

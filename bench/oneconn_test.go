@@ -82,12 +82,13 @@ func TestOneConnSection(t *testing.T) {
 	}
 	var b strings.Builder
 	printReport(&b, o, &result{OneConn: res})
+	t.Log(b.String())
 	for _, want := range []string{
 		"== one connection, one request at a time (closed loop, --conns 1): 2 rounds of 150ms per target ==",
-		"non-streaming, Anthropic JSON, latency",
-		"streaming 100 tokens, Anthropic SSE, time to first token",
-		"streaming 100 tokens, Anthropic SSE, whole stream",
-		"bare proxy",
+		"non-streaming, Anthropic JSON: latency\n  direct",
+		"streaming 100 tokens, Anthropic SSE: time to first token\n  direct",
+		"streaming 100 tokens, Anthropic SSE: whole stream\n  direct",
+		"\n  bare proxy ",
 		"non-streaming, Anthropic JSON, latency at one connection: layer0 adds",
 		"streaming 100 tokens, Anthropic SSE, time to first token at one connection: layer0 adds",
 	} {
