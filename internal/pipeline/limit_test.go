@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,41 @@ func TestServeRefusesOnALowerBound(t *testing.T) {
 	}
 	if n := counter.calls.Load(); n != 1 {
 		t.Fatalf("a prompt past what is left was tokenized (%d counts, want 1)", n)
+	}
+}
+
+// TestServeCountsForAWindowOnlyWhenItMayNotFit: a model with a context window (every model has
+// one by default) tokenizes a prompt only when the prompt's upper bound (its texts' bytes) does
+// not fit the window; a prompt that may not fit is counted exactly, and one that does not fit is
+// refused with its exact count, as before.
+func TestServeCountsForAWindowOnlyWhenItMayNotFit(t *testing.T) {
+	r := newRig(t, map[string]any{"e": &scripted{}}, []rigModel{{name: "m", engines: []string{"e"}, window: 1000}}, rigOptions{})
+	counter := &tokenizingCounter{Codec: tokenizer.Default()}
+	r.p.tokens = counter
+	serve := func(text string) error {
+		c := Call{Request: request("m", text), Sink: &recorder{}}
+		return r.p.Serve(context.Background(), &c)
+	}
+	if err := serve("hello"); err != nil {
+		t.Fatalf("a small prompt: %v", err)
+	}
+	if n := counter.calls.Load(); n != 0 {
+		t.Fatalf("a prompt of a few bytes was tokenized (%d calls) for a window of 1,000 tokens", n)
+	}
+	// 2,000 bytes of words: more bytes than the window holds tokens, fewer tokens.
+	words := strings.Repeat("the quick brown fox ", 100)
+	if err := serve(words); err != nil {
+		t.Fatalf("a prompt that may not fit but does: %v", err)
+	}
+	if n := counter.calls.Load(); n != 1 {
+		t.Fatalf("a prompt that may not fit: %d counts, want 1", n)
+	}
+	big := strings.Repeat("the quick brown fox ", 1000)
+	want := fmt.Sprintf("prompt is too long: %d tokens > 1000 maximum", counter.Codec.CountRequest(request("m", big)))
+	if err := serve(big); !strings.Contains(errText(err), want) {
+		t.Fatalf("a prompt that does not fit: got %v, want %q", err, want)
+	}
+	if n := counter.calls.Load(); n != 2 {
+		t.Fatalf("a prompt that does not fit: %d counts in all, want 2", n)
 	}
 }
