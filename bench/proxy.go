@@ -37,9 +37,16 @@ func runProxyChild(args []string) error {
 	if err != nil {
 		return err
 	}
+	// A profiling listener as the gateway child's, so that the report can set the two
+	// profiles side by side.
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
 	srv := server.HTTPServer(p, server.ListenOptions{ReadHeaderTimeout: 10 * time.Second, HTTP1: *http1})
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Printf("ready %s\n", ln.Addr())
+	fmt.Printf("ready %s %s\n", ln.Addr(), pl.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -41,23 +41,6 @@ func (p *Pipeline) fits(ctx context.Context, lease *limit.Lease, req *llm.Reques
 	return lease.Fits(ctx, lo)
 }
 
-// fitsWindows reports whether req certainly fits every context window name may be served with,
-// so that routing does not need its count (route.Table.FitsUncounted): the upper bound of its
-// tokens (Bounder, a pass over its texts' lengths) fits them all. Every model has a window by
-// default, so without this every request would be tokenized for a check that a prompt of a few
-// thousand bytes passes whatever its count. A model counting in its own tokenizer is counted.
-func (p *Pipeline) fitsWindows(name string, req *llm.Request) bool {
-	b, ok := p.tokens.(Bounder)
-	if !ok {
-		return false
-	}
-	if m := p.byID[name]; m != nil && m.Tokens != nil {
-		return false
-	}
-	_, hi := b.RequestBounds(req)
-	return p.routes.FitsUncounted(name, hi)
-}
-
 // FitsInput refuses, before anything counts its tokens, a query about a prompt (count_tokens,
 // POST /v1/cache) whose input cannot fit lease's input-token limits, as Serve refuses a request
 // (fits): counting costs no more tokenizer time than sending would. The caller has checked the

@@ -41,6 +41,23 @@ func (r *ContextRecord) Header() string {
 	return "truncated; before=" + strconv.Itoa(r.Before) + "; after=" + strconv.Itoa(r.After)
 }
 
+// fitsUncounted reports whether req's prompt fits every context window name may be served with
+// without counting its tokens: no model has a window, or the Bounder's upper bound on the
+// count (a token holds at least one byte: RequestBounds, one pass over the blocks) is within
+// the smallest. A model whose engine tokenizes prompts itself is counted: its chat template
+// adds tokens the bound does not know.
+func (p *Pipeline) fitsUncounted(name string, req *llm.Request) bool {
+	if !p.routes.Windowed(name) {
+		return true
+	}
+	b, ok := p.tokens.(Bounder)
+	if m := p.byID[name]; (m != nil && m.Tokens != nil) || !ok {
+		return false
+	}
+	_, hi := b.RequestBounds(req)
+	return p.routes.Fits(name, hi)
+}
+
 // planContext is the context stage: when the input of req (input tokens, counted in name's
 // tokenizer) is larger than the budget — the largest context window that can serve name, or
 // the truncate directive's budget when smaller — and cutting is allowed (the truncate

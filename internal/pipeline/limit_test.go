@@ -3,7 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,38 +187,40 @@ func TestServeRefusesOnALowerBound(t *testing.T) {
 	}
 }
 
-// TestServeCountsForAWindowOnlyWhenItMayNotFit: a model with a context window (every model has
-// one by default) tokenizes a prompt only when the prompt's upper bound (its texts' bytes) does
-// not fit the window; a prompt that may not fit is counted exactly, and one that does not fit is
-// refused with its exact count, as before.
-func TestServeCountsForAWindowOnlyWhenItMayNotFit(t *testing.T) {
-	r := newRig(t, map[string]any{"e": &scripted{}}, []rigModel{{name: "m", engines: []string{"e"}, window: 1000}}, rigOptions{})
+// TestServeWindowCountsOnlyPastTheBound: a model with a context window counts a prompt only
+// when the prompt's upper bound (its bytes and framing) does not prove that it fits; a prompt
+// that may not fit is counted exactly, and refused with the sizes or served by what it needs.
+func TestServeWindowCountsOnlyPastTheBound(t *testing.T) {
+	r := newRig(t, map[string]any{"e": &scripted{}}, []rigModel{{name: "m", engines: []string{"e"}, window: 64}},
+		rigOptions{})
 	counter := &tokenizingCounter{Codec: tokenizer.Default()}
 	r.p.tokens = counter
 	serve := func(text string) error {
-		c := Call{Request: request("m", text), Sink: &recorder{}}
+		c := Call{Request: request("m", text), Sink: &recorder{}, Header: http.Header{}}
 		return r.p.Serve(context.Background(), &c)
 	}
-	if err := serve("hello"); err != nil {
-		t.Fatalf("a small prompt: %v", err)
+	if err := serve("hello there"); err != nil {
+		t.Fatalf("a short prompt: %v", err)
 	}
 	if n := counter.calls.Load(); n != 0 {
-		t.Fatalf("a prompt of a few bytes was tokenized (%d calls) for a window of 1,000 tokens", n)
+		t.Fatalf("a prompt whose bytes fit the window was tokenized (%d calls)", n)
 	}
-	// 2,000 bytes of words: more bytes than the window holds tokens, fewer tokens.
-	words := strings.Repeat("the quick brown fox ", 100)
-	if err := serve(words); err != nil {
-		t.Fatalf("a prompt that may not fit but does: %v", err)
+	// 100 bytes of one repeated word: more bytes than the window, far fewer tokens.
+	if err := serve(strings.Repeat("hello ", 17)); err != nil {
+		t.Fatalf("a prompt past the bound that fits: %v", err)
 	}
 	if n := counter.calls.Load(); n != 1 {
-		t.Fatalf("a prompt that may not fit: %d counts, want 1", n)
+		t.Fatalf("a prompt past the bound: %d counts, want 1", n)
 	}
-	big := strings.Repeat("the quick brown fox ", 1000)
-	want := fmt.Sprintf("prompt is too long: %d tokens > 1000 maximum", counter.Codec.CountRequest(request("m", big)))
-	if err := serve(big); !strings.Contains(errText(err), want) {
-		t.Fatalf("a prompt that does not fit: got %v, want %q", err, want)
+	letters := make([]byte, 400)
+	for i := range letters {
+		letters[i] = byte('a' + (i*7919+i*i/3)%26)
+	}
+	err := serve(string(letters))
+	if !strings.Contains(errText(err), "prompt is too long") || !strings.Contains(errText(err), "> 64 maximum") {
+		t.Fatalf("a prompt longer than the window: got %v, want the 400 stating the sizes", err)
 	}
 	if n := counter.calls.Load(); n != 2 {
-		t.Fatalf("a prompt that does not fit: %d counts in all, want 2", n)
+		t.Fatalf("a prompt longer than the window: %d counts, want 2", n)
 	}
 }

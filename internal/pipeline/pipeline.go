@@ -373,17 +373,17 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		defer c.cache.end(ctx)
 	}
 	// Input tokens, counted only where a stage needs them before the engine runs: an input-token
-	// limit, a context window the prompt may not fit (fitsWindows) or a truncate budget, the
-	// prefix index. Otherwise the count waits until something asks for it (the start event's
-	// estimate, attemptSink.estimate), which on the pass-through path and for most engines is
-	// never.
+	// limit, a context window the prompt's bound does not prove it fits, a truncate budget, the
+	// prefix index, a budget. Otherwise the count waits until something asks for it (the start
+	// event's estimate, attemptSink.estimate), which on the pass-through path and for most
+	// engines is never.
 	var input int
 	if err := p.fits(ctx, lease, req); err != nil {
 		rec.RateLimited = rateLimited(err)
 		return err
 	}
 	counted := lease.CountsInput() || c.st.set.TruncateBudget > 0 || p.indexed(name) || p.budgeted(key.Name) ||
-		p.routes.Windowed(name) && !p.fitsWindows(name, req)
+		!p.fitsUncounted(name, req)
 	if counted {
 		input, err = p.countPrompt(ctx, c, name, req)
 		defer c.putPrompt()

@@ -178,6 +178,18 @@ func TestContextLength(t *testing.T) {
 		})
 	}
 
+	// Fits: within every window of the chain, fallbacks included, or not at all.
+	for _, tt := range []struct {
+		model string
+		n     int
+		want  bool
+	}{{"small", 4096, true}, {"small", 4097, false}, {"big", 32000, true}, {"big", 32001, false},
+		{"huge", 1 << 30, true}, {"nope", 1, false}} {
+		if got := tb.Fits(tt.model, tt.n); got != tt.want {
+			t.Errorf("Fits(%q, %d) = %v, want %v", tt.model, tt.n, got, tt.want)
+		}
+	}
+
 	// Nothing fits: a clear 400 naming the sizes.
 	tb2 := newTable(t, Config{Models: []Model{
 		{Name: "small", ContextWindow: 4096, Replicas: rs[0:1], Fallbacks: []string{"big"}},
@@ -632,38 +644,4 @@ func TestAttemptLeft(t *testing.T) {
 		t.Errorf("with p1 ejected: %s, fallback %q, left %+v; want B, unavailable, p1 ejected", a.Model, a.Fallback, a.Left)
 	}
 	p.Report(nil, time.Millisecond)
-}
-
-// TestFitsUncounted: an input fits uncounted when it fits every window a name may be served
-// with — down the fallback chain, in every arm of a split — and no application picker, which is
-// told the count, places any model of it.
-func TestFitsUncounted(t *testing.T) {
-	clk := newClock()
-	rs := replicas(clk, Policy{}, "a", "b", "c", "d", "e")
-	tb := newTable(t, Config{Models: []Model{
-		{Name: "small", ContextWindow: 4096, Replicas: rs[0:1], Fallbacks: []string{"big"}},
-		{Name: "big", ContextWindow: 32000, Replicas: rs[1:2]},
-		{Name: "open", Replicas: rs[2:3]},
-		{Name: "apped", ContextWindow: 32000, Replicas: rs[3:4], Picker: App{P: &lastPicker{}}},
-		{Name: "to-apped", ContextWindow: 32000, Replicas: rs[4:5], Fallbacks: []string{"apped"}},
-	}, Splits: []Split{{Name: "ab", Targets: []Target{{Model: "big", Weight: 1}, {Model: "small", Weight: 1}}}}})
-	for _, tt := range []struct {
-		name string
-		n    int
-		want bool
-	}{
-		{"small", 4096, true},
-		{"small", 4097, false}, // small's window, though big would take it
-		{"big", 32000, true},
-		{"open", 1 << 30, true},
-		{"ab", 4096, true},
-		{"ab", 5000, false}, // the small arm
-		{"apped", 1, false},
-		{"to-apped", 1, false}, // its fallback's picker
-		{"nope", 1, false},
-	} {
-		if got := tb.FitsUncounted(tt.name, tt.n); got != tt.want {
-			t.Errorf("FitsUncounted(%q, %d) = %v, want %v", tt.name, tt.n, got, tt.want)
-		}
-	}
 }

@@ -44,39 +44,6 @@ func (t *Table) Windowed(name string) bool {
 	return false
 }
 
-// FitsUncounted reports whether Plan treats every input of at most n tokens for name alike, so
-// that a request known to be no larger need not be counted for routing: every context window
-// name may be served with — each model of each fallback chain, of each arm of a split — holds n
-// tokens, and no application picker (App), which is told the input, places any of them. It is
-// false for an unknown name.
-func (t *Table) FitsUncounted(name string, n int) bool {
-	e := t.lookup(name)
-	if e == nil {
-		return false
-	}
-	if e.split == nil {
-		return fitsUncounted(e.model, n)
-	}
-	for _, m := range e.split.targets {
-		if !fitsUncounted(m, n) {
-			return false
-		}
-	}
-	return true
-}
-
-func fitsUncounted(m *model, n int) bool {
-	for _, cm := range m.chain {
-		if cm.window > 0 && n > cm.window {
-			return false
-		}
-		if _, app := cm.picker.(App); app {
-			return false
-		}
-	}
-	return true
-}
-
 func anyWindow(m *model) bool {
 	for _, cm := range m.chain {
 		if cm.window > 0 {
@@ -96,4 +63,33 @@ func chainWindow(m *model) int {
 		w = max(w, cm.window)
 	}
 	return w
+}
+
+// Fits reports whether an input of at most n tokens fits every context window name may be
+// served with — every model of every fallback chain of every arm of a split — so that Plan
+// would drop no model for its length whatever the exact count. A caller holding an upper
+// bound on a prompt's tokens skips counting them when it fits. An unknown name fits nothing.
+func (t *Table) Fits(name string, n int) bool {
+	e := t.lookup(name)
+	if e == nil {
+		return false
+	}
+	if e.split == nil {
+		return chainFits(e.model, n)
+	}
+	for _, m := range e.split.targets {
+		if !chainFits(m, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func chainFits(m *model, n int) bool {
+	for _, cm := range m.chain {
+		if cm.window > 0 && n > cm.window {
+			return false
+		}
+	}
+	return true
 }

@@ -266,23 +266,51 @@ func validEvent(name, data []byte) bool {
 // validTextDelta reports whether data is exactly textDeltaHead, an index of 1 to 9 digits
 // (no leading zero), textDeltaMid, a valid JSON string and "}}". False is not a verdict: the
 // caller then checks data whole.
-func validTextDelta(data []byte) bool {
-	rest, ok := bytes.CutPrefix(data, textDeltaHead)
+func validTextDelta(data []byte) bool { return textDeltaEnd(data) == len(data) }
+
+// textDeltaEnd returns the length of the text delta in the API's own shape (validTextDelta's)
+// at the start of b, or -1 when b does not begin with one, whole.
+func textDeltaEnd(b []byte) int {
+	rest, ok := bytes.CutPrefix(b, textDeltaHead)
 	if !ok {
-		return false
+		return -1
 	}
 	n := 0
 	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
 		n++
 	}
 	if n == 0 || n > 9 || (n > 1 && rest[0] == '0') {
-		return false
+		return -1
 	}
 	if rest, ok = bytes.CutPrefix(rest[n:], textDeltaMid); !ok {
-		return false
+		return -1
 	}
 	end := jsontext.ValidStringAt(rest, 0)
-	return end > 0 && len(rest) == end+2 && rest[end] == '}' && rest[end+1] == '}'
+	if end <= 0 || len(rest) < end+2 || rest[end] != '}' || rest[end+1] != '}' {
+		return -1
+	}
+	return len(b) - len(rest) + end + 2
+}
+
+// textDeltaEvent is how a text delta's event begins on the wire, its data on one line.
+var textDeltaEvent = []byte("event: content_block_delta\ndata: ")
+
+// Match implements passthrough.Shortcut: a text delta event written as the Messages API writes
+// it (textDeltaEvent, validTextDelta's shape, a blank line), once message_start was seen —
+// what Event would pass as content with nothing to read or rename.
+func (pl *policy) Match(buf []byte) (int, bool) {
+	if !pl.started {
+		return 0, false
+	}
+	rest, ok := bytes.CutPrefix(buf, textDeltaEvent)
+	if !ok {
+		return 0, false
+	}
+	end := textDeltaEnd(rest)
+	if end < 0 || len(rest) < end+2 || rest[end] != '\n' || rest[end+1] != '\n' {
+		return 0, false
+	}
+	return len(textDeltaEvent) + end + 2, true
 }
 
 // Event implements passthrough.Policy.

@@ -79,6 +79,17 @@ type Policy interface {
 	Answer(body []byte, u *llm.Usage) (Answer, error)
 }
 
+// A Shortcut is a Policy that recognises its most frequent events from their raw bytes, so
+// that Forward copies them without splitting the stream into fields and handing each to Event:
+// Match returns the length of such an event at the start of buf (0 when buf does not begin
+// with one, whole), and whether it carries content (Event.Delta). An event it matches must be
+// one Event would pass unchanged as Content — checked as Event checks it, nothing to rename,
+// no usage, no state changed — in the state the policy is in; the anthropic policy matches a
+// text delta in the API's own shape once the stream has begun.
+type Shortcut interface {
+	Match(buf []byte) (n int, delta bool)
+}
+
 // Source is the engine's answer as Forward reads it.
 type Source struct {
 	// Body is the answer's body and ContentType its Content-Type.
@@ -198,7 +209,13 @@ func (s *state) answer(p Policy, src *Source, res *Result, errf func(error) erro
 func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) error) error {
 	s.er.Reset(body)
 	out := &s.out
+	sc, _ := p.(Shortcut)
 	for {
+		if sc != nil {
+			if err := s.shortcut(sc, res); err != nil {
+				return err
+			}
+		}
 		raw, name, data, rerr := s.er.Next()
 		if rerr != nil {
 			if errors.Is(rerr, io.EOF) {
@@ -253,6 +270,35 @@ func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) e
 			}
 		}
 	}
+}
+
+// shortcut queues the events at the start of what is buffered that sc matches whole (each
+// copied once, as Queue copies), and then, as the loop does after every event, flushes when no
+// whole event is left in hand.
+func (s *state) shortcut(sc Shortcut, res *Result) error {
+	buf := s.er.Buffer()
+	n := 0
+	for {
+		m, delta := sc.Match(buf[n:])
+		if m <= 0 {
+			break
+		}
+		if err := s.out.Queue(buf[n : n+m]); err != nil {
+			return err
+		}
+		if delta {
+			res.Deltas++
+		}
+		n += m
+	}
+	if n == 0 {
+		return nil
+	}
+	s.er.Discard(n)
+	if !s.er.Buffered() {
+		return s.out.Flush()
+	}
+	return nil
 }
 
 // fail writes the events queued before err, which ends the call: they reached the client's side

@@ -15,9 +15,16 @@ import (
 // sseEvent is what Reader.Next returned, copied.
 type sseEvent struct{ Raw, Name, Data string }
 
-func readEvents(r *Reader) ([]sseEvent, error) {
+func readEvents(r *Reader) ([]sseEvent, error) { return readEventsAsking(r, false) }
+
+// readEventsAsking reads as readEvents, asking Buffered before each event when ask is set (as
+// a forwarding loop does), which must change nothing Next returns.
+func readEventsAsking(r *Reader, ask bool) ([]sseEvent, error) {
 	var out []sseEvent
 	for {
+		if ask {
+			r.Buffered()
+		}
 		raw, name, data, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return append(out, sseEvent{string(raw), "EOF", ""}), nil
@@ -43,6 +50,13 @@ func FuzzReader(f *testing.F) {
 		}
 		if diff := cmp.Diff(slow, fast); diff != "" {
 			t.Fatalf("fast path differs (-general +fast):\n%s", diff)
+		}
+		asked, errAsked := readEventsAsking(NewReader(bytes.NewReader(in)), true)
+		if (errAsked == nil) != (errFast == nil) {
+			t.Fatalf("asking Buffered: errors %v and %v", errAsked, errFast)
+		}
+		if diff := cmp.Diff(fast, asked); diff != "" {
+			t.Fatalf("asking Buffered changes the events (-not asked +asked):\n%s", diff)
 		}
 		// Lenient: the same, with lines that are no field skipped rather than refused.
 		lf, ls := NewReader(bytes.NewReader(in)), NewReader(iotest.OneByteReader(bytes.NewReader(in)))
@@ -169,6 +183,35 @@ func TestReaderFieldError(t *testing.T) {
 	if !errors.As(err, &fe) || !errors.Is(err, ErrNotSSE) || string(fe.Line) != `error: {"message":"boom"}` {
 		t.Errorf("got %v, want a *FieldError with the line", err)
 	}
+}
+
+// FuzzBuffered: when Buffered reports a whole event, Next returns it from the bytes in hand,
+// without reading again (the source then fails the test).
+func FuzzBuffered(f *testing.F) {
+	f.Add([]byte("event: a\ndata: {}\n\n"))
+	f.Add([]byte("\r\n\ndata: 1\r\n\r\n"))
+	f.Add([]byte("\n\ndata: 1\n\r\r\n"))
+	f.Add([]byte("data: 1\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(in), failReader{t}), BufferSize)
+		_, _ = br.Peek(len(in)) // everything in hand; the next read fails
+		r := NewReader(br)
+		r.Lenient = true
+		if !r.Buffered() {
+			return
+		}
+		if _, _, _, err := r.Next(); err != nil {
+			t.Fatalf("Buffered reported a whole event, Next: %v", err)
+		}
+	})
+}
+
+// failReader fails the test it is read in.
+type failReader struct{ t *testing.T }
+
+func (f failReader) Read([]byte) (int, error) {
+	f.t.Fatal("read past the bytes Buffered reported whole")
+	return 0, io.EOF
 }
 
 // TestReaderBuffered: Buffered is true exactly when a whole event is buffered; leading blank
