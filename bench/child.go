@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	_ "net/http/pprof" // the gateway child's profiling listener
+	_ "net/http/pprof" // the children's profiling listener (listenChild)
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,11 +83,7 @@ func runGatewayChild(args []string) error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		HTTP1:             cfg.Server.HTTP1,
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, pl, err := listenChild()
 	if err != nil {
 		return err
 	}
@@ -124,7 +120,6 @@ func runGatewayChild(args []string) error {
 		tlsAddr = tln.Addr().String()
 	}
 	go func() { _ = srv.Serve(ln) }()
-	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
 	fmt.Printf("ready %s %s %s\n", ln.Addr(), pl.Addr(), tlsAddr)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -135,6 +130,21 @@ func runGatewayChild(args []string) error {
 		errs = append(errs, <-tlsDone)
 	}
 	return errors.Join(errs...)
+}
+
+// listenChild opens a child's two loopback listeners: ln for its clients, and pl, already
+// serving net/http/pprof's profiles, so that the report can set the children's profiles side
+// by side.
+func listenChild() (ln, pl net.Listener, err error) {
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, nil, err
+	}
+	if pl, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
+	return ln, pl, nil
 }
 
 // child is a running child process.

@@ -233,17 +233,7 @@ func profileLines(top string, n int) []string {
 }
 
 // dur prints a duration with three significant digits.
-func dur(d time.Duration) string {
-	switch a := abs(d); {
-	case a < time.Microsecond:
-		return fmt.Sprintf("%dns", d)
-	case a < time.Millisecond:
-		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
-	case a < time.Second:
-		return fmt.Sprintf("%.3gms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.3gs", d.Seconds())
-}
+func dur(d time.Duration) string { return bench.FormatDuration(d) }
 
 func signed(d time.Duration) string {
 	if d > 0 {
@@ -253,10 +243,3 @@ func signed(d time.Duration) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-
-func abs[T int64 | float64 | time.Duration](x T) T {
-	if x < 0 {
-		return -x
-	}
-	return x
-}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -33,17 +32,10 @@ func runProxyChild(args []string) error {
 		return err
 	}
 	p := &bareProxy{pool: &h1.Pool{Addr: *upstream, MaxIdle: 1024, ReadSize: 16 << 10}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, pl, err := listenChild()
 	if err != nil {
 		return err
 	}
-	// A profiling listener as the gateway child's, so that the report can set the two
-	// profiles side by side.
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go func() { _ = http.Serve(pl, nil) }() //nolint:gosec // loopback profiling listener
 	srv := server.HTTPServer(p, server.ListenOptions{ReadHeaderTimeout: 10 * time.Second, HTTP1: *http1})
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Printf("ready %s %s\n", ln.Addr(), pl.Addr())

@@ -78,9 +78,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected argument %q", fs.Arg(0))
 	}
-	if cfg.APIKey == "" {
-		cfg.APIKey = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
-	}
+	defaultKey(&cfg.APIKey)
 	var err error
 	if cfg.Format, err = bench.ParseFormat(*format); err != nil {
 		return usageError{err: err}

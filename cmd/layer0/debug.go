@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -48,16 +47,11 @@ func runDebug(args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("verbose", false, "send PROMPT and print the answer and its trace")
 	model := fs.String("model", "sim", "--verbose: the model to ask for")
 	maxTokens := fs.Int("max-tokens", 64, "--verbose: max_tokens of the request")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseInterspersed(fs, args, 1, debugUsage)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New(strings.SplitN(debugUsage, "\n", 2)[0])
-	}
-	if *key == "" {
-		*key = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
-	}
+	defaultKey(key)
 	base2 := strings.TrimRight(*base, "/")
 	hc := &http.Client{Timeout: *timeout}
 	if *verbose {

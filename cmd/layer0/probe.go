@@ -42,17 +42,12 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 	ca := fs.String("ca", "", "PEM file of the certificate authorities to verify the server with (default: the system's)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "bound on each step: lookup, connect, handshake, each request")
-	urls, err := parseInterspersed(fs, args)
+	urls, err := parseInterspersed(fs, args, 1, probeUsage)
 	if err != nil {
 		return err
 	}
-	if len(urls) != 1 {
-		return errors.New(strings.SplitN(probeUsage, "\n", 2)[0])
-	}
 	o.URL = urls[0]
-	if o.Key == "" {
-		o.Key = os.Getenv(apiKeyEnv) // read here, not as the flag's default, which --help would print
-	}
+	defaultKey(&o.Key)
 	if *ca != "" {
 		pem, err := os.ReadFile(*ca)
 		if err != nil {
@@ -100,17 +95,30 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseInterspersed parses fs from args, with flags before or after the positional arguments,
-// and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+// and returns the positional ones, of which there must be n: another number is an error saying
+// how the command is used (usage's first line).
+func parseInterspersed(fs *flag.FlagSet, args []string, n int, usage string) ([]string, error) {
 	var pos []string
 	for {
 		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
-			return pos, nil
+			break
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if len(pos) != n {
+		return nil, errors.New(strings.SplitN(usage, "\n", 2)[0])
+	}
+	return pos, nil
+}
+
+// defaultKey sets *key, when the flag left it empty, from $LAYER0_API_KEY: read here, not as
+// the flag's default, which --help would print.
+func defaultKey(key *string) {
+	if *key == "" {
+		*key = os.Getenv(apiKeyEnv)
 	}
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,16 +32,10 @@ func runSpend(args []string, stdout, stderr io.Writer) error {
 	key := fs.String("key", "", "an admin API key, for the main listener (default $LAYER0_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
+	if _, err := parseInterspersed(fs, args, 0, spendUsage); err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return errors.New(strings.SplitN(spendUsage, "\n", 2)[0])
-	}
-	if *key == "" {
-		*key = os.Getenv(apiKeyEnv)
-	}
+	defaultKey(key)
 	body, _, err := adminGet(&http.Client{Timeout: *timeout}, "spend", strings.TrimRight(*base, "/")+"/spend", *key)
 	if err != nil {
 		return err

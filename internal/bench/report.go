@@ -217,9 +217,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		kind = "SSE"
 	}
 	fmt.Fprintf(&b, "target      %s (%s %s, HTTP/%s, %s client)\n", r.URL, r.Format, kind, r.HTTP, r.Client)
-	fmt.Fprintf(&b, "load        %s for %s\n", mode, fmtDur(r.Elapsed))
+	fmt.Fprintf(&b, "load        %s for %s\n", mode, FormatDuration(r.Elapsed))
 	fmt.Fprintf(&b, "requests    %d sent, %d ok, %d failed, at most %d in flight; %d late (sent >%s behind schedule), %d found no idle worker\n",
-		r.Sent, r.OK, r.Failed, r.PeakInFlight, r.Late, fmtDur(r.LateAfter), r.Blocked)
+		r.Sent, r.OK, r.Failed, r.PeakInFlight, r.Late, FormatDuration(r.LateAfter), r.Blocked)
 	fmt.Fprintf(&b, "throughput  %.1f req/s, %.0f tokens/s; %d tokens, %d bytes, %.1f bytes/token\n",
 		r.Throughput, r.TokensPerSec, r.Tokens, r.Bytes, r.BytesPerToken)
 	if r.Wire.Sent+r.Wire.Received > 0 {
@@ -232,7 +232,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			return
 		}
 		fmt.Fprintf(&b, "%-10s %9d %9s %9s %9s %9s %9s %9s %9s\n", name, p.Count,
-			fmtDur(p.Min), fmtDur(p.Mean), fmtDur(p.P50), fmtDur(p.P90), fmtDur(p.P99), fmtDur(p.P999), fmtDur(p.Max))
+			FormatDuration(p.Min), FormatDuration(p.Mean), FormatDuration(p.P50), FormatDuration(p.P90), FormatDuration(p.P99), FormatDuration(p.P999), FormatDuration(p.Max))
 	}
 	row("latency", r.Latency)
 	row("ttft", r.TTFT)
@@ -270,14 +270,20 @@ func (r *Report) wireKind() string {
 	return "TCP payload"
 }
 
-// fmtDur prints a duration with three significant digits and a unit a person reads at a glance.
-func fmtDur(d time.Duration) string {
+// FormatDuration prints a duration with three significant digits and a unit a person reads at
+// a glance, chosen by its magnitude: a negative one (a difference) is printed as its positive
+// counterpart with a minus sign.
+func FormatDuration(d time.Duration) string {
+	a := d
+	if a < 0 {
+		a = -a
+	}
 	switch {
-	case d < time.Microsecond:
+	case a < time.Microsecond:
 		return fmt.Sprintf("%dns", d)
-	case d < time.Millisecond:
+	case a < time.Millisecond:
 		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
-	case d < time.Second:
+	case a < time.Second:
 		return fmt.Sprintf("%.3gms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%.3gs", d.Seconds())
@@ -340,5 +346,5 @@ func (r *runner) progressLine() string {
 	return fmt.Sprintf("[%s%s] %3.0f%% %6.1fs  sent %d  done %d  errors %d  late %d  p50 %s  p99 %s",
 		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, elapsed.Seconds(),
 		r.started.Load(), r.finished.Load(), r.errors.Load(), s.late,
-		fmtDur(s.latency.Quantile(0.5)), fmtDur(s.latency.Quantile(0.99)))
+		FormatDuration(s.latency.Quantile(0.5)), FormatDuration(s.latency.Quantile(0.99)))
 }

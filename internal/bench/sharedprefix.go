@@ -573,12 +573,12 @@ func (r *SharedPrefixReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "shared-prefix workload against %s (%s, %s)\n", r.URL, r.Format, load)
 	fmt.Fprintf(&b, "  %d groups × %d users, %d-token prefixes, %d turns per conversation, skew %g, models %s\n",
 		r.Groups, r.UsersPerGroup, r.PrefixTokens, r.Turns, r.Skew, strings.Join(r.Models, ","))
-	fmt.Fprintf(&b, "requests     %d sent, %d ok, %d failed in %s\n", r.Sent, r.OK, r.Failed, fmtDur(r.Elapsed))
+	fmt.Fprintf(&b, "requests     %d sent, %d ok, %d failed in %s\n", r.Sent, r.OK, r.Failed, FormatDuration(r.Elapsed))
 	for _, k := range sortedKeys(r.Errors) {
 		fmt.Fprintf(&b, "  %-12s %d  %s\n", k, r.Errors[k], r.ErrorSamples[k])
 	}
-	fmt.Fprintf(&b, "ttft         p50 %s  p90 %s  p99 %s  max %s\n", fmtDur(r.TTFT.P50), fmtDur(r.TTFT.P90), fmtDur(r.TTFT.P99), fmtDur(r.TTFT.Max))
-	fmt.Fprintf(&b, "latency      p50 %s  p90 %s  p99 %s\n", fmtDur(r.Latency.P50), fmtDur(r.Latency.P90), fmtDur(r.Latency.P99))
+	fmt.Fprintf(&b, "ttft         p50 %s  p90 %s  p99 %s  max %s\n", FormatDuration(r.TTFT.P50), FormatDuration(r.TTFT.P90), FormatDuration(r.TTFT.P99), FormatDuration(r.TTFT.Max))
+	fmt.Fprintf(&b, "latency      p50 %s  p90 %s  p99 %s\n", FormatDuration(r.Latency.P50), FormatDuration(r.Latency.P90), FormatDuration(r.Latency.P99))
 	fmt.Fprintf(&b, "from cache   %.1f%% of prompt tokens (%d of %d)\n", 100*r.CacheShare, r.CachedTokens, r.PromptTokens)
 	b.WriteString("per replica ")
 	for _, k := range sortedKeys(r.Replicas) {

@@ -217,34 +217,28 @@ func (c *Config) setPolicyDefaults() {
 	setDefault(&l.MaxMessages, DefaultMaxMessages)
 	r := &c.Routing
 	setDefault(&r.FallbackUtilizationThreshold, DefaultFallbackUtilizationThreshold)
-	setDuration(&r.UtilizationInterval, time.Second)
+	setDefault(&r.UtilizationInterval, time.Second)
 	r.Prefix.setDefaults()
 	r.Sticky.setDefaults()
 	b := &r.RetryBudget
 	setDefault(&b.Ratio, DefaultRetryRatio)
 	setDefault(&b.MinRetries, DefaultRetryMinRetries)
-	setDuration(&b.Window, DefaultRetryWindow)
+	setDefault(&b.Window, DefaultRetryWindow)
 	e := &r.Ejection
 	setDefault(&e.ConsecutiveFailures, DefaultEjectionFailures)
-	setDuration(&e.BaseTime, DefaultEjectionBaseTime)
-	setDuration(&e.MaxTime, DefaultEjectionMaxTime)
+	setDefault(&e.BaseTime, DefaultEjectionBaseTime)
+	setDefault(&e.MaxTime, DefaultEjectionMaxTime)
 	br := &r.Breaker
-	setDuration(&br.Window, DefaultBreakerWindow)
+	setDefault(&br.Window, DefaultBreakerWindow)
 	setDefault(&br.MinRequests, DefaultBreakerMinRequests)
 	setDefault(&br.FailureRatio, DefaultBreakerFailureRatio)
-	setDuration(&br.OpenTime, DefaultBreakerOpenTime)
+	setDefault(&br.OpenTime, DefaultBreakerOpenTime)
 	setDefault(&br.HalfOpenProbes, DefaultBreakerHalfOpenProbes)
 	h := &r.Health
-	setDuration(&h.Interval, DefaultHealthInterval)
-	setDuration(&h.Timeout, DefaultHealthTimeout)
+	setDefault(&h.Interval, DefaultHealthInterval)
+	setDefault(&h.Timeout, DefaultHealthTimeout)
 	setDefault(&h.UnhealthyThreshold, DefaultHealthUnhealthyThreshold)
 	setDefault(&h.HealthyThreshold, DefaultHealthHealthyThreshold)
-}
-
-func setDuration(d *time.Duration, def time.Duration) {
-	if *d == 0 {
-		*d = def
-	}
 }
 
 // validatePolicy checks keys, limits, routing names and knobs, adding every problem to errs.

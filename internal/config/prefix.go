@@ -256,24 +256,12 @@ const (
 )
 
 func (s *PrefixSpread) setDefaults() {
-	if s.MaxReplicas == 0 {
-		s.MaxReplicas = DefaultSpreadMaxReplicas
-	}
-	if s.HotShare == 0 {
-		s.HotShare = DefaultSpreadHotShare
-	}
-	if s.Window == 0 {
-		s.Window = DefaultSpreadWindow
-	}
-	if s.PrefixTokens == 0 {
-		s.PrefixTokens = DefaultSpreadPrefixTokens
-	}
-	if s.MaxPrefixes == 0 {
-		s.MaxPrefixes = DefaultSpreadMaxPrefixes
-	}
-	if s.Idle == 0 {
-		s.Idle = DefaultSpreadIdle
-	}
+	setDefault(&s.MaxReplicas, DefaultSpreadMaxReplicas)
+	setDefault(&s.HotShare, DefaultSpreadHotShare)
+	setDefault(&s.Window, DefaultSpreadWindow)
+	setDefault(&s.PrefixTokens, DefaultSpreadPrefixTokens)
+	setDefault(&s.MaxPrefixes, DefaultSpreadMaxPrefixes)
+	setDefault(&s.Idle, DefaultSpreadIdle)
 }
 
 func (s *PrefixSpread) validate(errs *Errors) {

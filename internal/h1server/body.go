@@ -69,6 +69,9 @@ func (b *body) Read(p []byte) (int, error) {
 
 func (b *body) read(p []byte) (int, error) {
 	br := b.c.br
+	if b.chunked || br.Buffered() == 0 {
+		b.c.freshRead() // this read may reach the connection
+	}
 	if b.chunked && !b.inChunk {
 		size, err := readChunkSize(br)
 		if err != nil {

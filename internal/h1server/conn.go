@@ -47,8 +47,13 @@ type conn struct {
 	// was read to its end): the watch may read from it then.
 	bodyDone atomic.Bool
 	remote   string // the client's address, formatted once
-	// wdl is set when the handler set a write deadline: it is cleared before the next request.
-	wdl bool
+	// Deadlines are cleared lazily, a runtime timer change each saved per request: wdl is set
+	// when the handler set a write deadline, which becomes stale when its request ends and is
+	// cleared before the connection is written again unless a handler set its own (wdlStale);
+	// rdlStale says the read deadline is a leftover (the idle or header timeout, or one the
+	// handler cleared), cleared before the connection is read for a handler or watched.
+	wdl, wdlStale bool
+	rdlStale      bool
 }
 
 const (
@@ -114,8 +119,10 @@ func (c *conn) serve(ctx context.Context) {
 			// net/http.
 			if s.IdleTimeout > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(s.IdleTimeout))
-			} else {
+				c.rdlStale = false
+			} else { // whatever the last handler set
 				_ = c.nc.SetReadDeadline(time.Time{})
+				c.rdlStale = false
 			}
 			if c.br.Buffered() == 0 {
 				if _, err := c.br.Peek(1); err != nil {
@@ -129,10 +136,13 @@ func (c *conn) serve(ctx context.Context) {
 			// does: Shutdown closes a new connection after newGrace.)
 			c.state.Store(stateActive)
 		}
-		if s.ReadHeaderTimeout > 0 {
+		// A head already whole in the buffer needs no header timeout (one runtime timer change
+		// less per request): the idle deadline left on the connection is stale from here.
+		if s.ReadHeaderTimeout > 0 && (first || !c.headBuffered()) {
 			_ = c.nc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+			c.rdlStale = false
 		} else if !first && s.IdleTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Time{})
+			c.rdlStale = true
 		}
 		head, err := c.readHead(first)
 		if err != nil {
@@ -158,7 +168,7 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		if s.ReadHeaderTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Time{})
+			c.rdlStale = true // cleared before the handler's reads reach the connection
 		}
 		if !c.serveRequest(ctx, f) {
 			return
@@ -267,6 +277,7 @@ func (c *conn) refuse(err error) {
 		return // a client gone or idle: nothing to answer
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.wdl, c.wdlStale = false, false
 	c.wbuf = append(c.wbuf[:0], c.srv.errorAnswer(re.status, re.msg)...)
 	if c.writeOut() == nil {
 		c.linger()
@@ -310,8 +321,7 @@ func (c *conn) serveRequest(base context.Context, f framing) bool {
 		return false
 	}
 	if c.wdl {
-		c.wdl = false
-		_ = c.nc.SetWriteDeadline(time.Time{})
+		c.wdl, c.wdlStale = false, true // cleared before a write no handler bounded (freshWrite)
 	}
 	if !c.rb.done {
 		// The body the handler left: read and dropped when short, else the connection ends
@@ -337,6 +347,7 @@ func (c *conn) linger() {
 		}
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	c.rdlStale = false
 	_, _ = io.CopyN(io.Discard, c.nc, maxDrain)
 }
 
@@ -388,8 +399,34 @@ func (c *conn) continue100() error {
 	if c.rw.headOut {
 		return nil
 	}
+	c.freshWrite()
 	_, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
 	return err
+}
+
+// freshRead clears a stale read deadline before the connection is read for a handler (the
+// watch clears it itself).
+func (c *conn) freshRead() {
+	if c.rdlStale {
+		c.rdlStale = false
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// freshWrite clears the write deadline a previous request's handler left before a write that
+// no handler of this request bounded.
+func (c *conn) freshWrite() {
+	if c.wdlStale {
+		c.wdlStale = false
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// headBuffered reports whether the next request's head is whole in the read buffer.
+func (c *conn) headBuffered() bool {
+	buf, _ := c.br.Peek(c.br.Buffered())
+	end := headEnd(buf, 0)
+	return end > 0 && end <= c.srv.maxHeadBytes()
 }
 
 // writeOut writes the write buffer to the connection.
@@ -397,6 +434,7 @@ func (c *conn) writeOut() error {
 	if len(c.wbuf) == 0 {
 		return nil
 	}
+	c.freshWrite()
 	_, err := c.nc.Write(c.wbuf)
 	c.wbuf = c.wbuf[:0]
 	return err
@@ -429,6 +467,9 @@ func (c *conn) watchFire() {
 		c.timer.Reset(watchAfter)
 		return
 	}
+	// A deadline left for the body (cleared lazily) must not end the watch: cleared here, on
+	// the timer's goroutine, without touching rdlStale (the handler's).
+	_ = c.nc.SetReadDeadline(time.Time{})
 	c.bgReading = true
 	c.bgDone = make(chan struct{})
 	go c.backgroundRead(c.bgDone, c.bgCancel)
@@ -467,6 +508,7 @@ func (c *conn) stopWatch() bool {
 	_ = c.nc.SetReadDeadline(aLongTimeAgo) // ends the background read at once
 	<-done
 	_ = c.nc.SetReadDeadline(time.Time{})
+	c.rdlStale = false
 	c.watchMu.Lock()
 	c.bgReading, c.aborting = false, false
 	gone := c.gone

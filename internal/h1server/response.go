@@ -151,11 +151,25 @@ func (w *response) flush() error {
 }
 
 // SetReadDeadline sets the connection's read deadline (for http.ResponseController).
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+// Clearing it is deferred until the connection is read again (conn.freshRead).
+func (w *response) SetReadDeadline(t time.Time) error {
+	if t.IsZero() {
+		w.c.rdlStale = true
+		return nil
+	}
+	if b := &w.c.rb; !b.chunked && !b.expect100 && int64(w.c.br.Buffered()) >= b.remaining {
+		// The body is in hand: no read of it reaches the connection, which a deadline bounds.
+		// What the connection had is stale (cleared before the next read there).
+		w.c.rdlStale = true
+		return nil
+	}
+	w.c.rdlStale = false
+	return w.c.nc.SetReadDeadline(t)
+}
 
 // SetWriteDeadline sets the connection's write deadline (for http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error {
-	w.c.wdl = !t.IsZero()
+	w.c.wdl, w.c.wdlStale = !t.IsZero(), false
 	return w.c.nc.SetWriteDeadline(t)
 }
 

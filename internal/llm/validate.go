@@ -360,29 +360,25 @@ func checkBlock(b *Block, role Role, i, j int) error {
 	case BlockImage:
 		return checkImage(b, "messages", i, j)
 	case BlockToolUse:
-		switch {
-		case role != RoleAssistant:
+		if role != RoleAssistant {
 			return apierr.Invalid(path("messages", i, "content", j), "tool_use blocks are only allowed in assistant messages")
-		case b.ID == "":
-			return apierr.Invalid(path("messages", i, "content", j, "id"), "must be non-empty")
-		case !utf8.ValidString(b.ID):
-			return badUTF8(path("messages", i, "content", j, "id"))
-		case b.Name == "":
-			return apierr.Invalid(path("messages", i, "content", j, "name"), "must be non-empty")
-		case !utf8.ValidString(b.Name):
-			return badUTF8(path("messages", i, "content", j, "name"))
-		case len(b.Input) > 0 && !jsonObject(b.Input):
+		}
+		if err := checkField(b.ID, i, j, "id"); err != nil {
+			return err
+		}
+		if err := checkField(b.Name, i, j, "name"); err != nil {
+			return err
+		}
+		if len(b.Input) > 0 && !jsonObject(b.Input) {
 			return apierr.Invalid(path("messages", i, "content", j, "input"), "must be a JSON object")
 		}
 		return nil
 	case BlockToolResult:
-		switch {
-		case role != RoleUser:
+		if role != RoleUser {
 			return apierr.Invalid(path("messages", i, "content", j), "tool_result blocks are only allowed in user messages")
-		case b.ToolUseID == "":
-			return apierr.Invalid(path("messages", i, "content", j, "tool_use_id"), "must be non-empty")
-		case !utf8.ValidString(b.ToolUseID):
-			return badUTF8(path("messages", i, "content", j, "tool_use_id"))
+		}
+		if err := checkField(b.ToolUseID, i, j, "tool_use_id"); err != nil {
+			return err
 		}
 		for k := range b.Content {
 			c := &b.Content[k]
@@ -403,6 +399,18 @@ func checkBlock(b *Block, role Role, i, j int) error {
 		return nil
 	}
 	return apierr.Invalid(path("messages", i, "content", j, "type"), "unknown block type %d", b.Type)
+}
+
+// checkField checks the string field of block j of message i that a block of its type needs:
+// non-empty, valid UTF-8.
+func checkField(s string, i, j int, field string) error {
+	switch {
+	case s == "":
+		return apierr.Invalid(path("messages", i, "content", j, field), "must be non-empty")
+	case !utf8.ValidString(s):
+		return badUTF8(path("messages", i, "content", j, field))
+	}
+	return nil
 }
 
 // checkText checks a text block; idx are the indexes of the message, block and nested block

@@ -86,18 +86,24 @@ func (c *Cache) Match(keys []uint64) int {
 	}
 	keys = keys[:min(len(keys), c.capacity)]
 	c.mu.RLock()
-	// The cached keys of a chain are a prefix of it (see the package comment): the first key
-	// absent is found by bisection.
+	// The cached keys of a chain are a prefix of it (see the package comment).
+	n := heldPrefix(keys, c.index)
+	c.mu.RUnlock()
+	return n
+}
+
+// heldPrefix returns how many of the leading keys held has, finding the first key it lacks by
+// bisection: the keys held of a chain must be a prefix of it.
+func heldPrefix[V any](keys []uint64, held map[uint64]V) int {
 	lo, hi := 0, len(keys)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if _, ok := c.index[keys[m]]; ok {
+		if _, ok := held[keys[m]]; ok {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	c.mu.RUnlock()
 	return lo
 }
 

@@ -310,16 +310,7 @@ func (x *precise) match(keys []uint64) int {
 		}
 		return len(keys)
 	}
-	lo, hi := 0, len(keys)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if _, ok := x.keys[keys[m]]; ok {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	return heldPrefix(keys, x.keys)
 }
 
 // expect notes that a prompt with these keys was served: its first block must show up.

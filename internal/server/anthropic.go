@@ -32,14 +32,11 @@ func (x *exchange) countTokens() {
 		x.fail(err)
 		return
 	}
-	lease, ok := x.admitQuery()
+	lease, ok := x.admitQuery(req)
 	if !ok {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
-	if !x.fitsInput(&lease, req) {
-		return
-	}
 	n, err := x.p.CountTokens(req)
 	if err != nil {
 		x.fail(err)
@@ -109,33 +106,31 @@ func (x *exchange) model(id string) (*pipeline.Model, error) {
 	return m, nil
 }
 
-// fitsInput refuses a query whose prompt cannot fit the key's input-token limits
-// (Pipeline.FitsInput) and reports whether it may go on.
-func (x *exchange) fitsInput(lease *limit.Lease, req *llm.Request) bool {
-	if err := x.p.FitsInput(x.r.Context(), lease, req); err != nil {
-		var e *apierr.Error
-		x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
-		x.fail(err)
-		return false
-	}
-	return true
-}
-
 // admitQuery takes what an answer that runs no engine (a token count, a cache query) costs the
 // key's limits: a request and a concurrency slot, no tokens, before the tokenizer runs, as a
-// message takes them. ok is false when the limits refused it, the refusal already answered; else
-// the caller releases the lease (the zero Lease without a key).
-func (x *exchange) admitQuery() (lease limit.Lease, ok bool) {
-	k := x.call.Key
-	if k == nil {
-		return limit.Lease{}, true
+// message takes them; then it refuses a query whose prompt cannot fit the key's input-token
+// limits (Pipeline.FitsInput). ok is false when the limits refused it, the refusal already
+// answered and the lease released; else the caller releases the lease (the zero Lease without a
+// key).
+func (x *exchange) admitQuery(req *llm.Request) (lease limit.Lease, ok bool) {
+	if k := x.call.Key; k != nil {
+		var err error
+		if lease, err = x.p.Limits().Admit(x.r.Context(), k.Name); err != nil {
+			x.failLimited(err)
+			return limit.Lease{}, false
+		}
 	}
-	lease, err := x.p.Limits().Admit(x.r.Context(), k.Name)
-	if err != nil {
-		var e *apierr.Error
-		x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
-		x.fail(err)
+	if err := x.p.FitsInput(x.r.Context(), &lease, req); err != nil {
+		x.failLimited(err)
+		lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
 		return limit.Lease{}, false
 	}
 	return lease, true
+}
+
+// failLimited answers err, a refusal of the key's limits or another failure, recording which.
+func (x *exchange) failLimited(err error) {
+	var e *apierr.Error
+	x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+	x.fail(err)
 }

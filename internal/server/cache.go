@@ -70,14 +70,11 @@ func (x *exchange) cacheQuery() {
 		return
 	}
 	rec.Model = m.ID
-	lease, ok := x.admitQuery()
+	lease, ok := x.admitQuery(req)
 	if !ok {
 		return
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
-	if !x.fitsInput(&lease, req) {
-		return
-	}
 	key := x.call.Key
 	if key == nil {
 		key = pipeline.Anonymous()

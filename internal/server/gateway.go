@@ -190,21 +190,34 @@ func isDebugPath(path string) bool {
 // without keys, which it does only on loopback): the traces of that key's own requests, or of
 // every key's to an admin key.
 func (x *exchange) debugOnMain() {
-	key, err := x.p.Admit(x.r.Header)
-	if err != nil {
-		x.fail(err)
-		return
-	}
-	x.call.Record.Key = key.Name
-	if !key.Debug && key != pipeline.Anonymous() {
-		x.fail(&apierr.Error{Kind: apierr.Permission, Code: "DEBUG_NOT_ALLOWED",
-			Message: "this API key may not read decision traces (keys[].debug)"})
+	key, ok := x.admitOperator(func(k *auth.Key) bool { return k.Debug }, &apierr.Error{
+		Kind: apierr.Permission, Code: "DEBUG_NOT_ALLOWED",
+		Message: "this API key may not read decision traces (keys[].debug)"})
+	if !ok {
 		return
 	}
 	if key.Admin {
 		key = nil
 	}
 	x.onlyMethod(http.MethodGet, func() { x.debugRequests(key) })
+}
+
+// admitOperator authenticates a request to an operator endpoint of the main listener: the key
+// its header presents, recorded, must be one that allowed accepts, or the anonymous key of a
+// gateway serving without keys (which it does only on loopback). Else the failure, or refusal,
+// is answered and ok is false.
+func (x *exchange) admitOperator(allowed func(*auth.Key) bool, refusal *apierr.Error) (key *auth.Key, ok bool) {
+	key, err := x.p.Admit(x.r.Header)
+	if err != nil {
+		x.fail(err)
+		return nil, false
+	}
+	x.call.Record.Key = key.Name
+	if !allowed(key) && key != pipeline.Anonymous() {
+		x.fail(refusal)
+		return nil, false
+	}
+	return key, true
 }
 
 // debugRequests serves GET /debug/requests/{id}, one request's trace, and

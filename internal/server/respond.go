@@ -24,10 +24,21 @@ func (x *exchange) controller() *http.ResponseController {
 	return &x.rc
 }
 
-// armWrite bounds the next writes to the client by Limits.WriteTimeout.
+// armWrite bounds the next writes to the client by Limits.WriteTimeout. A deadline this request
+// armed less than armSlack (at most a twentieth of the timeout) ago is kept: a write then gets
+// at least the timeout less that, and a stream flushed many times a millisecond changes the
+// runtime's timer once, not per flush.
 func (x *exchange) armWrite() {
-	_ = x.controller().SetWriteDeadline(time.Now().Add(x.lim.WriteTimeout)) // unsupported only off a real connection
+	now := time.Now()
+	if !x.armedAt.IsZero() && now.Sub(x.armedAt) < min(armSlack, x.lim.WriteTimeout/20) {
+		return
+	}
+	x.armedAt = now
+	_ = x.controller().SetWriteDeadline(now.Add(x.lim.WriteTimeout)) // unsupported only off a real connection
 }
+
+// armSlack is how stale a write deadline armWrite keeps may be.
+const armSlack = 10 * time.Millisecond
 
 // statusClientClosed is recorded (never sent) for a request whose client left before any
 // response: nginx's 499.
@@ -327,6 +338,7 @@ func (sw *streamWriter) Flush() error {
 		// left armed would reset the stream when it passed, written to or not. Under HTTP/1.1
 		// a deadline only bounds writes, and the next one arms its own.
 		_ = rc.SetWriteDeadline(time.Time{})
+		sw.x.armedAt = time.Time{}
 	}
 	return err
 }

@@ -184,8 +184,10 @@ type exchange struct {
 	held int64
 	// bodyRead is set once the body was read to its end.
 	bodyRead bool
-	out      *[]byte // the response body
-	front    *front  // the client's format
+	// armedAt is when armWrite last set the write deadline.
+	armedAt time.Time
+	out     *[]byte // the response body
+	front   *front  // the client's format
 	// wrote is set once the status line went out: after it, errors go inside the stream.
 	wrote bool
 	// streamErr writes an error inside a stream that has begun.

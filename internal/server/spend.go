@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/layer0ai/layer0/internal/apierr"
-	"github.com/layer0ai/layer0/internal/pipeline"
+	"github.com/layer0ai/layer0/internal/auth"
 	"github.com/layer0ai/layer0/internal/spend"
 )
 
@@ -18,15 +18,9 @@ const spendPath = "/spend"
 // is set, and only to an admin key (or to every caller when the gateway serves without keys,
 // which it does only on loopback).
 func (x *exchange) spendOnMain() {
-	key, err := x.p.Admit(x.r.Header)
-	if err != nil {
-		x.fail(err)
-		return
-	}
-	x.call.Record.Key = key.Name
-	if !key.Admin && key != pipeline.Anonymous() {
-		x.fail(&apierr.Error{Kind: apierr.Permission, Code: "ADMIN_ONLY",
-			Message: "only an admin API key (keys[].admin) may read the spend report"})
+	if _, ok := x.admitOperator(func(k *auth.Key) bool { return k.Admin }, &apierr.Error{
+		Kind: apierr.Permission, Code: "ADMIN_ONLY",
+		Message: "only an admin API key (keys[].admin) may read the spend report"}); !ok {
 		return
 	}
 	x.onlyMethod(http.MethodGet, x.spendReport)

@@ -21,6 +21,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"iter"
 	"sync"
 	"unicode/utf8"
 
@@ -130,32 +131,25 @@ func (c *Codec) Decode(dst []byte, ids []uint32) []byte {
 
 // Count returns the number of tokens Encode would produce for s, without allocating.
 func (c *Codec) Count(s string) int {
-	s = validUTF8(s)
 	n := 0
 	var scratch bpeScratch
 	var memo chunkMemo
-	for i := 0; i < len(s); {
-		end := split(s, i)
-		long := end-i > MaxPiece
-		for j := i; i < end; i = j {
-			j = chunk(s, i, end)
-			piece := s[i:j]
-			if !long {
-				if _, ok := c.ranks[piece]; ok {
-					n++
-				} else {
-					n += len(c.merge(&scratch, piece, noRank)) - 1
-				}
-				continue
+	for piece, long := range pieces(validUTF8(s)) {
+		if !long {
+			if _, ok := c.ranks[piece]; ok {
+				n++
+			} else {
+				n += len(c.merge(&scratch, piece, noRank)) - 1
 			}
-			if k, ok := memo.find(piece); ok {
-				n += memo.end[k]
-				continue
-			}
-			m := len(c.merge(&scratch, piece, noRank)) - 1
-			memo.put(piece, 0, m)
-			n += m
+			continue
 		}
+		if k, ok := memo.find(piece); ok {
+			n += memo.end[k]
+			continue
+		}
+		m := len(c.merge(&scratch, piece, noRank)) - 1
+		memo.put(piece, 0, m)
+		n += m
 	}
 	return n
 }
@@ -175,38 +169,48 @@ func (c *Codec) EncodeBelow(dst []uint32, s string, limit uint32) []uint32 {
 }
 
 func (c *Codec) encode(dst []uint32, s string, limit uint32) []uint32 {
-	s = validUTF8(s)
 	var scratch bpeScratch
 	var memo chunkMemo
-	for i := 0; i < len(s); {
-		end := split(s, i)
-		long := end-i > MaxPiece
-		for j := i; i < end; i = j {
-			j = chunk(s, i, end)
-			piece := s[i:j]
-			if long {
-				if k, ok := memo.find(piece); ok {
-					at := len(dst)
-					dst = append(dst, dst[memo.at[k]:memo.end[k]]...)
-					memo.at[k], memo.end[k] = at, len(dst)
-					continue
-				}
+	for piece, long := range pieces(validUTF8(s)) {
+		if long {
+			if k, ok := memo.find(piece); ok {
+				at := len(dst)
+				dst = append(dst, dst[memo.at[k]:memo.end[k]]...)
+				memo.at[k], memo.end[k] = at, len(dst)
+				continue
 			}
-			at := len(dst)
-			if id, ok := c.ranks[piece]; ok && id < limit {
-				dst = append(dst, id)
-			} else {
-				parts := c.merge(&scratch, piece, limit)
-				for k := 0; k < len(parts)-1; k++ {
-					dst = append(dst, c.ranks[piece[parts[k].off:parts[k+1].off]])
-				}
+		}
+		at := len(dst)
+		if id, ok := c.ranks[piece]; ok && id < limit {
+			dst = append(dst, id)
+		} else {
+			parts := c.merge(&scratch, piece, limit)
+			for k := 0; k < len(parts)-1; k++ {
+				dst = append(dst, c.ranks[piece[parts[k].off:parts[k+1].off]])
 			}
-			if long {
-				memo.put(piece, at, len(dst))
-			}
+		}
+		if long {
+			memo.put(piece, at, len(dst))
 		}
 	}
 	return dst
+}
+
+// pieces yields the pieces of s that are merged whole, in order: the pre-tokenizer's pieces
+// (split), one longer than MaxPiece in chunks (chunk), with whether the piece is such a chunk.
+func pieces(s string) iter.Seq2[string, bool] {
+	return func(yield func(piece string, long bool) bool) {
+		for i := 0; i < len(s); {
+			end := split(s, i)
+			long := end-i > MaxPiece
+			for j := i; i < end; i = j {
+				j = chunk(s, i, end)
+				if !yield(s[i:j], long) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // MaxPiece is the longest piece merged whole, in bytes. A longer piece — only a run of one

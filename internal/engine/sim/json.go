@@ -36,14 +36,7 @@ func (r *run) planJSON(req *llm.Request, limit int) {
 		r.text = r.e.tok.Decode(r.text[:0], r.out)
 		src = truncate(src, r.text)
 	}
-	b := block{typ: llm.BlockText, to: len(r.out), src: src, visible: len(src)}
-	if len(req.StopSequences) > 0 {
-		r.text = append(r.text[:0], src...)
-		if cut, ok := r.findStop(req.StopSequences, 0); ok {
-			b.to, b.visible = len(r.out), cut
-		}
-	}
-	r.addBlock(b)
+	r.addText(src, req.StopSequences)
 }
 
 // document appends one JSON value following the schema raw, whatever its root type.

@@ -72,6 +72,21 @@ func (r *run) release() {
 
 func (r *run) addBlock(b block) { r.blocks[r.nblocks] = b; r.nblocks++ }
 
+// addText adds a text block of src, whose tokens are r.out, cut at the first of the stop
+// sequences stops it meets (findStop); it reports whether one was met, which ends the answer.
+func (r *run) addText(src string, stops []string) (stopped bool) {
+	b := block{typ: llm.BlockText, to: len(r.out), src: src, visible: len(src)}
+	if len(stops) > 0 {
+		r.text = append(r.text[:0], src...)
+		if cut, ok := r.findStop(stops, 0); ok {
+			b.to, b.visible = len(r.out), cut
+			stopped = true
+		}
+	}
+	r.addBlock(b)
+	return stopped
+}
+
 // plan decides the answer, at most limit tokens: a tool call, or text.
 func (r *run) plan(req *llm.Request, limit int) error {
 	tool, auto, err := chooseTool(req, r.seed)
@@ -107,16 +122,9 @@ func (r *run) planTool(req *llm.Request, i int, auto bool, limit int) bool {
 			r.out, r.nblocks = r.out[:0], 0
 			return false
 		}
-		b := block{typ: llm.BlockText, to: len(r.out), src: preface, visible: len(preface)}
-		if len(req.StopSequences) > 0 {
-			r.text = append(r.text[:0], preface...)
-			if cut, ok := r.findStop(req.StopSequences, 0); ok {
-				b.to, b.visible = len(r.out), cut
-				r.addBlock(b)
-				return true
-			}
+		if r.addText(preface, req.StopSequences) {
+			return true
 		}
-		r.addBlock(b)
 	}
 	var full string // the input the model writes when it has room
 	given := givenInput(lastUser(req), t.Name)

@@ -273,6 +273,15 @@ func (d *Decoder) open(field string, want jsontext.Kind) (bool, error) {
 	}
 }
 
+// ObjectMembers reads the object of field, Object then Members: null reads as no object;
+// member reads the value of each member, given its name and its index in fields.
+func (d *Decoder) ObjectMembers(field string, fields []string, member func(k string, i int) error) error {
+	if ok, err := d.Object(field); err != nil || !ok {
+		return err
+	}
+	return d.Members(fields, member)
+}
+
 // Members reads the members of an object whose '{' was consumed: member reads the value of
 // each, given its name and its index in fields (-1 for none); a name given twice is noted.
 func (d *Decoder) Members(fields []string, member func(k string, i int) error) error {
@@ -305,6 +314,25 @@ func (d *Decoder) Elems(elem func() error) error {
 		}
 		d.Leave()
 	}
+}
+
+// arrayOf reads the array of field (null reads as none), each element into a T appended to the
+// result by read; capacity, when not 0, is the room made for the elements first.
+func arrayOf[T any](d *Decoder, field string, capacity int, read func(*T) error) ([]T, error) {
+	ok, err := d.Array(field)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var out []T
+	if capacity > 0 {
+		out = make([]T, 0, capacity)
+	}
+	var zero T
+	err = d.Elems(func() error {
+		out = append(out, zero)
+		return read(&out[len(out)-1])
+	})
+	return out, err
 }
 
 // Leniently starts reading a field of several shapes into l (reset first: a field given again

@@ -74,10 +74,7 @@ var embedFields = [...]string{"model", "input", "dimensions", "encoding_format",
 
 // embedRequest reads an embeddings request body into er.
 func (d *Decoder) embedRequest(er *embedRequest) error {
-	if ok, err := d.Object(""); err != nil || !ok {
-		return err
-	}
-	return d.Members(embedFields[:], func(_ string, i int) (err error) {
+	return d.ObjectMembers("", embedFields[:], func(_ string, i int) (err error) {
 		switch i {
 		case 0:
 			er.Model.V, er.Model.OK, err = d.String("model")

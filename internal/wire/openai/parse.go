@@ -107,10 +107,7 @@ type SchemaDecl struct {
 
 // request reads the body into cr (Finish reports what stops it).
 func (d *Decoder) request(cr *chatRequest) error {
-	if ok, err := d.Object(""); err != nil || !ok {
-		return err
-	}
-	return d.Members(requestFields[:], func(k string, i int) error { return d.requestMember(cr, i, k) })
+	return d.ObjectMembers("", requestFields[:], func(k string, i int) error { return d.requestMember(cr, i, k) })
 }
 
 // requestFields are the members of a request, by index; metadata and the ones after it are read
@@ -184,10 +181,7 @@ func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 var streamOptionsFields = [...]string{"include_usage"}
 
 func (d *Decoder) streamOptions(cr *chatRequest) error {
-	if ok, err := d.Object("stream_options"); err != nil || !ok {
-		return err
-	}
-	return d.Members(streamOptionsFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("stream_options", streamOptionsFields[:], func(k string, i int) (err error) {
 		if i == 0 {
 			cr.IncludeUsage.V, cr.IncludeUsage.OK, err = d.Bool("stream_options.include_usage")
 			return err

@@ -6,25 +6,13 @@ import (
 
 // messages reads messages: an array of message objects (null ones read as empty messages).
 func (d *Decoder) messages() ([]chatMessage, error) {
-	ok, err := d.Array("messages")
-	if err != nil || !ok {
-		return nil, err
-	}
-	msgs := make([]chatMessage, 0, 4)
-	err = d.Elems(func() error {
-		msgs = append(msgs, chatMessage{})
-		return d.message(&msgs[len(msgs)-1])
-	})
-	return msgs, err
+	return arrayOf(d, "messages", 4, d.message)
 }
 
 var messageFields = [...]string{"role", "content", "tool_calls", "tool_call_id", "refusal"}
 
 func (d *Decoder) message(m *chatMessage) error {
-	if ok, err := d.Object("messages"); err != nil || !ok {
-		return err
-	}
-	return d.Members(messageFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages", messageFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			m.Role, _, err = d.String("messages.role")
@@ -125,25 +113,13 @@ func (d *Decoder) LenientObject(s Shape, bad *bool) (ok bool, err error) {
 
 // toolCalls reads an assistant message's tool_calls.
 func (d *Decoder) toolCalls() ([]chatToolCall, error) {
-	ok, err := d.Array("messages.tool_calls")
-	if err != nil || !ok {
-		return nil, err
-	}
-	var calls []chatToolCall
-	err = d.Elems(func() error {
-		calls = append(calls, chatToolCall{})
-		return d.toolCall(&calls[len(calls)-1])
-	})
-	return calls, err
+	return arrayOf(d, "messages.tool_calls", 0, d.toolCall)
 }
 
 var toolCallFields = [...]string{"index", "id", "type", "function"}
 
 func (d *Decoder) toolCall(tc *chatToolCall) error {
-	if ok, err := d.Object("messages.tool_calls"); err != nil || !ok {
-		return err
-	}
-	return d.Members(toolCallFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages.tool_calls", toolCallFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Index.V, tc.Index.OK, err = d.Int("messages.tool_calls.index")
@@ -164,10 +140,7 @@ func (d *Decoder) toolCall(tc *chatToolCall) error {
 var callFunctionFields = [...]string{"name", "arguments"}
 
 func (d *Decoder) callFunction(tc *chatToolCall) error {
-	if ok, err := d.Object("messages.tool_calls.function"); err != nil || !ok {
-		return err
-	}
-	return d.Members(callFunctionFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("messages.tool_calls.function", callFunctionFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			tc.Name, _, err = d.String("messages.tool_calls.function.name")

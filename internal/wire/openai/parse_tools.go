@@ -6,25 +6,13 @@ import (
 
 // tools reads tools: an array of tool objects (null ones read as empty tools).
 func (d *Decoder) tools() ([]chatTool, error) {
-	ok, err := d.Array("tools")
-	if err != nil || !ok {
-		return nil, err
-	}
-	var tools []chatTool
-	err = d.Elems(func() error {
-		tools = append(tools, chatTool{})
-		return d.tool(&tools[len(tools)-1])
-	})
-	return tools, err
+	return arrayOf(d, "tools", 0, d.tool)
 }
 
 var toolFields = [...]string{"type", "function"}
 
 func (d *Decoder) tool(t *chatTool) error {
-	if ok, err := d.Object("tools"); err != nil || !ok {
-		return err
-	}
-	return d.Members(toolFields[:], func(k string, i int) (err error) {
+	return d.ObjectMembers("tools", toolFields[:], func(k string, i int) (err error) {
 		switch i {
 		case 0:
 			t.Type, _, err = d.String("tools.type")

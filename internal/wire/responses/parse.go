@@ -65,10 +65,7 @@ var requestFields = [...]string{"model", "input", "instructions", "tools", "tool
 	"metadata", "background", "conversation", "prompt", "reasoning", "top_logprobs"}
 
 func readRequest(d *openai.Decoder, rr *request) error {
-	if ok, err := d.Object(""); err != nil || !ok {
-		return err
-	}
-	return d.Members(requestFields[:], func(_ string, i int) error { return rr.member(d, i) })
+	return d.ObjectMembers("", requestFields[:], func(_ string, i int) error { return rr.member(d, i) })
 }
 
 // member reads the value of field i of requestFields (-1 for none). This is a dispatch on the
