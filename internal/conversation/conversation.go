@@ -34,7 +34,9 @@ type Entry struct {
 
 // Store keeps entries for their owners.
 type Store interface {
-	// Put stores e, replacing an entry of the same id.
+	// Put stores e, replacing an entry of the same id. It keeps nothing of e itself: e's
+	// strings may point into the request's body buffer, which the next request reuses (both
+	// stores encode e as they put it).
 	Put(ctx context.Context, e *Entry) error
 	// Get returns the entry id of owner, or NotFound (for another owner's id too).
 	Get(ctx context.Context, owner, id string) (*Entry, error)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
@@ -63,18 +64,7 @@ var (
 				_, err := binary.NegotiateVersion(x.r.Header)
 				return nil, err
 			}
-			// In place, the request's strings point into the body's buffer, which the next
-			// request reuses once this one is finished. What keeps a string past that copies
-			// it: the decoder copies the model name (the record's, the metrics' labels, the
-			// spans'), the cache its entries' events (an engine may answer with the request's
-			// own strings), the directives an offload target (the record's); the rest of the
-			// record (access log, traces) holds no string of the request. Only this front
-			// decodes in place: the Responses API keeps whole conversations.
-			decode := anthropic.DecodeRequest
-			if x.s.inPlace {
-				decode = anthropic.DecodeRequestInPlace
-			}
-			req, err := decode(body)
+			req, err := anthropic.DecodeRequestText(x.bodyText(body))
 			if err == nil {
 				req.Format = llm.FormatAnthropic
 			}
@@ -95,7 +85,7 @@ var (
 		format: llm.FormatOpenAI,
 		passes: true,
 		decode: func(x *exchange, body []byte) (*llm.Request, error) {
-			req, extra, err := openai.DecodeRequestExtras(body)
+			req, extra, err := openai.DecodeRequestText(x.bodyText(body))
 			x.includeUsage = extra.IncludeUsage
 			return req, err
 		},
@@ -135,6 +125,25 @@ var (
 		error: anthropicError,
 	}
 )
+
+// bodyText is a request body as the fronts' JSON decoders read it: the decoded request's
+// strings are substrings of it. With Options.DecodeInPlace it is the body's own pooled buffer,
+// which the next request reuses once this one is finished, and no copy is made; otherwise it is
+// a copy, which the request keeps for as long as any of its strings is used.
+//
+// In place, whatever keeps a string of a request past its end copies it: the decoders copy the
+// model name (the spans export it after the request), the user and the name of an ignored field,
+// and make their errors' messages anew; the cache copies its entries' events (an engine may
+// answer with the request's own strings); the directives copy an offload target (the record's,
+// in the access log and the traces); the Responses API's store encodes a stored response, its
+// conversation and its object, as it is put. The rest of the record holds configuration names
+// (the model as resolved, the engine) and no string of the request.
+func (x *exchange) bodyText(body []byte) string {
+	if x.s.inPlace {
+		return unsafe.String(unsafe.SliceData(body), len(body))
+	}
+	return string(body)
+}
 
 func jsonOrSSE(_ *exchange, stream bool) string {
 	if stream {

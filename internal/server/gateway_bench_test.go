@@ -99,6 +99,8 @@ func benchmarkGateway(b *testing.B, front string) {
 		{"anthropic-sse", "/v1/messages", "application/json", []byte(`{"model":"anth","max_tokens":100,"stream":true,` + prompt + `}`), `"message_stop"}` + "\n\n"},
 		{"openai-json", "/v1/chat/completions", "application/json", []byte(`{"model":"oai","max_tokens":100,` + prompt + `}`), `}`},
 		{"openai-sse", "/v1/chat/completions", "application/json", []byte(`{"model":"oai","max_tokens":100,"stream":true,` + prompt + `}`), "[DONE]\n\n"},
+		{"responses-json", "/v1/responses", "application/json", []byte(`{"model":"oai","max_output_tokens":100,"store":false,"input":[{"role":"user","content":"Write a story about a lighthouse keeper."}]}`), `}`},
+		{"responses-sse", "/v1/responses", "application/json", []byte(`{"model":"oai","max_output_tokens":100,"store":false,"stream":true,"input":[{"role":"user","content":"Write a story about a lighthouse keeper."}]}`), "}\n\n"},
 		{"binary-v1", "/v1/messages", "application/x-anthropic-binary", binaryV1("anth", "Write a story about a lighthouse keeper.", 100), "\x03\x00\x00"},
 		{"sim-json", "/v1/messages", "application/json", []byte(`{"model":"sim","max_tokens":100,` + prompt + `}`), `}`},
 		{"sim-sse", "/v1/messages", "application/json", []byte(`{"model":"sim","max_tokens":100,"stream":true,` + prompt + `}`), `"message_stop"}` + "\n\n"},

@@ -33,7 +33,7 @@ var responsesFront = &front{
 	// stored response, or one continued, is layer0's (its id, its owner), never the engine's.
 	mayPass: func(x *exchange) bool { return !x.rsp.extras.Store && x.rsp.extras.PreviousResponseID == "" },
 	decode: func(x *exchange, body []byte) (*llm.Request, error) {
-		req, extras, err := responses.DecodeRequest(body, x.history)
+		req, extras, err := responses.DecodeRequestText(x.bodyText(body), x.history)
 		if err != nil {
 			return nil, err
 		}

@@ -54,10 +54,11 @@ type Options struct {
 	// LogScrapes logs the operator's requests (/healthz, /readyz, /metrics) in the access log
 	// too; by default they are not.
 	LogScrapes bool
-	// DecodeInPlace lets a /v1/messages request's strings point into the body's pooled
-	// buffer instead of a copy of it. Every part of the gateway that keeps a string of a
-	// request past its end copies it; code of the application's that sees requests (an engine
-	// kind or a picker of its own) may not, so it is set only without such code.
+	// DecodeInPlace lets the strings of a /v1/messages, /v1/chat/completions or /v1/responses
+	// request point into the body's pooled buffer instead of a copy of it (see bodyText). Every
+	// part of the gateway that keeps a string of a request past its end copies it; code of the
+	// application's that sees requests (an engine kind or a picker of its own) may not, so it is
+	// set only without such code.
 	DecodeInPlace bool
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -25,13 +24,13 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 	return decode(string(body), true)
 }
 
-// DecodeRequestInPlace is DecodeRequest without the copy of body: the strings of the returned
-// Request point into body, which must not change while the request or any string of it is in
-// use. Model, UserID and Ignored are still copies of their own (see DecodeRequest). Whatever
-// keeps a string of the request past the request's end must copy it: a caller that reuses body
-// for the next request guarantees this for all it hands the request to.
-func DecodeRequestInPlace(body []byte) (*llm.Request, error) {
-	return decode(unsafe.String(unsafe.SliceData(body), len(body)), true)
+// DecodeRequestText is DecodeRequest of a body given as text: the strings of the returned
+// Request are substrings of text (Model, UserID and Ignored are still copies of their own, see
+// DecodeRequest). A caller that makes text from a buffer it reuses (unsafe.String, to skip the
+// copy of the body) must not change the buffer while the request or any string of it is in
+// use, and must see that whatever keeps a string of the request past its end copies it.
+func DecodeRequestText(text string) (*llm.Request, error) {
+	return decode(text, true)
 }
 
 // DecodeCountTokens decodes the body of POST /v1/messages/count_tokens: the same fields as

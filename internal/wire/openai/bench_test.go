@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -47,6 +48,19 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := DecodeRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeRequestInPlace is BenchmarkDecodeRequest as the server decodes with
+// DecodeInPlace: the request's strings in the body's own buffer, no copy of it.
+func BenchmarkDecodeRequestInPlace(b *testing.B) {
+	body := []byte(`{"model":"gpt","stream":true,"max_tokens":100,"messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Tell me about the weather in Paris today, please."}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeRequestText(unsafe.String(unsafe.SliceData(body), len(body))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -93,6 +107,19 @@ func BenchmarkDecodeRequestLarge(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := DecodeRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeRequestLargeInPlace is BenchmarkDecodeRequestLarge in place (see
+// BenchmarkDecodeRequestInPlace).
+func BenchmarkDecodeRequestLargeInPlace(b *testing.B) {
+	body := largeRequest()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeRequestText(unsafe.String(unsafe.SliceData(body), len(body))); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -21,7 +21,6 @@ import (
 // what it found into the error a client gets.
 type Decoder struct {
 	jsontext.Scanner
-	body    []byte
 	path    []PathSeg // the place of the value being read, names as the body spells them
 	dup     []PathSeg // the first name given twice, or nil
 	ignored string    // the first member a struct has no field for, when Unknown is tracked
@@ -38,9 +37,12 @@ const maxNesting = 10000
 
 // NewDecoder returns a Decoder of body. The strings it reads point into one copy of body, which
 // is not retained: the caller may reuse it.
-func NewDecoder(body []byte) *Decoder {
-	return &Decoder{Scanner: jsontext.Scanner{Text: string(body), MaxDepth: maxNesting}, body: body,
-		path: make([]PathSeg, 0, 8), Fold: true}
+func NewDecoder(body []byte) *Decoder { return NewDecoderText(string(body)) }
+
+// NewDecoderText returns a Decoder of a body given as text: the strings it reads are substrings
+// of text (see DecodeRequestText for a text that shares a buffer).
+func NewDecoderText(text string) *Decoder {
+	return &Decoder{Scanner: jsontext.Scanner{Text: text, MaxDepth: maxNesting}, path: make([]PathSeg, 0, 8), Fold: true}
 }
 
 // wrongType is the error that stops a Decoder at a value of the wrong type: encoding/json's
@@ -77,8 +79,8 @@ func (d *Decoder) Finish(err error) error {
 		}
 		return nil
 	}
-	if !utf8.Valid(d.body) {
-		return utf8Error(d.body)
+	if !utf8.ValidString(d.Text) {
+		return utf8Error([]byte(d.Text))
 	}
 	if se := syntaxError(d.Text); se != nil {
 		return apierr.Wrap(apierr.InvalidRequest, se, "request body is not valid JSON (offset %d)", jsonOffset(d.Text, se))

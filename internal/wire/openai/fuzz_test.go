@@ -6,8 +6,10 @@ import (
 	"errors"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -20,6 +22,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte("{\"model\":\"m\",\"stop\":[\"a\",\"\xff\"],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\"}]}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)
+		inPlace(t, body, r, err)
 		if err == nil && !utf8.Valid(body) {
 			t.Fatalf("decoded a body that is not UTF-8: %q", body)
 		}
@@ -50,6 +53,35 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("encoding is not stable:\n%s\n%s", out, out2)
 		}
 	})
+}
+
+// inPlace decodes body in a buffer of its own, as the server decodes in place, and checks that
+// it reads as r and err (the decoding of a copy) did; then it overwrites the buffer, as the next
+// request read into it does, and checks that what outlives a request kept its own copy: the
+// model, the user, the ignored field's name, and the error's message (the access log's).
+func inPlace(t *testing.T, body []byte, r *llm.Request, err error) {
+	t.Helper()
+	buf := bytes.Clone(body)
+	ri, _, erri := DecodeRequestText(unsafe.String(unsafe.SliceData(buf), len(buf)))
+	if (err == nil) != (erri == nil) || err != nil && erri.Error() != err.Error() {
+		t.Fatalf("in place: %v, in a copy: %v", erri, err)
+	}
+	if err == nil && !bytes.Equal(AppendRequest(nil, ri), AppendRequest(nil, r)) {
+		t.Fatalf("in place the request encodes as\n%s\nin a copy as\n%s", AppendRequest(nil, ri), AppendRequest(nil, r))
+	}
+	for i := range buf {
+		buf[i] = '#'
+	}
+	if err != nil {
+		if erri.Error() != err.Error() {
+			t.Fatalf("once the buffer is reused the error says %q, not %q", erri, err)
+		}
+		return
+	}
+	if ri.Model != r.Model || ri.UserID != r.UserID || ri.Ignored != r.Ignored {
+		t.Fatalf("once the buffer is reused: model %q, user %q, ignored %q; want %q, %q, %q",
+			ri.Model, ri.UserID, ri.Ignored, r.Model, r.UserID, r.Ignored)
+	}
 }
 
 // FuzzReadStream checks that any engine stream either ends in a stop event with no error, or

@@ -44,8 +44,17 @@ func DecodeRequest(body []byte) (*llm.Request, error) {
 // buffers. Model and UserID are copies of their own, since they outlive the request as metric
 // labels and limiter keys.
 func DecodeRequestExtras(body []byte) (*llm.Request, Extras, error) {
+	return DecodeRequestText(string(body))
+}
+
+// DecodeRequestText is DecodeRequestExtras of a body given as text: the strings of the returned
+// request are substrings of text (Model, UserID and Ignored are still copies of their own). A
+// caller that makes text from a buffer it reuses (unsafe.String, to skip the copy of the body)
+// must not change the buffer while the request or any string of it is in use, and must see that
+// whatever keeps a string of the request past its end copies it.
+func DecodeRequestText(text string) (*llm.Request, Extras, error) {
 	var x Extras
-	d := NewDecoder(body)
+	d := NewDecoderText(text)
 	var cr chatRequest
 	// A field given twice would be read last-wins here and first-wins by other parsers of the
 	// same body (an engine reached by pass-through, a filter in front of it): Finish refuses it,

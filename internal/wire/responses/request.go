@@ -63,7 +63,17 @@ type Lookup func(id string) (*History, error)
 // The body is read once (openai.Decoder); strings in the result share one copy of body, which is
 // not retained, and the model, user and previous_response_id are copies of their own.
 func DecodeRequest(body []byte, lookup Lookup) (*llm.Request, *Extras, error) {
-	d := openai.NewDecoder(body)
+	return DecodeRequestText(string(body), lookup)
+}
+
+// DecodeRequestText is DecodeRequest of a body given as text: the strings of the request and of
+// its Extras are substrings of text (the model, the user and previous_response_id are still
+// copies of their own), but for a previous response's conversation, which is lookup's. A caller
+// that makes text from a buffer it reuses (unsafe.String, to skip the copy of the body) must not
+// change the buffer while the request or any string of it is in use, and must see that whatever
+// keeps a string of the request past its end copies it: a stored response above all.
+func DecodeRequestText(text string, lookup Lookup) (*llm.Request, *Extras, error) {
+	d := openai.NewDecoderText(text)
 	d.Fold = false
 	var rr request
 	if err := d.Finish(readRequest(d, &rr)); err != nil {

@@ -1,9 +1,11 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -144,6 +146,25 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, x, err := DecodeRequest(body, lookup)
+		// In a buffer of its own, as the server decodes in place, body reads the same; once the
+		// buffer is reused, what outlives the request — the model, the user, the ignored
+		// field's name, previous_response_id, the error's message — still says what it did.
+		buf := bytes.Clone(body)
+		ri, xi, erri := DecodeRequestText(unsafe.String(unsafe.SliceData(buf), len(buf)), lookup)
+		if (err == nil) != (erri == nil) {
+			t.Fatalf("in place: %v, in a copy: %v", erri, err)
+		}
+		for i := range buf {
+			buf[i] = '#'
+		}
+		switch {
+		case err != nil && erri.Error() != err.Error():
+			t.Fatalf("once the buffer is reused the error says %q, not %q", erri, err)
+		case err == nil && (ri.Model != r.Model || ri.UserID != r.UserID || ri.Ignored != r.Ignored ||
+			xi.User != x.User || xi.PreviousResponseID != x.PreviousResponseID):
+			t.Fatalf("once the buffer is reused: %q %q %q %q %q, want %q %q %q %q %q", ri.Model, ri.UserID, ri.Ignored, xi.User,
+				xi.PreviousResponseID, r.Model, r.UserID, r.Ignored, x.User, x.PreviousResponseID)
+		}
 		if err != nil {
 			var e *apierr.Error
 			if !errors.As(err, &e) || e.Status() != 400 {
