@@ -8,4 +8,4 @@ bench:
 
 # A short run that checks the report works end to end (about a minute of load).
 bench-quick:
-	go run ./bench -duration 2s -warmup 500ms -rates 1000,2000 -stream-rates 500 -streams 1000 -gobench "" -protocol-rounds 1 $(BENCHFLAGS)
+	go run ./bench -duration 2s -warmup 500ms -rates 1000,2000 -stream-rates 500 -streams 1000 -gobench "" -protocol-rounds 1 -one-conn-rounds 2 -one-conn-duration 1s $(BENCHFLAGS)

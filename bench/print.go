@@ -63,6 +63,7 @@ func printReport(w io.Writer, o options, res *result) {
 			}
 		}
 	}
+	printOneConn(w, o, res.OneConn)
 	if st := res.Streams; st != nil {
 		r := st.Report
 		fmt.Fprintf(w, "\n== %d concurrent streams through layer0 (h2c, %d tokens %s apart) ==\n",
@@ -114,6 +115,7 @@ func printTargets(w io.Writer, res *result) {
 				sc.Name, p.Rate, added(p, false), dur(targetStreamGain), failNote(p))
 		}
 	}
+	checkOneConn(check, res.OneConn)
 	for _, r := range res.Protocols {
 		h2, h3 := r.run("2"), r.run("3")
 		if h2 == nil || h3 == nil {

@@ -153,6 +153,7 @@ type result struct {
 	Engine     string           `json:"engine"`
 	HTTP1      string           `json:"http1"`
 	Scenarios  []scenarioResult `json:"scenarios"`
+	OneConn    []oneConnResult  `json:"one_connection,omitempty"`
 	Streams    *streamsResult   `json:"streams,omitempty"`
 	Protocols  []protocolResult `json:"protocols,omitempty"`
 }
@@ -212,6 +213,11 @@ func report(ctx context.Context, o options, w io.Writer) error {
 			return err
 		}
 		res.Scenarios = append(res.Scenarios, r)
+	}
+	if o.oneConn {
+		if res.OneConn, err = runOneConn(ctx, o, upURL, gwURL, up, gw, proxy); err != nil {
+			return err
+		}
 	}
 	if o.streams > 0 {
 		if res.Streams, err = runStreams(ctx, o, gwURL, gw); err != nil {

@@ -272,8 +272,8 @@ func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) e
 	}
 }
 
-// shortcut queues the events at the start of what is buffered that sc matches whole (each
-// copied once, as Queue copies), and then, as the loop does after every event, flushes when no
+// shortcut queues the run of events at the start of what is buffered that sc matches whole (in
+// one copy, as Queue copies), and then, as the loop does after every event, flushes when no
 // whole event is left in hand.
 func (s *state) shortcut(sc Shortcut, res *Result) error {
 	buf := s.er.Buffer()
@@ -283,9 +283,6 @@ func (s *state) shortcut(sc Shortcut, res *Result) error {
 		if m <= 0 {
 			break
 		}
-		if err := s.out.Queue(buf[n : n+m]); err != nil {
-			return err
-		}
 		if delta {
 			res.Deltas++
 		}
@@ -293,6 +290,9 @@ func (s *state) shortcut(sc Shortcut, res *Result) error {
 	}
 	if n == 0 {
 		return nil
+	}
+	if err := s.out.Queue(buf[:n]); err != nil {
+		return err
 	}
 	s.er.Discard(n)
 	if !s.er.Buffered() {
