@@ -121,7 +121,7 @@ func (t *textTemplate) match(data []byte) ([]byte, bool) {
 
 // record makes data the template if v, the chunk read from it, is a text delta alone.
 func (t *textTemplate) record(data []byte, v *chunkView) {
-	if len(v.choices) != 1 || v.hasUsage {
+	if len(v.choices) != 1 || v.hasUsage || len(data) > maxMemo {
 		return
 	}
 	ch := &v.choices[0]
@@ -131,6 +131,10 @@ func (t *textTemplate) record(data []byte, v *chunkView) {
 	}
 	t.b, t.start, t.end = append(t.b[:0], data...), d.contentAt[0], d.contentAt[1]
 }
+
+// maxMemo bounds the bytes a template or a head keeps: a token's chunk is a few hundred bytes,
+// and a larger one, rare, is not worth keeping a copy of for the rest of the stream.
+const maxMemo = 4 << 10
 
 // chunkMemo is what scanChunk remembers of a stream's last chunks.
 type chunkMemo struct {
@@ -178,7 +182,7 @@ func scanWhole(data []byte, v *chunkView, keepHead bool, p *chunkPrefix) bool {
 		return false
 	}
 	p.b = p.b[:0]
-	if head.done && head.n > 0 {
+	if head.done && head.n > 0 && head.end <= maxMemo {
 		p.b, p.n, p.seen = append(p.b, data[:head.end]...), head.n, head.seen
 	}
 	return true
