@@ -135,3 +135,37 @@ func BenchmarkDecodeEmbeddings(b *testing.B) {
 		}
 	}
 }
+
+// vllmStream is a vLLM answer of n content tokens as it streams them: a role chunk, one chunk
+// per token (every eighth an escaped newline), the finish chunk and the usage chunk, [DONE].
+func vllmStream(n int) []byte {
+	const head = `data: {"id":"chatcmpl-8d2f0c5b1e7a4c3f","object":"chat.completion.chunk","created":1735689600,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":`
+	var b bytes.Buffer
+	b.WriteString(head + `{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	for i := range n {
+		tok := " token"
+		if i%8 == 7 {
+			tok = `.\n`
+		}
+		b.WriteString(head + `{"content":"` + tok + `"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	}
+	b.WriteString(head + `{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
+	fmt.Fprintf(&b, `data: {"id":"chatcmpl-8d2f0c5b1e7a4c3f","object":"chat.completion.chunk","created":1735689600,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":21,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":16}}}`+"\n\ndata: [DONE]\n\n", 21+n, n)
+	return b.Bytes()
+}
+
+// BenchmarkReadStream100 reads a 100-token vLLM text stream, as the translating path does for
+// every answer of an OpenAI-compatible engine to a client of another format.
+func BenchmarkReadStream100(b *testing.B) {
+	data := vllmStream(100)
+	r := bytes.NewReader(data)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Reset(data)
+		var c llm.Collector
+		if err := ReadStream(r, &c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -280,10 +280,20 @@ type usageJSON struct {
 // canonical converts OpenAI usage (prompt_tokens includes cached tokens) to llm.Usage
 // (InputTokens excludes them).
 func (u *usageJSON) canonical() llm.Usage {
-	out := llm.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-	if d := u.PromptTokensDetails; d != nil && d.CachedTokens > 0 && d.CachedTokens <= u.PromptTokens {
-		out.CacheReadInputTokens = d.CachedTokens
-		out.InputTokens -= d.CachedTokens
+	cached := 0
+	if d := u.PromptTokensDetails; d != nil {
+		cached = d.CachedTokens
+	}
+	return canonicalUsage(u.PromptTokens, u.CompletionTokens, cached)
+}
+
+// canonicalUsage is the llm.Usage of OpenAI counts: prompt tokens, of which cached were read
+// from the cache, and completion tokens.
+func canonicalUsage(prompt, completion, cached int) llm.Usage {
+	out := llm.Usage{InputTokens: prompt, OutputTokens: completion}
+	if cached > 0 && cached <= prompt {
+		out.CacheReadInputTokens = cached
+		out.InputTokens -= cached
 	}
 	return out
 }

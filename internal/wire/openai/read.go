@@ -84,6 +84,8 @@ type reader struct {
 	stop     llm.StopReason
 	stopSeq  string
 	usage    llm.Usage
+	cv       chunkView // the chunk being read, its slices reused
+	memo     chunkMemo // what the last chunks leave for the next
 	// args gathers the open tool call's arguments, checked when its block closes: arguments
 	// that are not a JSON object would reach an Anthropic client as "input":{} (or a stream
 	// of input_json_delta it cannot parse), a tool call it runs with nothing.
@@ -141,6 +143,12 @@ func (rd *reader) toolCall(tc *streamToolCall, pos int) error {
 	if tc.Index != nil {
 		idx = *tc.Index
 	}
+	return rd.toolPiece(idx, tc.ID, tc.Function.Name, tc.Function.Arguments)
+}
+
+// toolPiece applies a piece of the tool call of OpenAI index idx: its start when it is new, then
+// its arguments.
+func (rd *reader) toolPiece(idx int, callID, name, args string) error {
 	if !rd.open || rd.openTool != idx {
 		if rd.seen[idx] {
 			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: tool call %d resumed after another began", idx), "engine sent interleaved tool calls")
@@ -152,11 +160,11 @@ func (rd *reader) toolCall(tc *streamToolCall, pos int) error {
 			rd.seen = map[int]bool{}
 		}
 		rd.seen[idx] = true
-		id := ToolUseID(tc.ID)
+		id := ToolUseID(callID)
 		if id == "" {
 			id = ids.ToolUse()
 		}
-		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: tc.Function.Name}
+		rd.ev = llm.Event{Kind: llm.EventBlockStart, Index: rd.next, Block: llm.BlockToolUse, ID: id, Name: name}
 		rd.next++
 		rd.open, rd.openTool = true, idx
 		rd.args = rd.args[:0]
@@ -164,11 +172,11 @@ func (rd *reader) toolCall(tc *streamToolCall, pos int) error {
 			return err
 		}
 	}
-	if tc.Function.Arguments == "" {
+	if args == "" {
 		return nil
 	}
-	rd.args = append(rd.args, tc.Function.Arguments...)
-	rd.ev = llm.Event{Kind: llm.EventToolDelta, Index: rd.next - 1, Text: tc.Function.Arguments}
+	rd.args = append(rd.args, args...)
+	rd.ev = llm.Event{Kind: llm.EventToolDelta, Index: rd.next - 1, Text: args}
 	return rd.send(&rd.ev)
 }
 
@@ -244,6 +252,66 @@ func (rd *reader) chunk(c *chunkJSON) error {
 	return nil
 }
 
+// data applies the data of one stream event: read by scanChunk, or decoded with encoding/json
+// when scanChunk leaves it to it (an error chunk, a malformed one, an odd one).
+func (rd *reader) data(data []byte) error {
+	if scanChunk(data, &rd.cv, !rd.started, &rd.memo) {
+		return rd.view(&rd.cv)
+	}
+	var c chunkJSON
+	if err := json.Unmarshal(data, &c); err != nil {
+		return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: bad chunk: %w", err), "engine sent an invalid stream chunk")
+	}
+	return rd.chunk(&c)
+}
+
+// view applies a chunk scanChunk read, as chunk applies a decoded one.
+func (rd *reader) view(v *chunkView) error {
+	if err := rd.startMsg(v.id, v.model); err != nil {
+		return err
+	}
+	for i := range v.choices {
+		ch := &v.choices[i]
+		if ch.index != 0 {
+			continue
+		}
+		d := &ch.delta
+		if !d.present {
+			d = &ch.message
+		}
+		if d.present {
+			if d.hasContent {
+				if err := rd.text(d.content); err != nil {
+					return err
+				}
+			}
+			if d.hasRefusal {
+				if err := rd.text(d.refusal); err != nil {
+					return err
+				}
+			}
+			for j, tc := range v.calls[d.calls0:d.calls1] {
+				idx := j
+				if tc.hasIndex {
+					idx = tc.index
+				}
+				if err := rd.toolPiece(idx, tc.id, tc.name, tc.args); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.finish != "" {
+			if err := rd.finish(ch.finish, ch.stopSeq); err != nil {
+				return err
+			}
+		}
+	}
+	if v.hasUsage {
+		rd.usage = canonicalUsage(v.usage.prompt, v.usage.completion, v.usage.cached)
+	}
+	return nil
+}
+
 // chunkError returns the error a chunk carries, if any.
 func chunkError(c *chunkJSON) error {
 	if isNull(c.Error) && c.Object != "error" {
@@ -278,11 +346,12 @@ func chunkError(c *chunkJSON) error {
 // *apierr.Error. It calls sink.Flush whenever no whole event is buffered (sse.Reader.Buffered),
 // just before it would wait for the network. A stream that ends without [DONE] is accepted only
 // if a finish_reason arrived; otherwise the error wraps ErrTruncated: never a silent truncation.
-// A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error.
+// A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error. Chunks are
+// read in place with jsontext (chunk.go), an allocation per token (its text); error chunks and
+// odd ones are decoded with encoding/json, to the same meaning.
 func ReadStream(r io.Reader, sink llm.Sink) error {
 	er := sse.NewReader(r)
 	rd := &reader{sink: sink, openTool: -1}
-	var c chunkJSON
 	dirty := false // events sent since the last Flush
 	for {
 		if dirty && !er.Buffered() {
@@ -328,11 +397,7 @@ func ReadStream(r io.Reader, sink llm.Sink) error {
 			}
 			return sink.Flush()
 		}
-		c = chunkJSON{}
-		if jerr := json.Unmarshal(data, &c); jerr != nil {
-			return apierr.Wrap(apierr.BadGateway, fmt.Errorf("openai: bad chunk: %w", jerr), "engine sent an invalid stream chunk")
-		}
-		if err := rd.chunk(&c); err != nil {
+		if err := rd.data(data); err != nil {
 			return err
 		}
 		if eof {
