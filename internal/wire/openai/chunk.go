@@ -253,8 +253,15 @@ func (s *chunkScanner) unknown(k string, depth int) bool {
 func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 	d := &s.d
 	last := 0 // where the last member's value ended
-	return s.fields(n, seen, func(k string) (ok bool) {
-		n++
+	s.seen = seen
+	for {
+		k, ok, err := d.NextKey(&n)
+		if err != nil {
+			return false
+		}
+		if !ok {
+			return true
+		}
 		switch k {
 		case "id":
 			ok = s.once(mID) && s.str(&s.v.id, s.keepH)
@@ -282,9 +289,11 @@ func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 		default:
 			ok = s.unknown(k, 1)
 		}
+		if !ok {
+			return false
+		}
 		last = d.Pos
-		return ok
-	})
+	}
 }
 
 // fields reads the members of an object whose '{' was consumed, n of them read already, the
