@@ -296,16 +296,16 @@ func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 	}
 }
 
-// fields reads the members of an object whose '{' was consumed, n of them read already, the
-// known ones among them marked in seen: member reads the value of each, given its name. It
-// reports false when member does or the object is not valid JSON. Each kind of object is then
-// only its switch on the names it knows. While the object is read its seen is s.seen (a pointer
-// to a variable of fields given to member would move it to the heap); an inner object's, read by
-// member, gives way to the outer one's when the inner one ends. After false nothing more is read.
-func (s *chunkScanner) fields(n int, seen uint32, member func(k string) bool) bool {
+// fields reads the members of an object whose '{' was consumed: member reads the value of each,
+// given its name. It reports false when member does or the object is not valid JSON. Each kind
+// of object is then only its switch on the names it knows. While the object is read, the known
+// names met in it are in s.seen (a pointer to a variable of fields given to member would move it
+// to the heap); an inner object's, read by member, gives way to the outer one's when the inner
+// one ends. After false nothing more is read.
+func (s *chunkScanner) fields(member func(k string) bool) bool {
 	outer := s.seen
-	s.seen = seen
-	for {
+	s.seen = 0
+	for n := 0; ; {
 		k, ok, err := s.d.NextKey(&n)
 		if err != nil {
 			return false
@@ -332,7 +332,7 @@ func (s *chunkScanner) object(present *bool, member func(k string) bool) bool {
 		if present != nil {
 			*present = true
 		}
-		return s.fields(0, 0, member)
+		return s.fields(member)
 	}
 	return false
 }
