@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"sync"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/engine/passthrough"
@@ -54,12 +55,14 @@ func (e *Engine) forward(ctx context.Context, p *passthrough.Pass, w passthrough
 		return passthrough.Result{}, err
 	}
 	defer resp.Close()
-	var pol passthrough.Policy = &responsesPolicy{}
-	if chat {
-		pol = &chatPolicy{inject: pr.inject}
+	src := passthrough.Source{Body: resp.Reader(), ContentType: resp.ContentType, Stream: pr.stream,
+		ClientModel: p.ClientModel, Err: resp.Err}
+	if !chat {
+		return passthrough.Forward(&responsesPolicy{}, &src, w)
 	}
-	return passthrough.Forward(pol, &passthrough.Source{Body: resp.Reader(), ContentType: resp.ContentType,
-		Stream: pr.stream, ClientModel: p.ClientModel, Err: resp.Err}, w)
+	pl := newChatPolicy(pr.inject)
+	defer pl.release()
+	return passthrough.Forward(pl, &src, w)
 }
 
 // prepared is a pass-through request ready to send.
@@ -122,6 +125,38 @@ type chatPolicy struct {
 	c        chunk
 	members  jsontext.Members // the chunks' common first members, checked once
 	last     template         // the last content chunk that can be one, for Match
+}
+
+// chatPolicies keeps the policies of ended streams with the buffers they grew (the chunks'
+// common members, the template): a stream then allocates none for its policy.
+var chatPolicies = sync.Pool{New: func() any { return new(chatPolicy) }}
+
+// newChatPolicy returns a policy for one stream, pooled; release gives it back once Forward
+// returned.
+func newChatPolicy(inject bool) *chatPolicy {
+	pl := chatPolicies.Get().(*chatPolicy)
+	pl.inject = inject
+	return pl
+}
+
+// maxPooledTemplate bounds the template buffer a pooled policy keeps: one grown by a large
+// chunk is let go.
+const maxPooledTemplate = 64 << 10
+
+// release pools pl, reset.
+func (pl *chatPolicy) release() {
+	pl.reset()
+	chatPolicies.Put(pl)
+}
+
+// reset makes pl a new stream's policy, as the zero value, keeping its buffers.
+func (pl *chatPolicy) reset() {
+	pl.members.Reset()
+	b := pl.last.b[:0]
+	if cap(b) > maxPooledTemplate {
+		b = nil
+	}
+	*pl = chatPolicy{members: pl.members, last: template{b: b}}
 }
 
 // chunk is where a chunk's top-level members lie, -1 where absent, found as it is checked.

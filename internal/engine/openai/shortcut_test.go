@@ -50,7 +50,9 @@ func BenchmarkForwardStream(b *testing.B) {
 			for b.Loop() {
 				br.Reset(bytes.NewReader(stream))
 				src := passthrough.Source{Body: br, ContentType: "text/event-stream", Stream: true, ClientModel: bc.model}
-				res, err := passthrough.Forward(&chatPolicy{inject: true}, &src, fake.Writer(io.Discard))
+				pl := newChatPolicy(true)
+				res, err := passthrough.Forward(pl, &src, fake.Writer(io.Discard))
+				pl.release()
 				if err != nil || res.Deltas != 100 || res.Usage.OutputTokens != 100 {
 					b.Fatalf("forward: %+v, %v", res, err)
 				}
@@ -100,8 +102,10 @@ func forwardBoth(stream []byte, chunk int, model string, inject bool) (fast, slo
 		res, err := passthrough.Forward(p, &src, fake.Writer(&out))
 		return forwarded{out.String(), res, err}
 	}
-	c := &counting{chatPolicy: &chatPolicy{inject: inject}}
+	// The pooled policy, as the engine uses it: what one stream learned must not reach the next.
+	c := &counting{chatPolicy: newChatPolicy(inject)}
 	fast = run(c)
+	c.release()
 	slow = run(plain{&chatPolicy{inject: inject}})
 	return fast, slow, c.matched
 }
@@ -344,5 +348,30 @@ func TestMatch(t *testing.T) {
 		if n := pl.Match([]byte(in)).N; n != 0 {
 			t.Errorf("Match(%q) = %d, want 0", in, n)
 		}
+	}
+}
+
+// TestPolicyReset: a pooled policy starts its next stream knowing nothing of the last one — no
+// template (a chunk of the last stream's shape may be the next one's prelude), no finish, no
+// usage to drop — and keeps its buffers.
+func TestPolicyReset(t *testing.T) {
+	const m = "meta-llama/Llama-3.1-8B-Instruct"
+	chunk := vllm(m, `{"content":"a"}`, `"stop"`) + "\n\n"
+	text := vllm(m, `{"content":"a"}`, "null") + "\n\n"
+	pl := newChatPolicy(true)
+	for _, c := range []string{text, chunk} {
+		ev := passthrough.Event{Raw: []byte(c), Started: true}
+		ev.Data = ev.Raw[len("data: ") : len(ev.Raw)-2]
+		if err := pl.Event(&ev, new(llm.Usage)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pl.Match([]byte(text)).N == 0 || !pl.finished {
+		t.Fatalf("before reset: Match %+v, finished %v", pl.Match([]byte(text)), pl.finished)
+	}
+	b := pl.last.b[:1]
+	pl.reset()
+	if n := pl.Match([]byte(text)).N; n != 0 || pl.finished || pl.inject || &pl.last.b[:1][0] != &b[0] {
+		t.Errorf("after reset: Match took %d bytes, finished %v, inject %v, template buffer kept %v", n, pl.finished, pl.inject, &pl.last.b[:1][0] == &b[0])
 	}
 }
