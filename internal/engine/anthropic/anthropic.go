@@ -298,19 +298,19 @@ var textDeltaEvent = []byte("event: content_block_delta\ndata: ")
 // Match implements passthrough.Shortcut: a text delta event written as the Messages API writes
 // it (textDeltaEvent, validTextDelta's shape, a blank line), once message_start was seen —
 // what Event would pass as content with nothing to read or rename.
-func (pl *policy) Match(buf []byte) (int, bool) {
+func (pl *policy) Match(buf []byte) passthrough.Matched {
 	if !pl.started {
-		return 0, false
+		return passthrough.Matched{}
 	}
 	rest, ok := bytes.CutPrefix(buf, textDeltaEvent)
 	if !ok {
-		return 0, false
+		return passthrough.Matched{}
 	}
 	end := textDeltaEnd(rest)
 	if end < 0 || len(rest) < end+2 || rest[end] != '\n' || rest[end+1] != '\n' {
-		return 0, false
+		return passthrough.Matched{}
 	}
-	return len(textDeltaEvent) + end + 2, true
+	return passthrough.Matched{N: len(textDeltaEvent) + end + 2, Delta: true}
 }
 
 // Event implements passthrough.Policy.

@@ -189,17 +189,17 @@ func FuzzShortcut(f *testing.F) {
 func TestShortcutMatchesOnlyWhole(t *testing.T) {
 	ev := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
 	pl := &policy{}
-	if n, _ := pl.Match([]byte(ev)); n != 0 {
+	if n := pl.Match([]byte(ev)).N; n != 0 {
 		t.Fatalf("matched %d bytes before message_start", n)
 	}
 	pl.started = true
-	if n, delta := pl.Match([]byte(ev + "event: x")); n != len(ev) || !delta {
-		t.Fatalf("Match = %d, %v; want %d, true", n, delta, len(ev))
+	if m := pl.Match([]byte(ev + "event: x")); m.N != len(ev) || !m.Delta || m.ModelEnd != 0 {
+		t.Fatalf("Match = %+v; want %d bytes, a delta, no model", m, len(ev))
 	}
 	for _, in := range []string{ev[:len(ev)-1], ev[:len(ev)-2], strings.Replace(ev, "\n\n", "\r\n\r\n", 1),
 		strings.Replace(ev, "data: ", "data:", 1), strings.Replace(ev, "text_delta", "input_json_delta", 1),
 		strings.Replace(ev, `"hi"`, `"h\qi"`, 1), "\n" + ev} {
-		if n, _ := pl.Match([]byte(in)); n != 0 {
+		if n := pl.Match([]byte(in)).N; n != 0 {
 			t.Errorf("Match(%q) = %d, want 0", in, n)
 		}
 	}

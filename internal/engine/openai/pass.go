@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"sync"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/engine/passthrough"
@@ -54,12 +55,14 @@ func (e *Engine) forward(ctx context.Context, p *passthrough.Pass, w passthrough
 		return passthrough.Result{}, err
 	}
 	defer resp.Close()
-	var pol passthrough.Policy = &responsesPolicy{}
-	if chat {
-		pol = &chatPolicy{inject: pr.inject}
+	src := passthrough.Source{Body: resp.Reader(), ContentType: resp.ContentType, Stream: pr.stream,
+		ClientModel: p.ClientModel, Err: resp.Err}
+	if !chat {
+		return passthrough.Forward(&responsesPolicy{}, &src, w)
 	}
-	return passthrough.Forward(pol, &passthrough.Source{Body: resp.Reader(), ContentType: resp.ContentType,
-		Stream: pr.stream, ClientModel: p.ClientModel, Err: resp.Err}, w)
+	pl := newChatPolicy(pr.inject)
+	defer pl.release()
+	return passthrough.Forward(pl, &src, w)
 }
 
 // prepared is a pass-through request ready to send.
@@ -121,6 +124,39 @@ type chatPolicy struct {
 	finished bool // a finish_reason came
 	c        chunk
 	members  jsontext.Members // the chunks' common first members, checked once
+	last     template         // the last content chunk that can be one, for Match
+}
+
+// chatPolicies keeps the policies of ended streams with the buffers they grew (the chunks'
+// common members, the template): a stream then allocates none for its policy.
+var chatPolicies = sync.Pool{New: func() any { return new(chatPolicy) }}
+
+// newChatPolicy returns a policy for one stream, pooled; release gives it back once Forward
+// returned.
+func newChatPolicy(inject bool) *chatPolicy {
+	pl := chatPolicies.Get().(*chatPolicy)
+	pl.inject = inject
+	return pl
+}
+
+// maxPooledTemplate bounds the template buffer a pooled policy keeps: one grown by a large
+// chunk is let go.
+const maxPooledTemplate = 64 << 10
+
+// release pools pl, reset.
+func (pl *chatPolicy) release() {
+	pl.reset()
+	chatPolicies.Put(pl)
+}
+
+// reset makes pl a new stream's policy, as the zero value, keeping its buffers.
+func (pl *chatPolicy) reset() {
+	pl.members.Reset()
+	b := pl.last.b[:0]
+	if cap(b) > maxPooledTemplate {
+		b = nil
+	}
+	*pl = chatPolicy{members: pl.members, last: template{b: b}}
 }
 
 // chunk is where a chunk's top-level members lie, -1 where absent, found as it is checked.
@@ -210,8 +246,142 @@ func (pl *chatPolicy) Event(ev *passthrough.Event, u *llm.Usage) error {
 	case c.cs >= 0 && !fin && !empty(data[c.cs:c.ce]):
 		// A chunk of choices that is neither the prelude nor the finish: a token's delta.
 		ev.Delta = true
+		if !c.maybeErr && (c.us < 0 || data[c.us] != '{') {
+			pl.last.learn(ev.Raw, data, c)
+		}
 	}
 	return nil
+}
+
+// template is a content chunk's event cut around its text, which Match takes the next chunks
+// for: an event whose bytes are head, a JSON string and tail is what Event passes as content,
+// as it passed the chunk template was learned from — with the same model to rename, at the
+// same place in head or tail — whatever the string. The string is a value inside the chunk's
+// choices, so replacing it leaves every top-level member, the only part Event reads beyond
+// the chunk's validity, as it was: the same keys (no error, no usage to read), model and
+// object; and the chunk a JSON object (what a string value is replaced with is a string). A
+// finish_reason with a string value is searched for in the bytes (hasFinish), but no match of
+// it can involve the string's inside, where a quote is escaped: it was not found in the
+// template's chunk, and is not in the next. And once a content chunk has passed the stream
+// has started, so no later chunk is prelude.
+type template struct {
+	b      []byte // head, then tail
+	hn     int    // head's length; 0: nothing learned
+	ms, me int    // the model value, in head or, when inTail, in tail; ms == me: none
+	inTail bool
+}
+
+// The keys of a delta's text: content, reasoning_content and a tool call's arguments. Each is
+// searched for without its opening quote, as in hasFinish: the closing quote, which follows
+// a letter and so is not escaped, ends a key when a colon follows (a quote after a letter
+// cannot open a string in valid JSON), and the value after that colon is a member's.
+var textKeys = [...][]byte{[]byte(`content"`), []byte(`arguments"`)}
+
+// learn makes the chunk raw (Event's) the template when it is one data: line that ends with a
+// blank line (LF or CRLF line ends) and its choices hold a text string (textKeys); else the
+// template stays as it was, still sound.
+func (t *template) learn(raw, data []byte, c *chunk) {
+	off := dataLine(raw, data)
+	if off < 0 {
+		return
+	}
+	vs, ve := textAt(data, c.cs, c.ce)
+	if vs < 0 {
+		return
+	}
+	hs, ts := off+vs, off+ve // where the text starts and ends in raw
+	ms, me, inTail := 0, 0, false
+	switch {
+	case c.ms < 0:
+	case off+c.me <= hs:
+		ms, me = off+c.ms, off+c.me
+	case off+c.ms >= ts:
+		ms, me, inTail = off+c.ms-ts, off+c.me-ts, true
+	default:
+		return // not reached: the model is top-level, the text inside choices
+	}
+	if n := hs + len(raw) - ts; cap(t.b) < n {
+		t.b = make([]byte, 0, n)
+	}
+	t.b = append(append(t.b[:0], raw[:hs]...), raw[ts:]...)
+	t.hn, t.ms, t.me, t.inTail = hs, ms, me, inTail
+}
+
+var (
+	dataSpace = []byte("data: ")
+	dataColon = []byte("data:")
+)
+
+// dataLine returns where data starts in the event raw when raw is data's one data: line and a
+// blank line, with LF or CRLF line ends; else -1 (the slow path reads the rest).
+func dataLine(raw, data []byte) int {
+	off := 0
+	switch {
+	case bytes.HasPrefix(raw, dataSpace) && bytes.HasPrefix(raw[6:], data):
+		off = 6
+	case bytes.HasPrefix(raw, dataColon) && bytes.HasPrefix(raw[5:], data):
+		off = 5
+	default:
+		return -1
+	}
+	switch string(raw[off+len(data):]) {
+	case "\n\n", "\r\n\r\n":
+		return off
+	}
+	return -1
+}
+
+// textAt returns where the first string value of a text key (textKeys, in their order) lies
+// in data[cs:ce], a chunk's choices, or -1, -1. data is valid JSON.
+func textAt(data []byte, cs, ce int) (int, int) {
+	v := data[cs:ce]
+	for _, k := range textKeys {
+		for i := 0; ; {
+			j := bytes.Index(v[i:], k)
+			if j < 0 {
+				break
+			}
+			i += j + len(k)
+			p := skipSpace(v, i)
+			if p < len(v) && v[p] == ':' {
+				p = skipSpace(v, p+1)
+				if e := jsontext.ValidStringAt(v, p); e > 0 {
+					return cs + p, cs + e
+				}
+			}
+		}
+	}
+	return -1, -1
+}
+
+// skipSpace returns the index of the first byte at or after i in b that is not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// Match implements passthrough.Shortcut: a chunk whose bytes are the last content chunk's
+// (template) but for its text, a valid JSON string (UTF-8 included).
+func (pl *chatPolicy) Match(buf []byte) passthrough.Matched {
+	t := &pl.last
+	head, tail := t.b[:t.hn], t.b[t.hn:]
+	if len(head) == 0 || !bytes.HasPrefix(buf, head) {
+		return passthrough.Matched{}
+	}
+	e := jsontext.ValidStringAt(buf, len(head))
+	if e < 0 || !bytes.HasPrefix(buf[e:], tail) {
+		return passthrough.Matched{}
+	}
+	m := passthrough.Matched{N: e + len(tail), Delta: true}
+	if t.me > t.ms {
+		m.ModelStart, m.ModelEnd = t.ms, t.me
+		if t.inTail {
+			m.ModelStart, m.ModelEnd = e+t.ms, e+t.me
+		}
+	}
+	return m
 }
 
 // End implements passthrough.Policy: a stream may end without [DONE], not without a

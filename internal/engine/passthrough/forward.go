@@ -80,14 +80,27 @@ type Policy interface {
 }
 
 // A Shortcut is a Policy that recognises its most frequent events from their raw bytes, so
-// that Forward copies them without splitting the stream into fields and handing each to Event:
-// Match returns the length of such an event at the start of buf (0 when buf does not begin
-// with one, whole), and whether it carries content (Event.Delta). An event it matches must be
-// one Event would pass unchanged as Content — checked as Event checks it, nothing to rename,
-// no usage, no state changed — in the state the policy is in; the anthropic policy matches a
-// text delta in the API's own shape once the stream has begun.
+// that Forward copies them without splitting the stream into fields and handing each to Event.
+// Match reports such an event at the start of buf (Matched.N is 0 when buf does not begin with
+// one, whole). An event it matches must be one Event would pass as Content — checked as Event
+// checks it, no usage, no state changed — in the state the policy is in, with the same Delta
+// and the same model to rename (located in the event's bytes, where Event locates it in its
+// data). The anthropic policy matches a text delta in the API's own shape once the stream has
+// begun; the openai one a chunk that differs from the last content chunk it checked only in
+// its text.
 type Shortcut interface {
-	Match(buf []byte) (n int, delta bool)
+	Match(buf []byte) Matched
+}
+
+// Matched is an event a Shortcut recognised at the start of a buffer.
+type Matched struct {
+	// N is the event's length, its blank line included; 0 when there is none.
+	N int
+	// Delta says the event carries generated content, as Event.Delta.
+	Delta bool
+	// ModelStart and ModelEnd, when ModelEnd > ModelStart, locate in the event's bytes (not
+	// its data, unlike Event's) the model value to give the client's model name.
+	ModelStart, ModelEnd int
 }
 
 // Source is the engine's answer as Forward reads it.
@@ -273,25 +286,36 @@ func (s *state) stream(p Policy, body io.Reader, res *Result, errf func(error) e
 }
 
 // shortcut queues the run of events at the start of what is buffered that sc matches whole (in
-// one copy, as Queue copies), and then, as the loop does after every event, flushes when no
-// whole event is left in hand.
+// one copy, as Queue copies, but where a model is renamed), and then, as the loop does after
+// every event, flushes when no whole event is left in hand.
 func (s *state) shortcut(sc Shortcut, res *Result) error {
 	buf := s.er.Buffer()
-	n := 0
+	n, from := 0, 0 // buf[from:n] is matched and not yet queued
 	for {
-		m, delta := sc.Match(buf[n:])
-		if m <= 0 {
+		m := sc.Match(buf[n:])
+		if m.N <= 0 {
 			break
 		}
-		if delta {
+		if m.Delta {
 			res.Deltas++
 		}
-		n += m
+		if m.ModelEnd > m.ModelStart {
+			if v := s.rn.Value(buf[n+m.ModelStart : n+m.ModelEnd]); v != nil {
+				if err := s.out.Queue(buf[from : n+m.ModelStart]); err != nil {
+					return err
+				}
+				if err := s.out.Queue(v); err != nil {
+					return err
+				}
+				from = n + m.ModelEnd
+			}
+		}
+		n += m.N
 	}
 	if n == 0 {
 		return nil
 	}
-	if err := s.out.Queue(buf[:n]); err != nil {
+	if err := s.out.Queue(buf[from:n]); err != nil {
 		return err
 	}
 	s.er.Discard(n)

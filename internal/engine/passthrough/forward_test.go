@@ -3,8 +3,10 @@ package passthrough
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/layer0ai/layer0/internal/llm"
 )
@@ -126,3 +128,58 @@ type devNull struct{}
 
 func (devNull) Write(b []byte) (int, error) { return len(b), nil }
 func (devNull) Flush() error                { return nil }
+
+// shortcutPolicy is testPolicy with a Shortcut: it takes a delta event written as deltaEvent
+// writes it (its text plain), with its model at a known place, as Event would take it.
+type shortcutPolicy struct{ testPolicy }
+
+func deltaEvent(text string) string { return ev("delta", `{"model":"engine","text":"`+text+`"}`) }
+
+var deltaHead = []byte("event: delta\ndata: {\"model\":\"engine\",\"text\":\"")
+
+func (*shortcutPolicy) Match(buf []byte) Matched {
+	rest, ok := bytes.CutPrefix(buf, deltaHead)
+	if !ok {
+		return Matched{}
+	}
+	i := bytes.Index(rest, []byte("\"}\n\n"))
+	if i < 0 || bytes.ContainsAny(rest[:i], "\"\\\n") {
+		return Matched{}
+	}
+	ms := len("event: delta\ndata: {\"model\":")
+	return Matched{N: len(deltaHead) + i + 4, ModelStart: ms, ModelEnd: ms + len(`"engine"`)}
+}
+
+// TestForwardShortcut: the events a Shortcut takes reach the client as Event would have them
+// reach it, their model renamed, in runs or one by one, however the stream is read.
+func TestForwardShortcut(t *testing.T) {
+	stream := ev("start", `{"model":"engine"}`) + deltaEvent("a") + deltaEvent("b") + ": keep-alive\n\n" +
+		deltaEvent("c") + ev("usage", `{}`) + deltaEvent("d") + deltaEvent("e") + deltaEvent("f") + ev("stop", `{}`)
+	for _, model := range []string{"", "engine", "client", "a much longer client model name"} {
+		for _, read := range []func(string) io.Reader{
+			func(s string) io.Reader { return strings.NewReader(s) },
+			func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+			func(s string) io.Reader { return iotest.HalfReader(strings.NewReader(s)) },
+		} {
+			var fast, slow bytes.Buffer
+			run := func(p Policy, out *bytes.Buffer) Result {
+				res, err := Forward(p, &Source{Body: read(stream), ContentType: "text/event-stream", Stream: true,
+					ClientModel: model}, &writes2{out})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			rf, rs := run(&shortcutPolicy{}, &fast), run(&testPolicy{}, &slow)
+			if fast.String() != slow.String() || rf != rs {
+				t.Fatalf("client model %q: with the shortcut %q, %+v\nwithout %q, %+v", model, fast.String(), rf, slow.String(), rs)
+			}
+		}
+	}
+}
+
+// writes2 is a Writer into a buffer.
+type writes2 struct{ b *bytes.Buffer }
+
+func (w *writes2) Write(b []byte) (int, error) { return w.b.Write(b) }
+func (w *writes2) Flush() error                { return nil }

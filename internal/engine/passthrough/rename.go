@@ -71,6 +71,17 @@ func (r *Renamer) WriteJSON(w io.Writer, body []byte, s, e int) error {
 	return err
 }
 
+// Value returns what the model value v, found in an event by its caller, becomes for the
+// client: the client's model as a JSON string, or nil when v stays as it is (nothing to
+// rename, or v already is the client's). It is how EventAt renames an event whose data is one
+// line, for an event recognised from its bytes (Shortcut).
+func (r *Renamer) Value(v []byte) []byte {
+	if r.repl == nil || bytes.Equal(v, r.repl) {
+		return nil
+	}
+	return r.repl
+}
+
 // Event returns the SSE event raw, whose data payload is data (as sse.Reader returns them),
 // with the top-level "model" member of data renamed; or raw itself when there is nothing to
 // change (no model, data not a JSON object, the name already the client's). The renamed event

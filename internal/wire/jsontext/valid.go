@@ -86,6 +86,19 @@ func (p *Members) Valid(b []byte, visit func(key []byte, esc bool, start, end in
 	return true
 }
 
+// Reset forgets the objects checked, as the zero value, keeping the buffer the prefix grew in
+// (for a pooled checker) unless a large object grew it beyond maxKept.
+func (p *Members) Reset() {
+	prefix := p.prefix[:0]
+	if cap(prefix) > maxKept {
+		prefix = nil
+	}
+	*p = Members{prefix: prefix}
+}
+
+// maxKept bounds the buffer Reset keeps.
+const maxKept = 64 << 10
+
 // member records one top-level member, when recording, and visits it.
 func (p *Members) member(s string, m *member, ve int, visit func(key []byte, esc bool, start, end int)) {
 	if p != nil && p.rec >= 0 {

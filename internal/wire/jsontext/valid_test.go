@@ -189,3 +189,23 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+// TestMembersReset: a reset Members remembers nothing of the objects it checked (a pooled one
+// starts the next stream as a new one would) and keeps its buffer.
+func TestMembersReset(t *testing.T) {
+	var p Members
+	a := []byte(`{"id":"x","model":"m","choices":[1]}`)
+	p.Valid(a, func([]byte, bool, int, int) {})
+	if len(p.prefix) == 0 {
+		t.Fatal("nothing remembered of the first object")
+	}
+	buf := &p.prefix[:1][0]
+	p.Reset()
+	if len(p.prefix) != 0 || p.n != 0 || p.rec != 0 || &p.prefix[:1][0] != buf {
+		t.Fatalf("after Reset: prefix %q (cap %d), %d members, rec %d", p.prefix, cap(p.prefix), p.n, p.rec)
+	}
+	var got []string
+	if !p.Valid(a, func(k []byte, _ bool, _, _ int) { got = append(got, string(k)) }) || fmt.Sprint(got) != "[id model choices]" {
+		t.Fatalf("after Reset: visited %v", got)
+	}
+}
