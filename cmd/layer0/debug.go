@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,32 +38,59 @@ Flags:
 // apiKeyEnv is the environment variable the operator commands take the API key from.
 const apiKeyEnv = "LAYER0_API_KEY"
 
+// gatewayFlags are the flags of a command that asks a running gateway (debug, spend).
+type gatewayFlags struct {
+	url, key *string
+	asJSON   *bool
+	timeout  *time.Duration
+	base     string // --url without a trailing slash, once parsed
+}
+
+// addGatewayFlags defines --url, --key, --json and --timeout on fs, with these help texts and
+// the timeout's default.
+func addGatewayFlags(fs *flag.FlagSet, urlHelp, keyHelp, jsonHelp string, timeout time.Duration) *gatewayFlags {
+	return &gatewayFlags{
+		url:     fs.String("url", "http://127.0.0.1:8080", urlHelp),
+		key:     fs.String("key", "", keyHelp),
+		asJSON:  fs.Bool("json", false, jsonHelp),
+		timeout: fs.Duration("timeout", timeout, "how long to wait for the answer"),
+	}
+}
+
+// parse parses fs as parseInterspersed does, then takes the key from $LAYER0_API_KEY when
+// --key left it empty and sets base.
+func (g *gatewayFlags) parse(fs *flag.FlagSet, args []string, n int, usage string) ([]string, error) {
+	pos, err := parseInterspersed(fs, args, n, usage)
+	if err != nil {
+		return nil, err
+	}
+	defaultKey(g.key)
+	g.base = strings.TrimRight(*g.url, "/")
+	return pos, nil
+}
+
 // runDebug implements `layer0 debug REQUEST_ID` and `layer0 debug --verbose PROMPT`.
 func runDebug(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("debug", debugUsage, stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway (for REQUEST_ID: of its admin listener, or of the main one with --key)")
-	key := fs.String("key", "", "API key with debug: true (default $LAYER0_API_KEY)")
-	asJSON := fs.Bool("json", false, "print the trace as JSON")
-	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the answer")
+	g := addGatewayFlags(fs, "base URL of the gateway (for REQUEST_ID: of its admin listener, or of the main one with --key)",
+		"API key with debug: true (default $LAYER0_API_KEY)", "print the trace as JSON", 60*time.Second)
 	verbose := fs.Bool("verbose", false, "send PROMPT and print the answer and its trace")
 	model := fs.String("model", "sim", "--verbose: the model to ask for")
 	maxTokens := fs.Int("max-tokens", 64, "--verbose: max_tokens of the request")
-	pos, err := parseInterspersed(fs, args, 1, debugUsage)
+	pos, err := g.parse(fs, args, 1, debugUsage)
 	if err != nil {
 		return err
 	}
-	defaultKey(key)
-	base2 := strings.TrimRight(*base, "/")
-	hc := &http.Client{Timeout: *timeout}
+	hc := &http.Client{Timeout: *g.timeout}
 	if *verbose {
-		return debugVerbose(hc, probe.Call{API: probe.Anthropic, Base: base2, Key: *key, Model: *model,
-			Prompt: pos[0], MaxTokens: *maxTokens, Header: http.Header{"X-Layer0-Debug": {"1"}}}, *asJSON, stdout)
+		return debugVerbose(hc, probe.Call{API: probe.Anthropic, Base: g.base, Key: *g.key, Model: *model,
+			Prompt: pos[0], MaxTokens: *maxTokens, Header: http.Header{"X-Layer0-Debug": {"1"}}}, *g.asJSON, stdout)
 	}
-	t, err := fetchTrace(hc, base2, pos[0], *key)
+	t, err := fetchTrace(hc, g.base, pos[0], *g.key)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *g.asJSON {
 		return printJSON(stdout, t)
 	}
 	return printLines(stdout, t.Lines())

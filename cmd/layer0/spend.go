@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,15 +27,12 @@ Flags:
 // runSpend implements `layer0 spend`.
 func runSpend(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("spend", spendUsage, stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "base URL of the gateway's admin listener, or of the main one with --key")
-	key := fs.String("key", "", "an admin API key, for the main listener (default $LAYER0_API_KEY)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
-	if _, err := parseInterspersed(fs, args, 0, spendUsage); err != nil {
+	g := addGatewayFlags(fs, "base URL of the gateway's admin listener, or of the main one with --key",
+		"an admin API key, for the main listener (default $LAYER0_API_KEY)", "print the report as JSON", 10*time.Second)
+	if _, err := g.parse(fs, args, 0, spendUsage); err != nil {
 		return err
 	}
-	defaultKey(key)
-	body, _, err := adminGet(&http.Client{Timeout: *timeout}, "spend", strings.TrimRight(*base, "/")+"/spend", *key)
+	body, _, err := adminGet(&http.Client{Timeout: *g.timeout}, "spend", g.base+"/spend", *g.key)
 	if err != nil {
 		return err
 	}
@@ -44,7 +40,7 @@ func runSpend(args []string, stdout, stderr io.Writer) error {
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return fmt.Errorf("spend: the gateway did not answer a spend report: %w", err)
 	}
-	if *asJSON {
+	if *g.asJSON {
 		return printJSON(stdout, rep)
 	}
 	return printSpend(stdout, &rep)

@@ -91,10 +91,7 @@ func DecodeError(status int, body []byte) *apierr.Error {
 type errorObject struct{ typ, msg string }
 
 func (e *errorObject) read(d *scanner) error {
-	if d.Peek() != jsontext.KindObject {
-		return d.Skip(1)
-	}
-	return d.readTop(func(k string) error {
+	return d.object(func(k string) error {
 		switch k {
 		case "type":
 			return d.optString(&e.typ)
@@ -111,18 +108,16 @@ func (d *scanner) readTop(member func(k string) error) error {
 		return d.Unexpected("an object")
 	}
 	d.Pos++
-	for n := 0; ; {
-		k, ok, err := d.NextKey(&n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
-		if err := member(k); err != nil {
-			return err
-		}
+	return d.Members(member)
+}
+
+// object reads the members of an object at the position as readTop does; any other value is
+// skipped, as a member of another type is ignored.
+func (d *scanner) object(member func(k string) error) error {
+	if d.Peek() != jsontext.KindObject {
+		return d.Skip(1)
 	}
+	return d.readTop(member)
 }
 
 // optString reads a string into *s; any other value is skipped and leaves *s alone.
@@ -157,10 +152,7 @@ type usageFields struct {
 }
 
 func (u *usageFields) read(d *scanner) error {
-	if d.Peek() != jsontext.KindObject {
-		return d.Skip(1)
-	}
-	return d.readTop(func(k string) error {
+	return d.object(func(k string) error {
 		switch k {
 		case "input_tokens":
 			return d.optInt(&u.u.InputTokens, &u.hasInput)
@@ -198,10 +190,7 @@ type blockFields struct {
 }
 
 func (b *blockFields) read(d *scanner) error {
-	if d.Peek() != jsontext.KindObject {
-		return d.Skip(1)
-	}
-	return d.readTop(func(k string) error {
+	return d.object(func(k string) error {
 		switch k {
 		case "type":
 			return d.optString(&b.typ)
@@ -267,10 +256,7 @@ func (e *sseEvent) read(d *scanner) error {
 		case "index":
 			return d.optInt(&e.index, &e.hasIndex)
 		case "message":
-			if d.Peek() != jsontext.KindObject {
-				return d.Skip(1)
-			}
-			return d.readTop(func(k string) error {
+			return d.object(func(k string) error {
 				switch k {
 				case "id":
 					return d.optString(&e.msgID)
@@ -284,10 +270,7 @@ func (e *sseEvent) read(d *scanner) error {
 		case "content_block":
 			return e.block.read(d)
 		case "delta":
-			if d.Peek() != jsontext.KindObject {
-				return d.Skip(1)
-			}
-			return d.readTop(func(k string) error {
+			return d.object(func(k string) error {
 				switch k {
 				case "type":
 					return d.optString(&e.deltaType)

@@ -228,7 +228,7 @@ func (d *Scanner) NextElem(n *int) (ok bool, err error) {
 // Skip checks and consumes one value of any type. depth is the nesting depth of the value;
 // deeper than MaxDepth is an error.
 func (d *Scanner) Skip(depth int) error {
-	switch d.Peek() {
+	switch k := d.Peek(); k {
 	case KindString:
 		return d.SkipStr()
 	case KindNumber:
@@ -237,33 +237,14 @@ func (d *Scanner) Skip(depth int) error {
 	case KindBool, KindNull:
 		_, err := d.Literal()
 		return err
-	case KindObject:
+	case KindObject, KindArray:
 		if err := d.deeper(depth); err != nil {
 			return err
 		}
 		for n := 0; ; {
-			_, ok, err := d.NextKey(&n)
-			if err != nil {
+			ok, err := d.next(k, &n)
+			if err != nil || !ok {
 				return err
-			}
-			if !ok {
-				return nil
-			}
-			if err := d.Skip(depth + 1); err != nil {
-				return err
-			}
-		}
-	case KindArray:
-		if err := d.deeper(depth); err != nil {
-			return err
-		}
-		for n := 0; ; {
-			ok, err := d.NextElem(&n)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return nil
 			}
 			if err := d.Skip(depth + 1); err != nil {
 				return err
@@ -271,6 +252,30 @@ func (d *Scanner) Skip(depth int) error {
 		}
 	}
 	return d.Unexpected("a value")
+}
+
+// next moves to the value of the next member of an object (k KindObject) or to the next element
+// of an array whose opening was consumed, as NextKey or NextElem does; ok is false at the end.
+func (d *Scanner) next(k Kind, n *int) (ok bool, err error) {
+	if k == KindObject {
+		_, ok, err = d.NextKey(n)
+		return ok, err
+	}
+	return d.NextElem(n)
+}
+
+// Members reads the members of an object whose '{' was consumed: member reads the value of
+// each, given its name. It returns the first error, the text's or member's.
+func (d *Scanner) Members(member func(k string) error) error {
+	for n := 0; ; {
+		k, ok, err := d.NextKey(&n)
+		if err != nil || !ok {
+			return err
+		}
+		if err := member(k); err != nil {
+			return err
+		}
+	}
 }
 
 // deeper consumes the '{' or '[' of a container at depth, unless that is too deep.

@@ -63,7 +63,8 @@ type usageView struct{ prompt, completion, cached int }
 type chunkScanner struct {
 	d     jsontext.Scanner
 	v     *chunkView
-	keepH bool // keep (copy) the id and model: no message has started yet
+	keepH bool   // keep (copy) the id and model: no message has started yet
+	seen  uint32 // the known members met in the object being read (see once)
 }
 
 // chunkPrefix is the head of the last chunk scanChunk read whole: its bytes up to the end of
@@ -207,12 +208,13 @@ const (
 	mUsage
 )
 
-// once marks bit in seen, reporting false when it was already there.
-func once(seen *uint32, bit uint32) bool {
-	if *seen&bit != 0 {
+// once marks bit among the known members met in the object being read (s.seen), reporting false
+// when it was already there.
+func (s *chunkScanner) once(bit uint32) bool {
+	if s.seen&bit != 0 {
 		return false
 	}
-	*seen |= bit
+	s.seen |= bit
 	return true
 }
 
@@ -251,6 +253,7 @@ func (s *chunkScanner) unknown(k string, depth int) bool {
 func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 	d := &s.d
 	last := 0 // where the last member's value ended
+	s.seen = seen
 	for {
 		k, ok, err := d.NextKey(&n)
 		if err != nil {
@@ -261,27 +264,27 @@ func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 		}
 		switch k {
 		case "id":
-			ok = once(&seen, mID) && s.str(&s.v.id, s.keepH)
+			ok = s.once(mID) && s.str(&s.v.id, s.keepH)
 		case "model":
-			ok = once(&seen, mModel) && s.str(&s.v.model, s.keepH)
+			ok = s.once(mModel) && s.str(&s.v.model, s.keepH)
 		case "object":
 			var obj string
-			ok = once(&seen, mObject) && s.str(&obj, false) && obj != "error"
+			ok = s.once(mObject) && s.str(&obj, false) && obj != "error"
 		case "message":
 			var msg string
-			ok = once(&seen, mMessage) && s.str(&msg, false)
+			ok = s.once(mMessage) && s.str(&msg, false)
 		case "code":
-			ok = once(&seen, mCode) && d.Skip(1) == nil
+			ok = s.once(mCode) && d.Skip(1) == nil
 		case "error": // null only: an error is decoded as before
-			ok = once(&seen, mError) && d.Peek() == jsontext.KindNull && s.null()
+			ok = s.once(mError) && d.Peek() == jsontext.KindNull && s.null()
 		case "choices", "usage":
 			if head != nil && !head.done {
-				*head = headMark{end: last, n: n - 1, seen: seen, done: true}
+				*head = headMark{end: last, n: n - 1, seen: s.seen, done: true}
 			}
 			if k == "choices" {
-				ok = once(&seen, mChoices) && s.choices()
+				ok = s.once(mChoices) && s.choices()
 			} else {
-				ok = once(&seen, mUsage) && s.usage()
+				ok = s.once(mUsage) && s.usage()
 			}
 		default:
 			ok = s.unknown(k, 1)
@@ -291,6 +294,47 @@ func (s *chunkScanner) members(n int, seen uint32, head *headMark) bool {
 		}
 		last = d.Pos
 	}
+}
+
+// fields reads the members of an object whose '{' was consumed: member reads the value of each,
+// given its name. It reports false when member does or the object is not valid JSON. Each kind
+// of object is then only its switch on the names it knows. While the object is read, the known
+// names met in it are in s.seen (a pointer to a variable of fields given to member would move it
+// to the heap); an inner object's, read by member, gives way to the outer one's when the inner
+// one ends. After false nothing more is read.
+func (s *chunkScanner) fields(member func(k string) bool) bool {
+	outer := s.seen
+	s.seen = 0
+	for n := 0; ; {
+		k, ok, err := s.d.NextKey(&n)
+		if err != nil {
+			return false
+		}
+		if !ok {
+			s.seen = outer
+			return true
+		}
+		if !member(k) {
+			return false
+		}
+	}
+}
+
+// object reads an object or null at the position, the members of an object as fields does,
+// setting *present (when not nil) for an object; null is consumed and leaves *present alone, as
+// encoding/json leaves a field for it; anything else gives up.
+func (s *chunkScanner) object(present *bool, member func(k string) bool) bool {
+	switch s.d.Peek() {
+	case jsontext.KindNull:
+		return s.null()
+	case jsontext.KindObject:
+		s.d.Pos++
+		if present != nil {
+			*present = true
+		}
+		return s.fields(member)
+	}
+	return false
 }
 
 // null consumes null at the position.
@@ -396,221 +440,113 @@ func (s *chunkScanner) array(elem func() bool) bool {
 	}
 }
 
-// object reports whether the value at the position is an object, consuming its '{'; null is
-// consumed and reported as absent (ok true, isObj false); anything else gives up.
-func (s *chunkScanner) object() (isObj, ok bool) {
-	switch s.d.Peek() {
-	case jsontext.KindNull:
-		return false, s.null()
-	case jsontext.KindObject:
-		s.d.Pos++
-		return true, true
-	}
-	return false, false
-}
-
 func (s *chunkScanner) choices() bool {
 	return s.array(func() bool {
 		s.v.choices = append(s.v.choices, choiceView{})
 		ch := &s.v.choices[len(s.v.choices)-1]
-		isObj, ok := s.object()
-		if !ok || !isObj {
-			return ok // null: a choice with nothing in it, as encoding/json leaves one
-		}
-		var seen uint32
-		for n := 0; ; {
-			k, ok, err := s.d.NextKey(&n)
-			if err != nil {
-				return false
-			}
-			if !ok {
-				return true
-			}
-			// ch may move when a delta's tool calls grow s.v.calls, not s.v.choices.
+		// null: a choice with nothing in it, as encoding/json leaves one. ch may move when a
+		// delta's tool calls grow s.v.calls, not s.v.choices.
+		return s.object(nil, func(k string) bool {
 			switch k {
 			case "index":
-				ok = once(&seen, 1) && s.int(&ch.index, nil)
+				return s.once(1) && s.int(&ch.index, nil)
 			case "delta":
-				ok = once(&seen, 2) && s.delta(&ch.delta)
+				return s.once(2) && s.delta(&ch.delta)
 			case "message":
-				ok = once(&seen, 4) && s.delta(&ch.message)
+				return s.once(4) && s.delta(&ch.message)
 			case "finish_reason":
-				ok = once(&seen, 8) && s.str(&ch.finish, false)
+				return s.once(8) && s.str(&ch.finish, false)
 			case "stop_reason": // the matched stop string, or a token id, or null
-				if !once(&seen, 16) {
+				if !s.once(16) {
 					return false
 				}
 				if s.d.Peek() == jsontext.KindString {
-					ok = s.str(&ch.stopSeq, true)
-				} else {
-					ok = s.d.Skip(3) == nil
+					return s.str(&ch.stopSeq, true)
 				}
-			default:
-				ok = s.unknown(k, 3)
+				return s.d.Skip(3) == nil
 			}
-			if !ok {
-				return false
-			}
-		}
+			return s.unknown(k, 3)
+		})
 	})
 }
 
 func (s *chunkScanner) delta(dv *deltaView) bool {
-	isObj, ok := s.object()
-	if !ok || !isObj {
-		return ok
-	}
-	dv.present = true
-	var seen uint32
-	for n := 0; ; {
-		k, ok, err := s.d.NextKey(&n)
-		if err != nil {
-			return false
-		}
-		if !ok {
-			return true
-		}
+	return s.object(&dv.present, func(k string) (ok bool) {
 		switch k {
 		case "content":
 			s.d.WS()
 			at := s.d.Pos
-			ok = once(&seen, 1) && s.optStr(&dv.content, &dv.hasContent, true)
+			ok = s.once(1) && s.optStr(&dv.content, &dv.hasContent, true)
 			dv.contentAt = [2]int{at + 1, s.d.Pos - 1}
+			return ok
 		case "refusal":
-			ok = once(&seen, 2) && s.optStr(&dv.refusal, &dv.hasRefusal, true)
+			return s.once(2) && s.optStr(&dv.refusal, &dv.hasRefusal, true)
 		case "tool_calls":
 			dv.calls0 = len(s.v.calls)
-			ok = once(&seen, 4) && s.array(func() bool {
+			ok = s.once(4) && s.array(func() bool {
 				s.v.calls = append(s.v.calls, callView{})
 				return s.call(len(s.v.calls) - 1)
 			})
 			dv.calls1 = len(s.v.calls)
-		default:
-			ok = s.unknown(k, 4)
+			return ok
 		}
-		if !ok {
-			return false
-		}
-	}
+		return s.unknown(k, 4)
+	})
 }
 
-// call reads the tool call s.v.calls[i].
+// call reads the tool call s.v.calls[i]; null is a tool call with nothing in it, as
+// encoding/json leaves one.
 func (s *chunkScanner) call(i int) bool {
 	c := &s.v.calls[i]
-	isObj, ok := s.object()
-	if !ok || !isObj {
-		return ok // null: a tool call with nothing in it, as encoding/json leaves one
-	}
-	var seen uint32
-	for n := 0; ; {
-		k, ok, err := s.d.NextKey(&n)
-		if err != nil {
-			return false
-		}
-		if !ok {
-			return true
-		}
+	return s.object(nil, func(k string) bool {
 		switch k {
 		case "index":
-			ok = once(&seen, 1) && s.int(&c.index, &c.hasIndex) // null: no index, as a nil *int
+			return s.once(1) && s.int(&c.index, &c.hasIndex) // null: no index, as a nil *int
 		case "id":
-			ok = once(&seen, 2) && s.str(&c.id, true)
+			return s.once(2) && s.str(&c.id, true)
 		case "type":
 			var typ string
-			ok = once(&seen, 4) && s.str(&typ, false)
+			return s.once(4) && s.str(&typ, false)
 		case "function":
-			ok = once(&seen, 8) && s.function(c)
-		default:
-			ok = s.unknown(k, 6)
+			return s.once(8) && s.function(c)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return s.unknown(k, 6)
+	})
 }
 
 func (s *chunkScanner) function(c *callView) bool {
-	isObj, ok := s.object()
-	if !ok || !isObj {
-		return ok
-	}
-	var seen uint32
-	for n := 0; ; {
-		k, ok, err := s.d.NextKey(&n)
-		if err != nil {
-			return false
-		}
-		if !ok {
-			return true
-		}
+	return s.object(nil, func(k string) bool {
 		switch k {
 		case "name":
-			ok = once(&seen, 1) && s.str(&c.name, true)
+			return s.once(1) && s.str(&c.name, true)
 		case "arguments":
-			ok = once(&seen, 2) && s.str(&c.args, true)
-		default:
-			ok = s.unknown(k, 7)
+			return s.once(2) && s.str(&c.args, true)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return s.unknown(k, 7)
+	})
 }
 
+// usage reads the usage object; null is no usage, as a nil *usageJSON.
 func (s *chunkScanner) usage() bool {
-	isObj, ok := s.object()
-	if !ok || !isObj {
-		return ok // null: no usage, as a nil *usageJSON
-	}
-	s.v.hasUsage = true
 	u := &s.v.usage
-	var seen uint32
-	for n := 0; ; {
-		k, ok, err := s.d.NextKey(&n)
-		if err != nil {
-			return false
-		}
-		if !ok {
-			return true
-		}
+	return s.object(&s.v.hasUsage, func(k string) bool {
 		switch k {
 		case "prompt_tokens":
-			ok = once(&seen, 1) && s.int(&u.prompt, nil)
+			return s.once(1) && s.int(&u.prompt, nil)
 		case "completion_tokens":
-			ok = once(&seen, 2) && s.int(&u.completion, nil)
+			return s.once(2) && s.int(&u.completion, nil)
 		case "prompt_tokens_details":
-			ok = once(&seen, 4) && s.details(u)
-		default:
-			ok = s.unknown(k, 2)
+			return s.once(4) && s.details(u)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return s.unknown(k, 2)
+	})
 }
 
 func (s *chunkScanner) details(u *usageView) bool {
-	isObj, ok := s.object()
-	if !ok || !isObj {
-		return ok
-	}
-	var seen uint32
-	for n := 0; ; {
-		k, ok, err := s.d.NextKey(&n)
-		if err != nil {
-			return false
+	return s.object(nil, func(k string) bool {
+		if k == "cached_tokens" {
+			return s.once(1) && s.int(&u.cached, nil)
 		}
-		if !ok {
-			return true
-		}
-		switch k {
-		case "cached_tokens":
-			ok = once(&seen, 1) && s.int(&u.cached, nil)
-		default:
-			ok = s.unknown(k, 3)
-		}
-		if !ok {
-			return false
-		}
-	}
+		return s.unknown(k, 3)
+	})
 }

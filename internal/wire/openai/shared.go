@@ -29,9 +29,15 @@ func TokenCount(field string, v, lo int) error { return tokenCount(field, v, lo)
 // not given.
 func Sampling(temperature, topP *float64) error { return sampling(temperature, topP) }
 
-// ToolChoiceMode returns the tool choice a tool_choice string names ("auto", "required" or
-// "none"), false for any other string.
-func ToolChoiceMode(s string) (llm.ToolChoiceType, bool) { return toolChoiceMode(s) }
+// ToolChoiceMode sets r's tool choice from a tool_choice string ("auto", "required" or "none");
+// any other is an error saying that the field may also be other ("an object").
+func ToolChoiceMode(r *llm.Request, s, other string) error { return toolChoiceMode(r, s, other) }
+
+// NamedToolChoice sets r's tool choice to the tool named name, the field at p, which must be one
+// of r.Tools; what is the word for a tool in the error ("function").
+func NamedToolChoice(r *llm.Request, p, name, what string) error {
+	return namedToolChoice(r, p, name, what)
+}
 
 // FunctionName checks a function tool's name, the field at p: given, and of the characters and
 // length a tool name may have.

@@ -44,13 +44,7 @@ func decodeToolChoice(r *llm.Request, l *Lenient[toolChoiceJSON], parallel Opt[b
 		return nil
 	}
 	if l.IsStr {
-		s := l.Str
-		t, ok := toolChoiceMode(s)
-		if !ok {
-			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got %q", s)
-		}
-		r.ToolChoice.Type = t
-		return nil
+		return toolChoiceMode(r, l.Str, "a function")
 	}
 	if l.Bad {
 		return apierr.Invalid("tool_choice", "must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
@@ -59,32 +53,38 @@ func decodeToolChoice(r *llm.Request, l *Lenient[toolChoiceJSON], parallel Opt[b
 	if obj.Type != "function" {
 		return apierr.Invalid("tool_choice.type", "must be \"function\", got %q", obj.Type)
 	}
-	if obj.Name == "" {
-		return apierr.Invalid("tool_choice.function.name", "required")
+	return namedToolChoice(r, "tool_choice.function.name", obj.Name, "tool")
+}
+
+// toolChoiceMode sets r's tool choice from a tool_choice string: "auto", "required" or "none";
+// any other is an error saying that the field may also be other.
+func toolChoiceMode(r *llm.Request, s, other string) error {
+	switch s {
+	case "auto":
+		r.ToolChoice.Type = llm.ToolAuto
+	case "required":
+		r.ToolChoice.Type = llm.ToolAny
+	case "none":
+		r.ToolChoice.Type = llm.ToolNone
+	default:
+		return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or %s, got %q", other, s)
 	}
-	found := false
-	for _, t := range r.Tools {
-		found = found || t.Name == obj.Name
-	}
-	if !found {
-		return apierr.Invalid("tool_choice.function.name", "no tool named %q in tools", obj.Name)
-	}
-	r.ToolChoice.Type = llm.ToolNamed
-	r.ToolChoice.Name = obj.Name
 	return nil
 }
 
-// toolChoiceMode returns the tool choice a tool_choice string names, false for any other.
-func toolChoiceMode(s string) (llm.ToolChoiceType, bool) {
-	switch s {
-	case "auto":
-		return llm.ToolAuto, true
-	case "required":
-		return llm.ToolAny, true
-	case "none":
-		return llm.ToolNone, true
+// namedToolChoice sets r's tool choice to the tool named name, the field at p, which must be
+// one of r.Tools; what is the word for a tool in the error.
+func namedToolChoice(r *llm.Request, p, name, what string) error {
+	if name == "" {
+		return apierr.Invalid(p, "required")
 	}
-	return 0, false
+	for _, t := range r.Tools {
+		if t.Name == name {
+			r.ToolChoice.Type, r.ToolChoice.Name = llm.ToolNamed, name
+			return nil
+		}
+	}
+	return apierr.Invalid(p, "no %s named %q in tools", what, name)
 }
 
 // functionName checks a function tool's name, the field at p: given, and a valid tool name.

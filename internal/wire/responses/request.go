@@ -275,13 +275,7 @@ func decodeToolChoice(r *llm.Request, x *Extras, rr *request) error {
 	}
 	x.ToolChoice = json.RawMessage(rr.ToolChoiceRaw)
 	if l.IsStr {
-		s := l.Str
-		t, ok := openai.ToolChoiceMode(s)
-		if !ok {
-			return apierr.Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or an object, got %q", s)
-		}
-		r.ToolChoice.Type = t
-		return nil
+		return openai.ToolChoiceMode(r, l.Str, "an object")
 	}
 	if l.Bad {
 		return apierr.Invalid("tool_choice", "must be a string or an object with a type")
@@ -290,16 +284,7 @@ func decodeToolChoice(r *llm.Request, x *Extras, rr *request) error {
 	if obj.Type != "function" {
 		return nil
 	}
-	if obj.Name == "" {
-		return apierr.Invalid("tool_choice.name", "required")
-	}
-	for _, t := range r.Tools {
-		if t.Name == obj.Name {
-			r.ToolChoice.Type, r.ToolChoice.Name = llm.ToolNamed, obj.Name
-			return nil
-		}
-	}
-	return apierr.Invalid("tool_choice.name", "no function named %q in tools", obj.Name)
+	return openai.NamedToolChoice(r, "tool_choice.name", obj.Name, "function")
 }
 
 // decodeFormat reads text.format: {"type":"text"}, {"type":"json_object"} or
