@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -65,6 +66,10 @@ type Scanner struct {
 	Pos  int    // the byte offset of the next thing to read
 	// MaxDepth bounds the nesting Skip accepts; 0 is Valid's bound (1024).
 	MaxDepth int
+	// AnyBytes lets strings hold bytes that are not UTF-8, as encoding/json lets them through
+	// (reading each as U+FFFD), for a reader that must accept what encoding/json accepted. Str
+	// then returns such bytes as they are.
+	AnyBytes bool
 }
 
 // ErrAt returns a *SyntaxError at off.
@@ -108,7 +113,8 @@ func (d *Scanner) Unexpected(what string) error {
 
 // Str reads the string at the position (which holds '"') and returns its value. A string
 // without escapes is a substring of Text; one with escapes is decoded into a new string, lone
-// surrogates as U+FFFD (as encoding/json does), so the result is always valid UTF-8.
+// surrogates as U+FFFD (as encoding/json does), so the result is always valid UTF-8 (unless
+// AnyBytes let other bytes through).
 func (d *Scanner) Str() (string, error) {
 	start := d.Pos + 1
 	end, esc, err := d.scanStr(start)
@@ -133,7 +139,7 @@ func (d *Scanner) SkipStr() error {
 }
 
 func (d *Scanner) scanStr(i int) (end int, esc bool, err error) {
-	end, esc, f := stringEnd(d.Text, i, true)
+	end, esc, f := stringEnd(d.Text, i, !d.AnyBytes)
 	if f == fNone {
 		return end, esc, nil
 	}
@@ -201,6 +207,48 @@ func (d *Scanner) NextKey(n *int) (key string, ok bool, err error) {
 	d.Pos++
 	*n++
 	return key, true, nil
+}
+
+// NextRawKey is NextKey without decoding the name: it returns the name as it stands between
+// its quotes, and whether it holds a backslash escape (KeyFolds compares such a name), so that
+// reading an object allocates nothing whatever its names. NextKey keeps its own copy of the
+// steps around the name, so that the decoders, which call it for every member, pay no call more.
+func (d *Scanner) NextRawKey(n *int) (raw string, esc, ok bool, err error) {
+	d.WS()
+	if d.Pos >= len(d.Text) {
+		return "", false, false, d.Unexpected("'}' or a member")
+	}
+	c := d.Text[d.Pos]
+	if c == '}' {
+		d.Pos++
+		return "", false, false, nil
+	}
+	if *n > 0 {
+		if c != ',' {
+			return "", false, false, d.Unexpected("',' or '}'")
+		}
+		d.Pos++
+		d.WS()
+		if d.Pos >= len(d.Text) {
+			return "", false, false, d.Unexpected("a member name")
+		}
+	}
+	if d.Text[d.Pos] != '"' {
+		return "", false, false, d.Unexpected("a member name in double quotes")
+	}
+	start := d.Pos + 1
+	end, esc, err := d.scanStr(start)
+	if err != nil {
+		return "", false, false, err
+	}
+	d.Pos = end + 1
+	d.WS()
+	if d.Pos >= len(d.Text) || d.Text[d.Pos] != ':' {
+		return "", false, false, d.Unexpected("':'")
+	}
+	d.Pos++
+	*n++
+	return d.Text[start:end], esc, true, nil
 }
 
 // NextElem moves to the next element of an array whose '[' was consumed. n counts the elements
@@ -428,42 +476,92 @@ func unescape(buf []byte, s string) []byte {
 		if j+1 >= len(s) {
 			return buf
 		}
-		i = j + 2
 		var r rune
-		switch e := s[j+1]; e {
-		case 'b':
-			r = '\b'
-		case 'f':
-			r = '\f'
-		case 'n':
-			r = '\n'
-		case 'r':
-			r = '\r'
-		case 't':
-			r = '\t'
-		case 'u':
-			r = hex4(s, j+2)
-			i = j + 6
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					r2 = hex4(s, i+2)
-				}
-				if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-					r = pair
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
+		r, i = escaped(s, j)
+		if r < utf8.RuneSelf {
+			buf = append(buf, byte(r))
+		} else {
 			buf = utf8.AppendRune(buf, r)
-			continue
-		default: // '"', '\\', '/'
-			r = rune(e)
 		}
-		buf = append(buf, byte(r))
 	}
 	return buf
+}
+
+// escaped decodes the escape at s[j] (a backslash) of a string that stringEnd checked, and
+// returns the character and the index after the escape: a surrogate pair is one character, and
+// a lone surrogate is U+FFFD, as encoding/json reads them.
+func escaped(s string, j int) (r rune, next int) {
+	switch e := s[j+1]; e {
+	case 'b':
+		return '\b', j + 2
+	case 'f':
+		return '\f', j + 2
+	case 'n':
+		return '\n', j + 2
+	case 'r':
+		return '\r', j + 2
+	case 't':
+		return '\t', j + 2
+	case 'u':
+		r, next = hex4(s, j+2), j+6
+		if !utf16.IsSurrogate(r) {
+			return r, next
+		}
+		r2 := rune(-1)
+		if next+1 < len(s) && s[next] == '\\' && s[next+1] == 'u' {
+			r2 = hex4(s, next+2)
+		}
+		if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+			return pair, next + 6
+		}
+		return utf8.RuneError, next
+	default: // '"', '\\', '/'
+		return rune(e), j + 2
+	}
+}
+
+// KeyFolds reports whether a member name, raw as it stands between its quotes in text a Scanner
+// checked, matches name (valid UTF-8) as encoding/json matches a name to a struct field's:
+// equal under Unicode simple case folding, as strings.EqualFold compares, once its escapes are
+// decoded, each byte that is not UTF-8 and each lone surrogate read as U+FFFD. So "Prompt_Tokens"
+// matches "prompt_tokens", and so does a name spelled with the Kelvin sign (U+212A) for its k.
+// It allocates nothing, where decoding the name to compare it would for an escape.
+func KeyFolds(raw, name string) bool {
+	j := 0
+	for i := 0; i < len(raw); {
+		var r rune
+		switch c := raw[i]; {
+		case c == '\\':
+			r, i = escaped(raw, i)
+		case c < utf8.RuneSelf:
+			r = rune(c)
+			i++
+		default:
+			var n int
+			r, n = utf8.DecodeRuneInString(raw[i:])
+			i += n
+		}
+		if j >= len(name) {
+			return false
+		}
+		s, n := utf8.DecodeRuneInString(name[j:])
+		j += n
+		if r != s && !sameFold(r, s) {
+			return false
+		}
+	}
+	return j == len(name)
+}
+
+// sameFold reports whether r and s lie in one orbit of unicode.SimpleFold: whether they are
+// the same letter ignoring case, as strings.EqualFold judges.
+func sameFold(r, s rune) bool {
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f == s {
+			return true
+		}
+	}
+	return false
 }
 
 // hex4 decodes the four hex digits at s[i:], or returns -1.

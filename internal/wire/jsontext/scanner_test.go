@@ -92,3 +92,113 @@ func FuzzScanner(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScannerAnyBytes holds a Scanner with AnyBytes to encoding/json: it accepts exactly the
+// valid JSON, strings that are not UTF-8 included, and reads keys raw as NextKey reads them.
+func FuzzScannerAnyBytes(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"d\u00e9"}`, "{\"\xff\":\"\xfe\"}", "[\"\xc3\"]", `{"a\"b":1,"c":{}}`,
+		"{\"a\":\"\x01\"}", `{"a" 1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := Scanner{Text: string(data), MaxDepth: 100, AnyBytes: true}
+		err := d.Skip(0)
+		if err == nil {
+			err = d.End()
+		}
+		nest := strings.Count(string(data), "[")+strings.Count(string(data), "{") < 100
+		if json.Valid(data) && nest && err != nil {
+			t.Fatalf("Scanner refuses %q: %v", data, err)
+		}
+		if err == nil && !json.Valid(data) {
+			t.Fatalf("Scanner accepts %q, which encoding/json refuses", data)
+		}
+		// NextRawKey finds the names NextKey decodes, and leaves the scanner where it does.
+		raw, keyed := Scanner{Text: string(data), AnyBytes: true}, Scanner{Text: string(data), AnyBytes: true}
+		if raw.Peek() != KindObject {
+			return
+		}
+		raw.Pos++
+		keyed.Pos = raw.Pos
+		for n, m := 0, 0; ; {
+			r, esc, ok, err := raw.NextRawKey(&n)
+			k, ok2, err2 := keyed.NextKey(&m)
+			if ok != ok2 || (err == nil) != (err2 == nil) || raw.Pos != keyed.Pos || n != m {
+				t.Fatalf("%q: NextRawKey %q, %v, %v at %d; NextKey %q, %v, %v at %d", data, r, ok, err, raw.Pos, k, ok2, err2, keyed.Pos)
+			}
+			if err != nil || !ok {
+				return
+			}
+			if esc != strings.Contains(r, `\`) || !esc && r != k || esc && string(unescape(nil, r)) != k {
+				t.Fatalf("%q: NextRawKey %q (esc %v), NextKey %q", data, r, esc, k)
+			}
+			if raw.Skip(1) != nil {
+				return
+			}
+			keyed.Pos = raw.Pos
+		}
+	})
+}
+
+// foldFields is a struct whose fields' names differ ignoring case, to see which one
+// encoding/json matches a name to.
+type foldFields struct {
+	A int `json:"prompt_tokens"`
+	B int `json:"ks"`
+	C int `json:"é_ǆ"`
+}
+
+var foldNames = [...]string{"prompt_tokens", "ks", "é_ǆ"}
+
+func TestKeyFolds(t *testing.T) {
+	for _, tt := range []struct {
+		raw, name string
+		want      bool
+	}{
+		{"prompt_tokens", "prompt_tokens", true},
+		{"PROMPT_Tokens", "prompt_tokens", true},
+		{`prompt\u005Ftokens`, "prompt_tokens", true},
+		{`\u0050rompt_tokens`, "prompt_tokens", true},
+		{"\u212a\u017f", "ks", true},
+		{`\u212A\u017F`, "ks", true},
+		{"prompt_token", "prompt_tokens", false},
+		{"prompt_tokens_", "prompt_tokens", false},
+		{"prompt-tokens", "prompt_tokens", false},
+		{"\u0130", "i", false}, // İ lowers to i, but is not in its simple fold orbit
+		{"É_ǅ", "é_ǆ", true},
+		{"\xff", "\uFFFD", true},
+		{`\ud800`, "\uFFFD", true},
+		{`\ud83d\ude00`, "\U0001F600", true},
+		{`\ud83d\ude00`, "\uFFFD\uFFFD", false},
+		{"", "", true},
+		{"", "a", false},
+		{"a", "", false},
+	} {
+		if got := KeyFolds(tt.raw, tt.name); got != tt.want {
+			t.Errorf("KeyFolds(%q, %q) = %v, want %v", tt.raw, tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzKeyFolds holds KeyFolds to encoding/json's matching of names to fields.
+func FuzzKeyFolds(f *testing.F) {
+	for _, s := range []string{"prompt_tokens", "PROMPT_TOKENS", `prompt\u005ftokens`, "\u212a\u017f", "\xff", `\udc00`, "É_ǅ", `\"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		obj := `{"` + raw + `":1}`
+		d := Scanner{Text: obj, AnyBytes: true}
+		if d.Skip(0) != nil || d.End() != nil {
+			return
+		}
+		var v foldFields
+		if err := json.Unmarshal([]byte(obj), &v); err != nil {
+			t.Fatalf("encoding/json refuses %q: %v", obj, err)
+		}
+		for i, set := range [...]bool{v.A == 1, v.B == 1, v.C == 1} {
+			if got := KeyFolds(raw, foldNames[i]); got != set {
+				t.Fatalf("KeyFolds(%q, %q) = %v, encoding/json %v", raw, foldNames[i], got, set)
+			}
+		}
+	})
+}

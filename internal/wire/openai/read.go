@@ -482,15 +482,6 @@ func ChunkUsage(data []byte) (llm.Usage, bool) {
 	return u.Usage.canonical(), true
 }
 
-// ParseUsage decodes an OpenAI usage object (the value of "usage", not the chunk around it).
-func ParseUsage(obj []byte) (llm.Usage, bool) {
-	var u usageJSON
-	if len(obj) == 0 || obj[0] != '{' || json.Unmarshal(obj, &u) != nil {
-		return llm.Usage{}, false
-	}
-	return u.canonical(), true
-}
-
 // StreamError returns the error one data: payload of an engine's stream carries, or nil. It
 // looks for the error shapes ReadStream knows without decoding a chunk that has none.
 func StreamError(data []byte) *apierr.Error {
