@@ -25,7 +25,8 @@ func (s *recordSink) Send(ev *llm.Event) error {
 
 func (s *recordSink) Flush() error { s.log = append(s.log, "flush"); return nil }
 
-// readBoth reads body with ReadStream and legacyReadStream and fails unless both send the same
+// readBoth reads body with ReadStream and with every chunk decoded by encoding/json (readStream's
+// decodeAll, the reading before jsontext) and fails unless both send the same
 // events and flushes and end the same way. A generated tool call id differs from run to run, so
 // ids of that form are blanked.
 func readBoth(t *testing.T, body []byte, oneByte bool) {
@@ -35,10 +36,10 @@ func readBoth(t *testing.T, body []byte, oneByte bool) {
 	var gotErr, wantErr error
 	if oneByte {
 		gotErr = ReadStream(iotest.OneByteReader(reader()), &got)
-		wantErr = legacyReadStream(iotest.OneByteReader(reader()), &want)
+		wantErr = readStream(iotest.OneByteReader(reader()), &want, true)
 	} else {
 		gotErr = ReadStream(reader(), &got)
-		wantErr = legacyReadStream(reader(), &want)
+		wantErr = readStream(reader(), &want, true)
 	}
 	if d := cmp.Diff(errString(wantErr), errString(gotErr)); d != "" {
 		t.Fatalf("%q (one byte a read: %v): errors differ (-legacy +new):\n%s", body, oneByte, d)
@@ -53,9 +54,7 @@ func errString(err error) string {
 	if err == nil {
 		return "<nil>"
 	}
-	// encoding/json's messages name the types; the legacy copy's have names of their own.
-	s := strings.NewReplacer("legacyChunk", "chunkJSON", "legacyDelta", "deltaJSON", "legacyToolCall", "streamToolCall",
-		"legacyStopReason", "stopReasonJS").Replace(err.Error())
+	s := err.Error()
 	s += fmt.Sprintf(" truncated=%v arguments=%v", errors.Is(err, ErrTruncated), errors.Is(err, ErrToolArguments))
 	var e *apierr.Error
 	if errors.As(err, &e) {
@@ -143,7 +142,7 @@ data: [DONE]
 	return seeds
 }
 
-// TestReadStreamLegacy holds ReadStream to legacyReadStream on the seeds of the fuzz target.
+// TestReadStreamLegacy holds ReadStream to the encoding/json reading on the seeds of the fuzz target.
 func TestReadStreamLegacy(t *testing.T) {
 	for _, b := range diffSeeds(t) {
 		readBoth(t, b, false)
@@ -152,7 +151,7 @@ func TestReadStreamLegacy(t *testing.T) {
 }
 
 // FuzzReadStreamLegacy checks that ReadStream, which reads chunks with jsontext, does what it
-// did when it decoded them with encoding/json (legacyReadStream): the same events and flushes,
+// did when it decoded them with encoding/json (readStream with decodeAll): the same events and flushes,
 // the same error. The stream is read whole and one byte a read, so that a string an event kept
 // from the reader's buffer, overwritten by the next read, shows.
 func FuzzReadStreamLegacy(f *testing.F) {

@@ -90,6 +90,9 @@ type reader struct {
 	// that are not a JSON object would reach an Anthropic client as "input":{} (or a stream
 	// of input_json_delta it cannot parse), a tool call it runs with nothing.
 	args []byte
+	// decodeAll decodes every chunk with encoding/json, never with scanChunk: the reading the
+	// jsontext one must equal, which the package's differential tests hold it to.
+	decodeAll bool
 }
 
 // ErrToolArguments is the cause of the error for a tool call whose arguments are not a JSON
@@ -255,7 +258,7 @@ func (rd *reader) chunk(c *chunkJSON) error {
 // data applies the data of one stream event: read by scanChunk, or decoded with encoding/json
 // when scanChunk leaves it to it (an error chunk, a malformed one, an odd one).
 func (rd *reader) data(data []byte) error {
-	if scanChunk(data, &rd.cv, !rd.started, &rd.memo) {
+	if !rd.decodeAll && scanChunk(data, &rd.cv, !rd.started, &rd.memo) {
 		return rd.view(&rd.cv)
 	}
 	var c chunkJSON
@@ -349,9 +352,12 @@ func chunkError(c *chunkJSON) error {
 // A line that is no SSE field, or an event over sse.MaxEvent, is a 502 *apierr.Error. Chunks are
 // read in place with jsontext (chunk.go), an allocation per token (its text); error chunks and
 // odd ones are decoded with encoding/json, to the same meaning.
-func ReadStream(r io.Reader, sink llm.Sink) error {
+func ReadStream(r io.Reader, sink llm.Sink) error { return readStream(r, sink, false) }
+
+// readStream is ReadStream, with every chunk decoded by encoding/json when decodeAll.
+func readStream(r io.Reader, sink llm.Sink, decodeAll bool) error {
 	er := sse.NewReader(r)
-	rd := &reader{sink: sink, openTool: -1}
+	rd := &reader{sink: sink, openTool: -1, decodeAll: decodeAll}
 	dirty := false // events sent since the last Flush
 	for {
 		if dirty && !er.Buffered() {
