@@ -377,7 +377,7 @@ func (s *chunkScanner) optStr(dst *string, set *bool, keep bool) bool {
 }
 
 // int reads an integer into *dst (null leaves it alone). Numbers encoding/json refuses for an
-// int (a fraction, an exponent) and those beyond 18 digits give up.
+// int (a fraction, an exponent, beyond an int) give up.
 func (s *chunkScanner) int(dst *int, set *bool) bool {
 	d := &s.d
 	switch d.Peek() {
@@ -386,23 +386,9 @@ func (s *chunkScanner) int(dst *int, set *bool) bool {
 		if err != nil {
 			return false
 		}
-		neg := lit[0] == '-'
-		if neg {
-			lit = lit[1:]
-		}
-		if len(lit) > 18 {
-			return false
-		}
-		n := 0
-		for i := 0; i < len(lit); i++ {
-			c := lit[i]
-			if c < '0' || c > '9' {
-				return false
-			}
-			n = n*10 + int(c-'0')
-		}
-		if neg {
-			n = -n
+		n, ok := parseInt(lit)
+		if !ok {
+			return false // a fraction, an exponent, beyond an int: left to encoding/json
 		}
 		*dst = n
 		if set != nil {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"strconv"
 	"unicode/utf8"
 	"unsafe"
 
@@ -129,42 +130,12 @@ func readCount(d *jsontext.Scanner, dst *int) bool {
 	return false
 }
 
-// parseInt is strconv.ParseInt(lit, 10, 64) into an int for lit a valid JSON number, without
-// the error value ParseInt allocates on failure: false for a fraction, an exponent, or a value
-// beyond an int.
+// parseInt is strconv.ParseInt into an int, as encoding/json parses an int field: false for a
+// fraction, an exponent, or a value beyond an int. (ParseInt allocates its error only on such a
+// failure, which fails the whole object.)
 func parseInt(lit string) (int, bool) {
-	digits := lit
-	if digits[0] == '-' {
-		digits = digits[1:]
-	}
-	// JSON allows no leading zeros: more than 19 digits is beyond 64 bits, and 19 fit a uint64.
-	if len(digits) > 19 {
-		return 0, false
-	}
-	var u uint64
-	for i := 0; i < len(digits); i++ {
-		c := digits[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		u = u*10 + uint64(c-'0')
-	}
-	var v int64
-	if len(digits) < len(lit) {
-		if u > 1<<63 {
-			return 0, false
-		}
-		v = -int64(u) // 1<<63 wraps to itself, the least int64
-	} else {
-		if u > 1<<63-1 {
-			return 0, false
-		}
-		v = int64(u)
-	}
-	if int64(int(v)) != v { // a 32-bit int
-		return 0, false
-	}
-	return int(v), true
+	v, err := strconv.ParseInt(lit, 10, strconv.IntSize)
+	return int(v), err == nil
 }
 
 // fieldOf returns the index of the name among names (lower-case ASCII) that a member name, raw
