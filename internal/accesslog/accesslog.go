@@ -1,5 +1,5 @@
-// Package accesslog writes one JSON record per request, off the request path: Write encodes the
-// record with a hand-written appender (Append, about 200 ns, no allocation) into a bounded
+// Package accesslog writes one JSON record per request, the write off the request path: Write
+// encodes the record on the request's goroutine with a hand-written appender (Append, about 200 ns, no allocation) into a bounded
 // buffer and returns at once; one goroutine writes what has gathered in one write, then waits a
 // moment (BatchDelay) so that under load many records share a write and a wakeup. When the
 // buffer holds its bound of records the record is dropped and counted (Dropped), never silently
@@ -66,6 +66,7 @@ type Logger struct {
 	mu      sync.Mutex
 	pending []byte        // records encoded as JSON lines, not yet taken by the writer
 	n       int           // records in pending
+	closed  bool          // the writer took its last batch: pending is written no more
 	kick    chan struct{} // a token when pending went from empty to not
 }
 
@@ -89,7 +90,7 @@ func (l *Logger) Write(e *Entry) {
 		return
 	}
 	l.mu.Lock()
-	if l.n >= l.size {
+	if l.closed || l.n >= l.size { // closed: Close ran between the check above and the lock
 		l.mu.Unlock()
 		l.dropped.Add(1)
 		return
@@ -106,14 +107,15 @@ func (l *Logger) Write(e *Entry) {
 	}
 }
 
-// Dropped is the number of records dropped because the queue was full or their write failed.
+// Dropped is the number of records dropped because the queue was full, the logger was closed
+// or their write failed.
 func (l *Logger) Dropped() uint64 { return l.dropped.Load() }
 
 // Written is the number of records written.
 func (l *Logger) Written() uint64 { return l.written.Load() }
 
-// Close writes what is queued and stops the logger; records written after it are dropped (a
-// record racing with Close may be too). It is safe to call more than once.
+// Close writes what is queued and stops the logger; records written after it are dropped and
+// counted (a record racing with Close is written or counted). It is safe to call more than once.
 func (l *Logger) Close() {
 	l.once.Do(func() {
 		l.stopped.Store(true)
@@ -139,6 +141,7 @@ func (l *Logger) run() {
 		l.mu.Lock()
 		batch, n := l.pending, l.n
 		l.pending, l.n = spare[:0], 0
+		l.closed = closing
 		l.mu.Unlock()
 		if n > 0 {
 			out := batch

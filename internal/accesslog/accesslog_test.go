@@ -61,21 +61,29 @@ func TestWriteAfterClose(t *testing.T) {
 	}
 }
 
-// blockingWriter holds the writer goroutine so the queue fills.
+// blockingWriter holds the writer goroutine so the queue fills; entered receives a token when
+// a write has begun (nil: none is sent).
 type blockingWriter struct {
 	release chan struct{}
+	entered chan struct{}
 }
 
 func (w *blockingWriter) Write(b []byte) (int, error) {
+	if w.entered != nil {
+		w.entered <- struct{}{}
+	}
 	<-w.release
 	return len(b), nil
 }
 
 func TestFullQueueDropsAndCounts(t *testing.T) {
-	w := &blockingWriter{release: make(chan struct{})}
+	w := &blockingWriter{release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	l := New(w, 2, JSON)
-	// One record is taken by the writer (blocked), two fill the queue, the rest are dropped.
-	for range 10 {
+	// One record is taken by the writer (blocked: it is waited for, or the writer could take
+	// two), two fill the queue, the rest are dropped.
+	l.Write(&Entry{Record: pipeline.Record{RequestID: "x"}})
+	<-w.entered
+	for range 9 {
 		l.Write(&Entry{Record: pipeline.Record{RequestID: "x"}})
 	}
 	close(w.release)
@@ -298,5 +306,40 @@ func BenchmarkAppend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = Append(buf[:0], e)
+	}
+}
+
+// TestWriteRacingCloseIsCounted: every record is either written or counted as dropped, also
+// those whose Write runs while Close does (a request ending during shutdown): none is left in a
+// buffer no writer will take.
+func TestWriteRacingCloseIsCounted(t *testing.T) {
+	for round := range 1000 {
+		var buf bytes.Buffer
+		l := New(&buf, 1<<20, JSON)
+		var wg sync.WaitGroup
+		var attempts [4]int
+		start := make(chan struct{})
+		for g := range attempts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < 200; i++ {
+					l.Write(&Entry{Record: pipeline.Record{RequestID: "L0-r", Status: 200}})
+					attempts[g]++
+				}
+			}()
+		}
+		close(start)
+		l.Close()
+		wg.Wait()
+		total := uint64(attempts[0] + attempts[1] + attempts[2] + attempts[3])
+		if got := l.Written() + l.Dropped(); got != total {
+			t.Fatalf("round %d: %d records written and %d dropped of %d: %d lost uncounted",
+				round, l.Written(), l.Dropped(), total, total-got)
+		}
+		if lines := uint64(strings.Count(buf.String(), "\n")); lines != l.Written() {
+			t.Fatalf("round %d: %d lines in the log, %d counted written", round, lines, l.Written())
+		}
 	}
 }
