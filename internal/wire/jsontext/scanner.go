@@ -532,6 +532,9 @@ func KeyFolds(raw, name string) bool {
 		var r rune
 		switch c := raw[i]; {
 		case c == '\\':
+			if i+1 >= len(raw) || raw[i+1] == 'u' && i+6 > len(raw) {
+				return false // a cut escape: no name a Scanner checked, matching none
+			}
 			r, i = escaped(raw, i)
 		case c < utf8.RuneSelf:
 			r = rune(c)

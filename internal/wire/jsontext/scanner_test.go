@@ -173,6 +173,9 @@ func TestKeyFolds(t *testing.T) {
 		{"", "", true},
 		{"", "a", false},
 		{"a", "", false},
+		{`abc\`, "abc", false}, // cut escapes (never from a Scanner) match nothing, and do not panic
+		{`\u00`, "a", false},
+		{`a\u004`, "aA", false},
 	} {
 		if got := KeyFolds(tt.raw, tt.name); got != tt.want {
 			t.Errorf("KeyFolds(%q, %q) = %v, want %v", tt.raw, tt.name, got, tt.want)
