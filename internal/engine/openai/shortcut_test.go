@@ -21,13 +21,22 @@ const vllmModel = "meta-llama/Llama-3.1-8B-Instruct"
 
 // benchStream is an n-token Chat Completions stream as vLLM writes it when layer0 asked for
 // usage: a role chunk, one chunk per token, a finish chunk, the usage-only chunk, [DONE].
-func benchStream(n int) []byte {
+func benchStream(n int) []byte { return benchStreamOf(n, false) }
+
+// benchStreamOf is benchStream, each content chunk given a last member of its own with obfuscate,
+// as the hosted API's "obfuscation" (a random string of random length): no two chunks then end
+// alike, and the shortcut's template never matches.
+func benchStreamOf(n int, obfuscate bool) []byte {
 	var b bytes.Buffer
 	head := `data: {"id":"chatcmpl-8d2f0c5b1e7a4c3f9b6a2d1e0f3c4b5a","object":"chat.completion.chunk","created":1735689600,"model":"` + vllmModel + `","choices":[`
 	b.WriteString(head + `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	words := []string{" The", " lighthouse", " keeper", " watched", " the", " sea", ",", " and", " the", " sea"}
 	for i := range n {
-		fmt.Fprintf(&b, "%s{\"index\":0,\"delta\":{\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", head, words[i%len(words)])
+		end := "]}"
+		if obfuscate {
+			end = `],"obfuscation":"` + "Xq3vT8pLm2Rk"[:2+i%10] + `"}`
+		}
+		fmt.Fprintf(&b, "%s{\"index\":0,\"delta\":{\"content\":%q},\"logprobs\":null,\"finish_reason\":null}%s\n\n", head, words[i%len(words)], end)
 	}
 	b.WriteString(head + `{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
 	b.WriteString(head + fmt.Sprintf(`],"usage":{"prompt_tokens":40,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null}}`, 40+n, n) + "\n\n")
@@ -39,11 +48,14 @@ func benchStream(n int) []byte {
 // an OpenAI client — split the chunks, check each, read usage, drop the usage chunk the client
 // did not ask for, give the client its model name, copy them — from a buffer that holds the
 // whole answer, as a fast engine's arrives; the client's model the engine's ("same") or another
-// ("renamed").
+// ("renamed"); chunks that never repeat ("obfuscated"), which the shortcut cannot take.
 func BenchmarkForwardStream(b *testing.B) {
-	for _, bc := range []struct{ name, model string }{{"same", vllmModel}, {"renamed", "llama"}} {
+	for _, bc := range []struct {
+		name, model string
+		obfuscate   bool
+	}{{"same", vllmModel, false}, {"renamed", "llama", false}, {"obfuscated", vllmModel, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			stream := benchStream(100)
+			stream := benchStreamOf(100, bc.obfuscate)
 			b.SetBytes(int64(len(stream)))
 			b.ReportAllocs()
 			br := bufio.NewReaderSize(nil, 16<<10)
