@@ -204,6 +204,13 @@ func Wrap(kind Kind, cause error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Cause: cause}
 }
 
+// IsRateLimit reports whether err is, or wraps, a refusal of a rate limit (an *Error of kind
+// RateLimit): what a request's record calls rate limited.
+func IsRateLimit(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == RateLimit
+}
+
 // From returns err as an *Error. Context errors become 504 timeout or a 499-style cancel
 // (reported as api_error); anything unclassified becomes a 500 whose message hides the cause.
 func From(err error) *Error {

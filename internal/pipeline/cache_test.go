@@ -339,7 +339,7 @@ func TestCacheHitTakesNoTokens(t *testing.T) {
 			t.Fatalf("hit %d: %v %q", i, err, c.Record.Cache)
 		}
 	}
-	if _, err := serve("another question"); !rateLimited(err) {
+	if _, err := serve("another question"); !apierr.IsRateLimit(err) {
 		t.Errorf("a new request with the tokens spent: %v, want a 429", err)
 	}
 }

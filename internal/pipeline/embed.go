@@ -46,7 +46,7 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 	}
 	lease, err := p.limits.Admit(ctx, key.Name)
 	if err != nil {
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	defer lease.Release() //nolint:errcheck // a store that cannot release leaves the limit stricter
@@ -64,7 +64,7 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 		return err
 	}
 	if err := lease.Reserve(ctx, input); err != nil {
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	plan, err := p.routes.Plan(name, key.Name, input)

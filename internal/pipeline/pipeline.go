@@ -353,7 +353,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// tokenizer is the costly part of admission), then the input estimated in the model's
 	// tokenizer (settled below with the engine's own count).
 	if c.lease, err = p.limits.Admit(ctx, key.Name); err != nil {
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	lease := &c.lease
@@ -379,7 +379,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	// engines is never.
 	var input int
 	if err := p.fits(ctx, lease, req); err != nil {
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	counted := lease.CountsInput() || c.st.set.TruncateBudget > 0 || p.indexed(name) || p.budgeted(key.Name) ||
@@ -392,7 +392,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		}
 	}
 	if err := lease.Reserve(ctx, input); err != nil {
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	// Budgets: the worst case reserved against every budget of the key, its team and the
@@ -400,7 +400,7 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 	hold, err := p.reserveSpend(ctx, key.Name, name, req, input)
 	if err != nil {
 		_ = lease.Settle(0, 0)
-		rec.RateLimited = rateLimited(err)
+		rec.RateLimited = apierr.IsRateLimit(err)
 		return err
 	}
 	defer p.settleSpend(c, hold)
@@ -558,12 +558,6 @@ func (c *Call) RateHeader(h http.Header) bool {
 	}
 	c.lease.Header(h)
 	return true
-}
-
-// rateLimited reports whether err is layer0's own 429.
-func rateLimited(err error) bool {
-	var e *apierr.Error
-	return errors.As(err, &e) && e.Kind == apierr.RateLimit
 }
 
 // errFirstByte is the cause of an attempt canceled for sending no content in time.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/layer0ai/layer0/internal/apierr"
@@ -130,7 +129,6 @@ func (x *exchange) admitQuery(req *llm.Request) (lease limit.Lease, ok bool) {
 
 // failLimited answers err, a refusal of the key's limits or another failure, recording which.
 func (x *exchange) failLimited(err error) {
-	var e *apierr.Error
-	x.call.Record.RateLimited = errors.As(err, &e) && e.Kind == apierr.RateLimit
+	x.call.Record.RateLimited = apierr.IsRateLimit(err)
 	x.fail(err)
 }
