@@ -162,16 +162,13 @@ func (d *Decoder) SchemaMember(i int, s *SchemaDecl, bad *bool) (err error) {
 
 // LenientBool reads a boolean or null; any other value sets bad.
 func (d *Decoder) LenientBool(b *Opt[bool], bad *bool) error {
-	switch d.Peek() {
-	case jsontext.KindBool:
-		lit, err := d.Literal()
-		b.V, b.OK = lit == "true", true
-		return err
-	case jsontext.KindNull:
-		_, err := d.Literal()
-		b.OK = false
+	if d.Peek() == jsontext.KindNull {
+		b.OK = false // a value of another type leaves b as it was
+	}
+	if ok, err := d.lenientGiven(jsontext.KindBool, ShapeRaw, bad); !ok {
 		return err
 	}
-	*bad = true
-	return d.Skip(ShapeRaw)
+	lit, err := d.Literal()
+	b.V, b.OK = lit == "true", true
+	return err
 }
