@@ -339,24 +339,11 @@ func (d *reqDecoder) v2(req *llm.Request, mode *Mode) error {
 		return d.fail(at, "max_tokens", "must be at least 1")
 	}
 	req.MaxTokens = int(mt)
-	at = d.off
 	// A message takes at least 4 bytes (role, block count, text type and length), so a tiny body
 	// cannot make the decoder allocate much.
-	count, err := d.count("message count", 4)
-	if err != nil {
+	if req.Messages, err = list(d, "message count", 4, 0, "zero messages: at least one is required", d.message); err != nil {
 		return err
 	}
-	if count == 0 {
-		return d.fail(at, "message count", "zero messages: at least one is required")
-	}
-	req.Messages = make([]llm.Message, count)
-	for i := range req.Messages {
-		d.idx[0] = i
-		if err := d.message(&req.Messages[i]); err != nil {
-			return err
-		}
-	}
-	d.idx[0] = -1
 	if i, j, reason := req.ToolPairError(); reason != "" {
 		return d.pairError(i, j, reason)
 	}
@@ -405,23 +392,36 @@ func (d *reqDecoder) message(m *llm.Message) error {
 	default:
 		return d.fail(at, "messages[].role", "role %d: want 0 (user) or 1 (assistant)", role)
 	}
-	at = d.off
-	n, err := d.count("messages[].block count", 2)
+	m.Content, err = list(d, "messages[].block count", 2, 1, "zero blocks: a message needs content", func(b *llm.Block) error {
+		return d.block(b, "messages[].content[].", m.Role, true)
+	})
+	return err
+}
+
+// list reads the count of a list whose elements take at least minSize bytes each (field names
+// it), then the elements, each with read, its index at level of d.idx. A count of zero is
+// refused with the message empty, or reads as nil when empty is "".
+func list[T any](d *reqDecoder, field string, minSize, level int, empty string, read func(*T) error) ([]T, error) {
+	at := d.off
+	n, err := d.count(field, minSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n == 0 {
-		return d.fail(at, "messages[].block count", "zero blocks: a message needs content")
+		if empty != "" {
+			return nil, d.fail(at, field, "%s", empty)
+		}
+		return nil, nil
 	}
-	m.Content = make([]llm.Block, n)
-	for j := range m.Content {
-		d.idx[1] = j
-		if err := d.block(&m.Content[j], "messages[].content[].", m.Role, true); err != nil {
-			return err
+	out := make([]T, n)
+	for i := range out {
+		d.idx[level] = i
+		if err := read(&out[i]); err != nil {
+			return out, err
 		}
 	}
-	d.idx[1] = -1
-	return nil
+	d.idx[level] = -1
+	return out, nil
 }
 
 // block reads one content block of a message of the role; top is false inside a tool_result,
@@ -501,19 +501,11 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return d.fail(at, path+"is_error", "%d: want 0 or 1", isErr)
 		}
 		b.IsError = isErr == 1
-		n, err := d.count(path+"block count", 2)
+		b.Content, err = list(d, path+"block count", 2, 2, "", func(c *llm.Block) error {
+			return d.block(c, path+"content[].", role, false)
+		})
 		if err != nil {
 			return err
-		}
-		if n > 0 {
-			b.Content = make([]llm.Block, n)
-			for k := range b.Content {
-				d.idx[2] = k
-				if err := d.block(&b.Content[k], path+"content[].", role, false); err != nil {
-					return err
-				}
-			}
-			d.idx[2] = -1
 		}
 	default:
 		return d.fail(at, path+"type", "block type %d: want 0 (text), 1 (image), 2 (tool_use) or 3 (tool_result)", typ)
