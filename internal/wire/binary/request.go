@@ -432,6 +432,9 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 	if err != nil {
 		return err
 	}
+	if !top && (typ == blockToolUse || typ == blockToolResult) {
+		return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
+	}
 	switch typ {
 	case blockText:
 		b.Type = llm.BlockText
@@ -465,9 +468,6 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return d.fail(at, path+"source", "source %d: want 0 (base64) or 1 (url)", src)
 		}
 	case blockToolUse:
-		if !top {
-			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
-		}
 		if role != llm.RoleAssistant {
 			return d.fail(at, path+"type", "tool_use blocks are only allowed in assistant messages")
 		}
@@ -482,9 +482,6 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return err
 		}
 	case blockToolResult:
-		if !top {
-			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
-		}
 		if role != llm.RoleUser {
 			return d.fail(at, path+"type", "tool_result blocks are only allowed in user messages")
 		}
