@@ -242,25 +242,28 @@ func (d *reqDecoder) jsonObject(field string) (json.RawMessage, error) {
 	return json.RawMessage(s), nil
 }
 
-func (d *reqDecoder) v1(req *llm.Request) error {
+// nonZeroU8 reads a byte for field, refusing 0 with the message zero.
+func (d *reqDecoder) nonZeroU8(field, zero string) (int, error) {
 	at := d.off
-	n, err := d.u8("model name length")
+	n, err := d.u8(field)
+	if err == nil && n == 0 {
+		err = d.fail(at, field, "%s", zero)
+	}
+	return n, err
+}
+
+func (d *reqDecoder) v1(req *llm.Request) error {
+	n, err := d.nonZeroU8("model name length", "must be at least 1")
 	if err != nil {
 		return err
-	}
-	if n == 0 {
-		return d.fail(at, "model name length", "must be at least 1")
 	}
 	if req.Model, err = d.text(n, "model name"); err != nil {
 		return err
 	}
 	countAt := d.off
-	count, err := d.u8("message count")
+	count, err := d.nonZeroU8("message count", "zero messages: at least one is required")
 	if err != nil {
 		return err
-	}
-	if count == 0 {
-		return d.fail(countAt, "message count", "zero messages: at least one is required")
 	}
 	req.Messages = make([]llm.Message, 0, count)
 	blocks := make([]llm.Block, count) // one text block per message, in one allocation
@@ -296,7 +299,7 @@ func (d *reqDecoder) v1(req *llm.Request) error {
 		req.Messages = append(req.Messages, llm.Message{Role: llm.Role(role), Content: blocks[i : i+1 : i+1]})
 	}
 	d.idx[0] = -1
-	at = d.off
+	at := d.off
 	mt, err := d.u16("max_tokens")
 	if err != nil {
 		return err
