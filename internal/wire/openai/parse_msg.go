@@ -71,7 +71,7 @@ func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 			var ok bool
 			if ok, err = d.LenientObject(shapeStruct, bad); ok {
 				p.ImageURL.OK = true
-				err = d.oneField("url", &p.ImageURL.V, bad)
+				err = d.LenientStrings([]string{"url"}, bad, &p.ImageURL.V)
 			}
 		case i == 4 && flat:
 			p.FileID.V, p.FileID.OK, err = d.LenientString(bad)

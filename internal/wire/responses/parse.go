@@ -207,17 +207,7 @@ func readTool(d *openai.Decoder, t *tool, bad *bool) error {
 var toolChoiceFields = [...]string{"type", "name"}
 
 func readToolChoice(d *openai.Decoder, l *openai.Lenient[toolChoice]) error {
-	return d.Members(toolChoiceFields[:], func(_ string, i int) (err error) {
-		switch i {
-		case 0:
-			l.V.Type, _, err = d.LenientString(&l.Bad)
-		case 1:
-			l.V.Name, _, err = d.LenientString(&l.Bad)
-		default:
-			err = d.Skip(openai.ShapeRaw)
-		}
-		return err
-	})
+	return d.LenientStrings(toolChoiceFields[:], &l.Bad, &l.V.Type, &l.V.Name)
 }
 
 var textFields = [...]string{"format", "verbosity"}
