@@ -108,7 +108,7 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 	for _, sc := range oneConnScenarios {
 		res := oneConnResult{Name: sc.Name, Stream: sc.stream}
 		for _, t := range targets {
-			if _, err := load(ctx, one, sc, t.url, 0, o.warmup); err != nil {
+			if _, err := bench.Run(ctx, load(one, sc, t.url, 0, o.warmup)); err != nil {
 				return nil, fmt.Errorf("one connection, %s warm-up: %w", t.name, err)
 			}
 		}
@@ -119,17 +119,11 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 				}
 				t := targets[i]
 				logf("%s: one connection, %s (round %d of %d)", sc.Name, t.name, round+1, o.oneConnRnds)
-				m := cpuMeter{up: up, gw: t.gw}
-				c0, cerr := m.read()
-				rep, err := load(ctx, one, sc, t.url, 0, o.oneConnDur)
+				rep, cpu, err := (cpuMeter{up: up, gw: t.gw}).run(ctx, load(one, sc, t.url, 0, o.oneConnDur))
 				if err != nil {
 					return nil, fmt.Errorf("one connection, %s: %w", t.name, err)
 				}
-				c1, cerr1 := m.read()
-				var use *cpuUse
-				if cerr == nil && cerr1 == nil {
-					use = m.use(c0, c1, rep.OK)
-				}
+				use := cpu.per(rep.OK)
 				switch t.name {
 				case "direct":
 					res.Direct, res.DirectCPU = append(res.Direct, rep), append(res.DirectCPU, use)
