@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,6 +50,8 @@ type oneConnResult struct {
 	DirectCPU []*cpuUse       `json:"direct_cpu,omitempty"`
 	Layer0CPU []*cpuUse       `json:"layer0_cpu,omitempty"`
 	ProxyCPU  []*cpuUse       `json:"bare_proxy_cpu,omitempty"`
+	// Profiles are the CPU profiles of layer0 and the bare proxy in the last round.
+	Profiles []string `json:"profiles,omitempty"`
 }
 
 // oneConnMetric picks the figure of a report the section compares: latency (the whole answer or
@@ -119,7 +122,21 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 				}
 				t := targets[i]
 				logf("%s: one connection, %s (round %d of %d)", sc.Name, t.name, round+1, o.oneConnRnds)
+				var prof chan profile
+				if round == o.oneConnRnds-1 && t.gw != nil && len(t.gw.fields) > 1 {
+					// The last round is profiled, so that where layer0's time goes at one
+					// connection can be set beside the bare proxy's; the profiler's own cost
+					// falls on one round of several, whose median the section prints.
+					prof = make(chan profile, 1)
+					file := filepath.Join(o.out, "cpu-one-connection-"+slug(sc.Name)+"-"+slug(t.name)+".pprof")
+					go func() { prof <- fetchProfile(ctx, t.gw.fields[1], file, o.oneConnDur-500*time.Millisecond) }()
+				}
 				rep, cpu, err := (cpuMeter{up: up, gw: t.gw}).run(ctx, load(one, sc, t.url, 0, o.oneConnDur))
+				if prof != nil {
+					if pr := <-prof; pr.err == nil {
+						res.Profiles = append(res.Profiles, pr.file)
+					}
+				}
 				if err != nil {
 					return nil, fmt.Errorf("one connection, %s: %w", t.name, err)
 				}
@@ -215,6 +232,11 @@ func printOneConn(w io.Writer, o options, res []oneConnResult) {
 	}
 	fmt.Fprintf(w, "(medians over the rounds; added = layer0 or bare proxy minus direct within each round, its median over\n"+
 		" the rounds; the order of the targets alternates between rounds; CPU per request from /proc)\n")
+	for _, r := range res {
+		if len(r.Profiles) > 0 {
+			fmt.Fprintf(w, "CPU profiles of the last round, %s: %s\n", r.Name, strings.Join(r.Profiles, " "))
+		}
+	}
 }
 
 // checkOneConn checks the one-connection targets of the scenarios measured.

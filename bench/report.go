@@ -418,7 +418,7 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 			continue
 		}
 		r.Saturation = p
-		pr := <-prof
+		pr := listTop(ctx, <-prof)
 		r.Profile, r.ProfileFile = pr.top, pr.file
 		if pr.err != nil {
 			r.Profile = "no profile: " + pr.err.Error()
@@ -433,7 +433,7 @@ type profile struct {
 	err       error
 }
 
-// fetchProfile records layer0's CPU profile for d and lists its top functions.
+// fetchProfile records a child's CPU profile for d into file.
 func fetchProfile(ctx context.Context, addr, file string, d time.Duration) profile {
 	secs := max(1, int(d.Seconds()))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
@@ -456,11 +456,20 @@ func fetchProfile(ctx context.Context, addr, file string, d time.Duration) profi
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		return profile{err: err}
 	}
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", file).Output()
-	if err != nil {
-		return profile{file: file, err: fmt.Errorf("go tool pprof: %w", err)}
+	return profile{file: file}
+}
+
+// listTop lists the top functions of a fetched profile. It runs go tool pprof, so it is called
+// once the load it profiled has ended: while a run is measured it would take the run's CPU.
+func listTop(ctx context.Context, pr profile) profile {
+	if pr.err != nil {
+		return pr
 	}
-	return profile{file: file, top: string(out)}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", pr.file).Output()
+	if err != nil {
+		return profile{file: pr.file, err: fmt.Errorf("go tool pprof: %w", err)}
+	}
+	return profile{file: pr.file, top: string(out)}
 }
 
 // runStreams holds o.streams streams open through layer0 at once (over h2c, so that the file
