@@ -140,10 +140,12 @@ func mergeUsageValue(dst *llm.Usage, v []byte) {
 }
 
 // scanAnswer finds, in one scan of the top level of a message (a JSON object), its model and
-// usage values (-1 when absent) and whether it is an error object.
-func scanAnswer(obj []byte) (ms, me, us, ue int, isErr bool) {
+// usage values (-1 when absent) and whether it is an error object. The same pass checks the
+// whole message as jsontext.ValidObject does: valid is false for anything else, and then the
+// other results say nothing.
+func scanAnswer(obj []byte) (ms, me, us, ue int, isErr, valid bool) {
 	ms, me, us, ue = -1, -1, -1, -1
-	_ = jsontext.Scan(obj, func(k []byte, esc bool, vs, ve int) {
+	valid = jsontext.ValidObjectMembers(obj, func(k []byte, esc bool, vs, ve int) {
 		switch {
 		case jsontext.KeyIs(k, esc, "model"):
 			ms, me = vs, ve
@@ -153,7 +155,7 @@ func scanAnswer(obj []byte) (ms, me, us, ue int, isErr bool) {
 			isErr = string(obj[vs:ve]) == `"error"`
 		}
 	})
-	return ms, me, us, ue, isErr
+	return ms, me, us, ue, isErr, valid
 }
 
 // prelude reports whether an event is one that comes before any content: message_start,
@@ -227,9 +229,12 @@ type policy struct {
 }
 
 // Answer implements passthrough.Policy: an error object fails the call; the model and usage
-// are read in one scan.
+// are read in the scan that checks the body.
 func (*policy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
-	ms, me, us, ue, isErr := scanAnswer(body)
+	ms, me, us, ue, isErr, valid := scanAnswer(body)
+	if !valid {
+		return passthrough.Answer{}, nil // Forward refuses it
+	}
 	if isErr {
 		return passthrough.Answer{}, DecodeError(0, body)
 	}
@@ -237,9 +242,9 @@ func (*policy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
 		mergeUsageValue(u, body[us:ue])
 	}
 	if ms < 0 {
-		return passthrough.Answer{}, nil
+		return passthrough.Answer{Checked: true}, nil
 	}
-	return passthrough.Answer{ModelStart: ms, ModelEnd: me}, nil
+	return passthrough.Answer{ModelStart: ms, ModelEnd: me, Checked: true}, nil
 }
 
 // End implements passthrough.Policy: only message_stop ends a stream.
@@ -332,7 +337,7 @@ func (pl *policy) Event(ev *passthrough.Event, u *llm.Usage) error {
 	case bytes.Equal(name, evMessageStart):
 		pl.started = true
 		if s, e, ok, _ := jsontext.Field(data, "message"); ok {
-			ms, me, us, ue, _ := scanAnswer(data[s:e])
+			ms, me, us, ue, _, _ := scanAnswer(data[s:e]) // checked whole by validEvent
 			if us >= 0 {
 				mergeUsageValue(u, data[s+us:s+ue])
 			}

@@ -397,9 +397,12 @@ func (pl *chatPolicy) End(partial []byte) error {
 // the choices and an error.
 func (*chatPolicy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
 	f := scanAnswer(body)
+	if !f.valid {
+		return passthrough.Answer{}, nil // Forward refuses it
+	}
 	if f.isErr {
 		if ae := wire.StreamError(body); ae != nil {
-			return passthrough.Answer{}, ae
+			return passthrough.Answer{Checked: true}, ae
 		}
 	}
 	a := f.answer()
@@ -416,25 +419,28 @@ func (*chatPolicy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error)
 	return a, nil
 }
 
-// answer is the passthrough.Answer of the fields: the model to rename.
+// answer is the passthrough.Answer of the fields: the model to rename, and whether the scan
+// checked the body.
 func (f *answerFields) answer() passthrough.Answer {
 	if f.ms < 0 {
-		return passthrough.Answer{}
+		return passthrough.Answer{Checked: f.valid}
 	}
-	return passthrough.Answer{ModelStart: f.ms, ModelEnd: f.me}
+	return passthrough.Answer{ModelStart: f.ms, ModelEnd: f.me, Checked: f.valid}
 }
 
 // answerFields are the places of a non-streamed answer's top-level fields, -1 where absent,
-// and whether it is an error object.
+// whether it is an error object, and for a whole answer (scanAnswer) whether it is one
+// complete JSON object.
 type answerFields struct {
 	ms, me int // model
 	us, ue int // usage
 	cs, ce int // choices
 	isErr  bool
+	valid  bool
 }
 
 // noFields are the fields of an answer before its scan: none found.
-var noFields = answerFields{-1, -1, -1, -1, -1, -1, false}
+var noFields = answerFields{ms: -1, me: -1, us: -1, ue: -1, cs: -1, ce: -1}
 
 // note notes the member k at [vs, ve) when it is the model, the usage or the choices, reporting
 // whether it was.
@@ -453,10 +459,11 @@ func (f *answerFields) note(k []byte, esc bool, vs, ve int) bool {
 }
 
 // scanAnswer finds, in one scan of a non-streamed answer's top level, its model, usage and
-// choices, and whether it holds an error.
+// choices, and whether it holds an error. The same pass checks the whole body as
+// jsontext.ValidObject does (valid); when it is not valid the other fields say nothing.
 func scanAnswer(body []byte) answerFields {
 	f := noFields
-	_ = jsontext.Scan(body, func(k []byte, esc bool, vs, ve int) {
+	f.valid = jsontext.ValidObjectMembers(body, func(k []byte, esc bool, vs, ve int) {
 		switch {
 		case f.note(k, esc, vs, ve):
 		case jsontext.KeyIs(k, esc, "error"):

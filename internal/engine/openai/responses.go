@@ -54,6 +54,9 @@ func (pl *responsesPolicy) visit(k []byte, esc bool, vs, ve int) {
 // Answer implements passthrough.Policy.
 func (*responsesPolicy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
 	f := scanAnswer(body)
+	if !f.valid {
+		return passthrough.Answer{}, nil // Forward refuses it
+	}
 	if f.us >= 0 {
 		*u, _ = responses.ParseUsage(body[f.us:f.ue])
 	}

@@ -58,6 +58,10 @@ type Answer struct {
 	ModelStart, ModelEnd int
 	// Invalid, when not empty, says why the body is no answer (it is then a malformed answer).
 	Invalid string
+	// Checked is set when Answer found the body to be one complete JSON object, UTF-8, in the
+	// same pass that read it (jsontext.ValidObjectMembers), so that Forward need not check it
+	// again; without it Forward checks the body itself.
+	Checked bool
 }
 
 // Policy is a wire format's rules for Forward: what each event of a stream is and is checked
@@ -72,10 +76,12 @@ type Policy interface {
 	// End is called when the stream ends without a Last event; partial is what there was of
 	// an unfinished event. It returns nil when that is a complete stream, else the error.
 	End(partial []byte) error
-	// Answer reads a non-streamed answer, body (one whole JSON object, UTF-8, already
-	// checked), and its usage into u. An error it returns (an error object) fails the call
-	// whatever the request asked for; then a streaming request is refused a JSON answer, and
-	// then Answer.Invalid is checked.
+	// Answer reads a non-streamed answer, body, and its usage into u. body is not checked yet:
+	// Answer either checks it as it reads it and sets Answer.Checked, or returns without
+	// reading more when it is not one complete JSON object, as Forward then refuses it
+	// whatever else Answer returned. Otherwise an error it returns (an error object) fails the
+	// call whatever the request asked for; then a streaming request is refused a JSON answer,
+	// and then Answer.Invalid is checked.
 	Answer(body []byte, u *llm.Usage) (Answer, error)
 }
 
@@ -194,12 +200,14 @@ func (s *state) answer(p Policy, src *Source, res *Result, errf func(error) erro
 	if err != nil {
 		return errf(fmt.Errorf("reading the engine's answer: %w", err))
 	}
+	before := res.Usage
+	a, err := p.Answer(body, &res.Usage)
 	// Nothing was written yet: an answer cut short, or not JSON, fails the attempt here, and
 	// the caller may fall back.
-	if !jsontext.ValidObject(body) {
+	if !a.Checked && !jsontext.ValidObject(body) {
+		res.Usage = before // not what Answer may have read of a broken body
 		return errf(upstream.Malformed("incomplete or invalid JSON", ""))
 	}
-	a, err := p.Answer(body, &res.Usage)
 	switch {
 	case err != nil:
 		return errf(err) // an error object with a 200: nothing was written, the caller may fall back

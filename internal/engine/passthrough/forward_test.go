@@ -183,3 +183,46 @@ type writes2 struct{ b *bytes.Buffer }
 
 func (w *writes2) Write(b []byte) (int, error) { return w.b.Write(b) }
 func (w *writes2) Flush() error                { return nil }
+
+// usagePolicy reads usage from any body and claims, or not, to have checked it: Forward must
+// refuse a broken answer either way when the policy did not check it, and keep none of what
+// the policy read of it.
+type usagePolicy struct {
+	testPolicy
+	checked bool
+}
+
+func (p *usagePolicy) Answer(body []byte, u *llm.Usage) (Answer, error) {
+	u.OutputTokens = 7
+	return Answer{Checked: p.checked}, nil
+}
+
+// TestForwardAnswerChecked: an answer a policy did not check in its own pass is checked by
+// Forward; a broken one is refused with no usage; one the policy checked is not read again.
+func TestForwardAnswerChecked(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		body    string
+		checked bool
+		ok      bool
+	}{
+		{"whole, unchecked", `{"a":1}`, false, true},
+		{"cut, unchecked", `{"a":`, false, false},
+		{"not UTF-8, unchecked", "{\"a\":\"\xff\"}", false, false},
+		{"trailing bytes, unchecked", `{"a":1} x`, false, false},
+		{"whole, checked", `{"a":1}`, true, true},
+	} {
+		var w writes
+		res, err := Forward(&usagePolicy{checked: tt.checked}, &Source{Body: strings.NewReader(tt.body),
+			ContentType: "application/json"}, &w)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: error %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if !tt.ok && (res.Usage.OutputTokens != 0 || len(w.w) != 0) {
+			t.Errorf("%s: a refused answer left usage %+v and wrote %q", tt.name, res.Usage, w.w)
+		}
+		if tt.ok && (res.Usage.OutputTokens != 7 || strings.Join(w.w, "") != tt.body) {
+			t.Errorf("%s: usage %+v, wrote %q", tt.name, res.Usage, w.w)
+		}
+	}
+}

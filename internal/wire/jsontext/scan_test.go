@@ -1,6 +1,7 @@
 package jsontext
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,6 +82,53 @@ func TestInt(t *testing.T) {
 		got, ok := Int([]byte(tt.in))
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("Int(%q): got %d %v, want %d %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// skipStringBytewise is skipString's definition, one byte at a time: a backslash escapes the
+// byte after it, the first quote not escaped ends the string.
+func skipStringBytewise(b []byte, i int) (int, bool) {
+	esc := false
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			esc = true
+			i++
+		case '"':
+			return i + 1, esc
+		}
+	}
+	return -1, esc
+}
+
+// FuzzSkipString holds skipString, which searches many bytes at a time, to its definition.
+func FuzzSkipString(f *testing.F) {
+	for _, s := range []string{`""`, `"a"`, `"a\"b"`, `"\\"`, `"\\\"`, `"abc`, `"a\`, `"\u0041"x`, `"` + strings.Repeat(`\\`, 40) + `"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '"' {
+			b = append([]byte{'"'}, b...)
+		}
+		e, esc := skipString(b, 0)
+		we, wesc := skipStringBytewise(b, 0)
+		if e != we || (e >= 0 && esc != wesc) {
+			t.Fatalf("skipString(%q) = %d, %v; want %d, %v", b, e, esc, we, wesc)
+		}
+	})
+}
+
+// BenchmarkScan finds the model of a 10 KB request (a 2,000-token prompt), as the pass-through
+// path does for every request it forwards.
+func BenchmarkScan(b *testing.B) {
+	body := []byte(`{"model":"m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` +
+		strings.Repeat("The lighthouse keeper watched the sea. ", 260) + `"}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok, err := Field(body, "stream"); !ok || err != nil {
+			b.Fatal(ok, err)
 		}
 	}
 }
