@@ -111,7 +111,7 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 	for _, sc := range oneConnScenarios {
 		res := oneConnResult{Name: sc.Name, Stream: sc.stream}
 		for _, t := range targets {
-			if _, err := load(ctx, one, sc, t.url, 0, o.warmup); err != nil {
+			if _, err := bench.Run(ctx, load(one, sc, t.url, 0, o.warmup)); err != nil {
 				return nil, fmt.Errorf("one connection, %s warm-up: %w", t.name, err)
 			}
 		}
@@ -131,9 +131,7 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 					file := filepath.Join(o.out, "cpu-one-connection-"+slug(sc.Name)+"-"+slug(t.name)+".pprof")
 					go func() { prof <- fetchProfile(ctx, t.gw.fields[1], file, o.oneConnDur-500*time.Millisecond) }()
 				}
-				m := cpuMeter{up: up, gw: t.gw}
-				c0, cerr := m.read()
-				rep, err := load(ctx, one, sc, t.url, 0, o.oneConnDur)
+				rep, cpu, err := (cpuMeter{up: up, gw: t.gw}).run(ctx, load(one, sc, t.url, 0, o.oneConnDur))
 				if prof != nil {
 					if pr := <-prof; pr.err == nil {
 						res.Profiles = append(res.Profiles, pr.file)
@@ -142,11 +140,7 @@ func runOneConn(ctx context.Context, o options, upURL, gwURL string, up, gw, pro
 				if err != nil {
 					return nil, fmt.Errorf("one connection, %s: %w", t.name, err)
 				}
-				c1, cerr1 := m.read()
-				var use *cpuUse
-				if cerr == nil && cerr1 == nil {
-					use = m.use(c0, c1, rep.OK)
-				}
+				use := cpu.per(rep.OK)
 				switch t.name {
 				case "direct":
 					res.Direct, res.DirectCPU = append(res.Direct, rep), append(res.DirectCPU, use)

@@ -197,18 +197,11 @@ func runProtocols(ctx context.Context, o options, gwURL, tlsURL string, up, gw *
 				logf("%s: %g req/s through layer0 over %s (round %d of %d)", sc.Name, o.protoRate, p.name, round+1, o.protoRounds)
 				c := cfg(p)
 				c.Rate, c.Duration = o.protoRate, o.duration
-				m := cpuMeter{up: up, gw: gw}
-				c0, cerr := m.read()
-				rep, err := bench.Run(ctx, c)
+				rep, cpu, err := (cpuMeter{up: up, gw: gw}).run(ctx, c)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", p.name, err)
 				}
-				c1, cerr1 := m.read()
-				var use *cpuUse
-				if cerr == nil && cerr1 == nil {
-					use = m.use(c0, c1, rep.Sent)
-				}
-				run.Rounds, run.CPU = append(run.Rounds, rep), append(run.CPU, use)
+				run.Rounds, run.CPU = append(run.Rounds, rep), append(run.CPU, cpu.per(rep.Sent))
 			}
 		}
 		out = append(out, res)

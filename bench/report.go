@@ -101,11 +101,30 @@ func (m cpuMeter) read() (cpuSample, error) {
 	return s, err
 }
 
-// use turns two samples around a run of n requests into CPU per request.
-func (m cpuMeter) use(a, b cpuSample, n uint64) *cpuUse {
-	if n == 0 {
+// cpuSpan is what a cpuMeter read before and after a run; ok is false when a reading failed.
+type cpuSpan struct {
+	before, after cpuSample
+	ok            bool
+}
+
+// run runs the load cfg between two readings of the processes' CPU time.
+func (m cpuMeter) run(ctx context.Context, cfg bench.Config) (*bench.Report, cpuSpan, error) {
+	before, errBefore := m.read()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return nil, cpuSpan{}, err
+	}
+	after, errAfter := m.read()
+	return rep, cpuSpan{before, after, errBefore == nil && errAfter == nil}, nil
+}
+
+// per is the CPU each process used per request over a run of n requests: nil when a reading
+// failed or no request counted.
+func (s cpuSpan) per(n uint64) *cpuUse {
+	if !s.ok || n == 0 {
 		return nil
 	}
+	a, b := s.before, s.after
 	per := func(d time.Duration) time.Duration { return d / time.Duration(n) }
 	return &cpuUse{Generator: per(b.self - a.self), Upstream: per(b.up - a.up), Layer0: per(b.gw - a.gw)}
 }
@@ -333,8 +352,9 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("layer0 did not answer a request within 20s: %s", last)
 }
 
-// load runs one measurement.
-func load(ctx context.Context, o options, sc scenario, url string, rate float64, d time.Duration) (*bench.Report, error) {
+// load is one measurement's load: sc against url for d, at rate (0: closed loop over o.conns
+// connections).
+func load(o options, sc scenario, url string, rate float64, d time.Duration) bench.Config {
 	cfg := bench.Config{URL: url, Format: sc.format, Stream: sc.stream, Model: benchModel,
 		MaxTokens: streamTokens, Duration: d, Timeout: 10 * time.Second, MaxInFlight: 4000}
 	if rate > 0 {
@@ -342,7 +362,7 @@ func load(ctx context.Context, o options, sc scenario, url string, rate float64,
 	} else {
 		cfg.Connections = o.conns
 	}
-	return bench.Run(ctx, cfg)
+	return cfg
 }
 
 // runScenario measures a scenario at each fixed rate and at saturation, profiling layer0 during
@@ -354,22 +374,20 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 		urls = append(urls, "http://"+proxy.fields[0])
 	}
 	for _, url := range urls {
-		if _, err := load(ctx, o, sc, url, 0, o.warmup); err != nil {
+		if _, err := bench.Run(ctx, load(o, sc, url, 0, o.warmup)); err != nil {
 			return r, err
 		}
 	}
 	for _, rate := range slices.Concat(sc.rates, []float64{0}) { // 0: saturation
 		var p pair
+		var cpu cpuSpan
 		var err error
 		logf("%s: %s direct", sc.Name, rateName(rate))
-		direct, through := cpuMeter{up: up}, cpuMeter{up: up, gw: gw}
-		c0, cerr := direct.read()
-		if p.Direct, err = load(ctx, o, sc, upURL, rate, o.duration); err != nil {
+		if p.Direct, cpu, err = (cpuMeter{up: up}).run(ctx, load(o, sc, upURL, rate, o.duration)); err != nil {
 			return r, err
 		}
-		c1, cerr1 := direct.read()
-		if rate == 0 && cerr == nil && cerr1 == nil {
-			p.DirectCPU = direct.use(c0, c1, p.Direct.OK)
+		if rate == 0 {
+			p.DirectCPU = cpu.per(p.Direct.OK)
 		}
 		var prof chan profile
 		if rate == 0 {
@@ -378,24 +396,20 @@ func runScenario(ctx context.Context, o options, sc scenario, upURL, gwURL, ppro
 			go func() { prof <- fetchProfile(ctx, pprofAddr, file, o.duration-time.Second) }()
 		}
 		logf("%s: %s through layer0", sc.Name, rateName(rate))
-		c0, cerr = through.read()
-		if p.Layer0, err = load(ctx, o, sc, gwURL, rate, o.duration); err != nil {
+		if p.Layer0, cpu, err = (cpuMeter{up: up, gw: gw}).run(ctx, load(o, sc, gwURL, rate, o.duration)); err != nil {
 			return r, err
 		}
-		c1, cerr1 = through.read()
-		if rate == 0 && cerr == nil && cerr1 == nil {
-			p.Layer0CPU = through.use(c0, c1, p.Layer0.OK)
+		if rate == 0 {
+			p.Layer0CPU = cpu.per(p.Layer0.OK)
 		}
 		if proxy != nil && (rate == 0 || rate == targetAddedRate && !sc.stream) {
 			logf("%s: %s through the bare proxy", sc.Name, rateName(rate))
-			m := cpuMeter{up: up, gw: proxy}
-			c0, cerr = m.read()
-			if p.Proxy, err = load(ctx, o, sc, "http://"+proxy.fields[0], rate, o.duration); err != nil {
+			proxyURL := "http://" + proxy.fields[0]
+			if p.Proxy, cpu, err = (cpuMeter{up: up, gw: proxy}).run(ctx, load(o, sc, proxyURL, rate, o.duration)); err != nil {
 				return r, err
 			}
-			c1, cerr1 = m.read()
-			if rate == 0 && cerr == nil && cerr1 == nil {
-				p.ProxyCPU = m.use(c0, c1, p.Proxy.OK)
+			if rate == 0 {
+				p.ProxyCPU = cpu.per(p.Proxy.OK)
 			}
 		}
 		if rate > 0 {

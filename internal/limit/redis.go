@@ -132,14 +132,7 @@ func (s *Redis) expectBeat() bool                           { return s.st.Expect
 func (s *Redis) lost(what string)                           { s.st.Lost(what) }
 
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
-	defer cancel()
-	v, err := sc.Run(ctx, s.c.Client, keys, args...).Slice()
-	if err != nil {
-		return nil, err
-	}
-	s.ok()
-	return v, nil
+	return s.st.Run(ctx, sc, keys, args...)
 }
 
 // The GCRA script keeps a cell's TAT as decimal Unix nanoseconds and works relative to now: Lua

@@ -176,3 +176,65 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// TestValidateDecoded: a decoder's request is trusted for the UTF-8 of its blocks' text and
+// data, and for nothing else.
+func TestValidateDecoded(t *testing.T) {
+	bad := "caf\xe9"
+	for _, tt := range []struct {
+		name   string
+		mutate func(r *Request)
+		ok     bool // ValidateDecoded's answer; Validate refuses every one
+	}{
+		{"message text", func(r *Request) { r.Messages[0].Content[0].Text = bad }, true},
+		{"system text", func(r *Request) { r.System[0].Text = bad }, true},
+		{"image data", func(r *Request) {
+			r.Messages[0].Content = append(r.Messages[0].Content, Block{Type: BlockImage, MediaType: "image/png", Data: bad})
+		}, true},
+		{"model", func(r *Request) { r.Model = bad }, false},
+		{"stop sequence", func(r *Request) { r.StopSequences = []string{bad} }, false},
+		{"empty text", func(r *Request) { r.Messages[0].Content[0].Text = "" }, false},
+		{"max_tokens", func(r *Request) { r.MaxTokens = 0 }, false},
+	} {
+		r := valid()
+		tt.mutate(r)
+		if r.Validate() == nil {
+			t.Errorf("%s: Validate accepted it", tt.name)
+		}
+		if err := ValidateDecoded(r, true); (err == nil) != tt.ok {
+			t.Errorf("%s: ValidateDecoded = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+	r := valid()
+	r.MaxTokens = 0
+	if err := ValidateDecoded(r, false); err != nil {
+		t.Errorf("ValidateDecoded without max_tokens for a count: %v", err)
+	}
+}
+
+// BenchmarkValidateAgent checks a coding agent's 100 KB request: a 20 KB system prompt and 24
+// turns of 3 KB, with Validate and as a decoder's request (ValidateDecoded).
+func BenchmarkValidateAgent(b *testing.B) {
+	line := "The lighthouse keeper climbed the stairs and trimmed the wick before the storm. "
+	r := &Request{Model: "m", MaxTokens: 100, System: []Block{{Type: BlockText, Text: strings.Repeat(line, 250)}}}
+	for i := range 24 {
+		role := RoleUser
+		if i%2 == 1 {
+			role = RoleAssistant
+		}
+		r.Messages = append(r.Messages, Message{Role: role, Content: []Block{{Type: BlockText, Text: strings.Repeat(line, 40)}}})
+	}
+	for _, bb := range []struct {
+		name string
+		f    func() error
+	}{{"Validate", r.Validate}, {"ValidateDecoded", func() error { return ValidateDecoded(r, true) }}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bb.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

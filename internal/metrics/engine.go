@@ -72,7 +72,7 @@ func b2f(b bool) float64 {
 // WatchAccessLog registers layer0_access_log_dropped_total and layer0_access_log_written_total,
 // read from the access log's counters at each scrape: a dropped record is counted, never silent.
 func (m *Metrics) WatchAccessLog(dropped, written func() uint64) error {
-	for _, c := range []prometheus.Collector{
+	return m.register(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "layer0_access_log_dropped_total",
 			Help: "Access-log records dropped because the log's queue was full.",
@@ -81,12 +81,7 @@ func (m *Metrics) WatchAccessLog(dropped, written func() uint64) error {
 			Name: "layer0_access_log_written_total",
 			Help: "Access-log records written.",
 		}, func() float64 { return float64(written()) }),
-	} {
-		if err := m.reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	)
 }
 
 // Listener counts what the listeners refuse and the memory request bodies hold. Safe for
@@ -105,16 +100,11 @@ func (m *Metrics) WatchListener(bodies func() int64) (*Listener, error) {
 		Name: "layer0_connections_refused_total",
 		Help: "Connections refused because a listener had max_connections open.",
 	})}
-	for _, c := range []prometheus.Collector{
-		l.refused,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "layer0_body_bytes_in_flight",
-			Help: "Bytes held by request bodies being read or served, against server.max_body_bytes_in_flight.",
-		}, func() float64 { return float64(bodies()) }),
-	} {
-		if err := m.reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := m.register(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "layer0_body_bytes_in_flight",
+		Help: "Bytes held by request bodies being read or served, against server.max_body_bytes_in_flight.",
+	}, func() float64 { return float64(bodies()) })); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

@@ -199,12 +199,20 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.Go},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, m.predErr, m.predicted, m.reported, m.cost, build} {
-		if err := reg.Register(c); err != nil {
-			return nil, errors.Join(errors.New("metrics: register"), err)
-		}
+	if err := m.register(m.requests, m.duration, m.ttft, m.itl, m.overhead, m.tokens, fb, m.retries, m.limited, m.cache, m.predErr, m.predicted, m.reported, m.cost, build); err != nil {
+		return nil, errors.Join(errors.New("metrics: register"), err)
 	}
 	return m, nil
+}
+
+// register registers each of cs with the registry, stopping at the first that fails.
+func (m *Metrics) register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Handler serves the registry in the Prometheus text format (GET /metrics).

@@ -90,6 +90,7 @@ func BenchmarkGateway(b *testing.B) {
 func benchmarkGateway(b *testing.B, front string) {
 	addr := benchGateway(b, front)
 	const prompt = `"messages":[{"role":"user","content":"Write a story about a lighthouse keeper."}]`
+	agent := agentRequest("anth")
 	tests := []struct {
 		name, path, contentType string
 		body                    []byte
@@ -101,6 +102,7 @@ func benchmarkGateway(b *testing.B, front string) {
 		{"openai-sse", "/v1/chat/completions", "application/json", []byte(`{"model":"oai","max_tokens":100,"stream":true,` + prompt + `}`), "[DONE]\n\n"},
 		{"responses-json", "/v1/responses", "application/json", []byte(`{"model":"oai","max_output_tokens":100,"store":false,"input":[{"role":"user","content":"Write a story about a lighthouse keeper."}]}`), `}`},
 		{"responses-sse", "/v1/responses", "application/json", []byte(`{"model":"oai","max_output_tokens":100,"store":false,"stream":true,"input":[{"role":"user","content":"Write a story about a lighthouse keeper."}]}`), "}\n\n"},
+		{"anthropic-agent-json", "/v1/messages", "application/json", agent, `}`},
 		{"binary-v1", "/v1/messages", "application/x-anthropic-binary", binaryV1("anth", "Write a story about a lighthouse keeper.", 100), "\x03\x00\x00"},
 		{"sim-json", "/v1/messages", "application/json", []byte(`{"model":"sim","max_tokens":100,` + prompt + `}`), `}`},
 		{"sim-sse", "/v1/messages", "application/json", []byte(`{"model":"sim","max_tokens":100,"stream":true,` + prompt + `}`), `"message_stop"}` + "\n\n"},
@@ -123,6 +125,24 @@ func benchmarkGateway(b *testing.B, front string) {
 			}
 		})
 	}
+}
+
+// agentRequest is a request as a coding agent sends one, about 100 KB: a long system prompt and
+// a conversation of 24 turns whose tool results carry file contents.
+func agentRequest(model string) []byte {
+	line := "The lighthouse keeper climbed the stairs and trimmed the wick before the storm. "
+	b := []byte(`{"model":"` + model + `","max_tokens":100,"system":"` + strings.Repeat(line, 250) + `","messages":[`)
+	for i := range 24 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		b = append(b, `{"role":"`+role+`","content":"`+strings.Repeat(line, 40)+`"}`...)
+	}
+	return append(b, `]}`...)
 }
 
 func truncate(b []byte) string {

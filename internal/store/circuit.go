@@ -86,8 +86,9 @@ func (s *Redis) probe() {
 	}()
 }
 
-// run runs a script within the timeout; an answer ends a run of failures.
-func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
+// Run runs a script within the store's timeout; an answer ends a run of failures. The
+// stores built on the connection (limits, the cache's lookups) run their scripts with it.
+func (s *Redis) Run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
 	defer cancel()
 	v, err := sc.Run(ctx, s.c.Client, keys, args...).Slice()

@@ -119,7 +119,7 @@ func (s *Redis) beat() {
 	if add {
 		expect = "0"
 	}
-	v, err := s.run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS, expect)
+	v, err := s.Run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS, expect)
 	if err != nil {
 		if add {
 			s.health.addNext.Store(true)

@@ -47,15 +47,9 @@ func decode(text string, needMaxTokens bool) (*llm.Request, error) {
 	if err := d.request(mem, needMaxTokens); err != nil {
 		return nil, err
 	}
-	// The decoder checked the syntax and most rules with their exact paths; Validate holds the
-	// rules every front shares (a named tool_choice must name a tool, for one).
-	var err error
-	if needMaxTokens {
-		err = r.Validate()
-	} else {
-		err = r.ValidateCount()
-	}
-	if err != nil {
+	// The decoder checked the syntax, UTF-8 and most rules with their exact paths; Validate
+	// holds the rules every front shares (a named tool_choice must name a tool, for one).
+	if err := llm.ValidateDecoded(r, needMaxTokens); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -488,6 +488,11 @@ func FuzzDecodeRequest(f *testing.F) {
 		if !json.Valid(body) || !utf8.Valid(body) {
 			t.Fatalf("accepted a body that is not valid JSON in UTF-8: %q", body)
 		}
+		// The decoder validates with ValidateDecoded, which trusts it for the text's UTF-8:
+		// what it accepts passes the whole check.
+		if verr := r.Validate(); verr != nil {
+			t.Fatalf("decoded request fails Validate: %v", verr)
+		}
 		roundTrip(t, r)
 	})
 }

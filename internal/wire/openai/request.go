@@ -128,7 +128,7 @@ func DecodeRequestText(text string) (*llm.Request, Extras, error) {
 			r.Ignored = "refusal"
 		}
 	}
-	if err := r.Validate(); err != nil {
+	if err := llm.ValidateDecoded(r, true); err != nil { // its strings were checked as UTF-8 as they were read
 		return nil, x, err
 	}
 	return r, x, nil
