@@ -194,7 +194,7 @@ func (x *Decoder) event(e *Event) error {
 	if err != nil {
 		return err
 	}
-	if msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 {
+	if isMap(c) {
 		return x.eventMap(e)
 	}
 	n, err := x.arrayLen()
@@ -255,14 +255,12 @@ func (x *Decoder) eventMap(e *Event) error {
 	return nil
 }
 
+// kindOf returns the Kind whose tag (String) is tag, or Unknown.
 func kindOf(tag string) Kind {
-	switch tag {
-	case "BlockStored":
-		return BlockStored
-	case "BlockRemoved":
-		return BlockRemoved
-	case "AllBlocksCleared":
-		return AllBlocksCleared
+	for k := BlockStored; k <= AllBlocksCleared; k++ {
+		if tag == k.String() {
+			return k
+		}
 	}
 	return Unknown
 }
@@ -442,32 +440,33 @@ func (x *Decoder) nil() (bool, error) {
 // the bytes left. A nil array is empty.
 func (x *Decoder) arrayLen() (int, error) {
 	n, err := x.d.DecodeArrayLen()
-	if err != nil {
-		return 0, err
-	}
-	if n < 0 {
-		return 0, nil
-	}
-	if n > x.r.Len() {
-		return 0, fmt.Errorf("array of %d elements in %d bytes", n, x.r.Len())
-	}
-	return n, nil
+	return x.fits(n, err, 1, "array of %d elements in %d bytes")
 }
 
 // mapLen is arrayLen for a map (two bytes an entry at least).
 func (x *Decoder) mapLen() (int, error) {
 	n, err := x.d.DecodeMapLen()
+	return x.fits(n, err, 2, "map of %d entries in %d bytes")
+}
+
+// fits checks the header just read, of n entries (err its error; nil when n < 0, read as
+// none) of at least size bytes each, against the bytes left; format spells the error of one
+// that cannot fit, given n and the bytes left.
+func (x *Decoder) fits(n int, err error, size int, format string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
 	if n < 0 {
 		return 0, nil
 	}
-	if 2*n > x.r.Len() {
-		return 0, fmt.Errorf("map of %d entries in %d bytes", n, x.r.Len())
+	if size*n > x.r.Len() {
+		return 0, fmt.Errorf(format, n, x.r.Len())
 	}
 	return n, nil
 }
+
+// isMap reports whether the code c starts a map.
+func isMap(c byte) bool { return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 }
 
 // skip skips one value, its nesting bounded by maxDepth.
 func (x *Decoder) skip(depth int) error {
@@ -478,29 +477,23 @@ func (x *Decoder) skip(depth int) error {
 	if err != nil {
 		return err
 	}
+	var n int // the values nested in it
 	switch {
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
-		n, err := x.arrayLen()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if err := x.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
-		n, err := x.mapLen()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < 2*n; i++ {
-			if err := x.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
+		n, err = x.arrayLen()
+	case isMap(c):
+		n, err = x.mapLen()
+		n *= 2
+	default:
+		return x.d.Skip() // a scalar, string, binary or extension: no nesting
 	}
-	return x.d.Skip() // a scalar, string, binary or extension: no nesting
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := x.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -48,65 +48,67 @@ func (x *Encoder) Encode(ts float64, events []Event) ([]byte, error) {
 	return x.buf.Bytes(), nil
 }
 
+// event writes ev as [tag, fields…]: the block kinds have their hashes first and their medium
+// last, around BlockStored's own fields.
 func (x *Encoder) event(ev *Event) error {
 	e := x.e
+	var n int // the array's length, the tag included
+	switch ev.Kind {
+	case BlockStored:
+		n = 7
+	case BlockRemoved:
+		n = 3
+	case AllBlocksCleared:
+		n = 1
+	default:
+		return fmt.Errorf("event of kind %v", ev.Kind)
+	}
+	if err := e.EncodeArrayLen(n); err != nil {
+		return err
+	}
+	if err := e.EncodeString(ev.Kind.String()); err != nil || ev.Kind == AllBlocksCleared {
+		return err // AllBlocksCleared is its tag alone
+	}
+	if err := x.hashes(ev.Hashes); err != nil {
+		return err
+	}
+	if ev.Kind == BlockStored {
+		if err := x.stored(ev); err != nil {
+			return err
+		}
+	}
 	medium := ev.Medium
 	if medium == "" {
 		medium = "GPU"
 	}
-	switch ev.Kind {
-	case BlockStored:
-		if err := e.EncodeArrayLen(7); err != nil {
-			return err
-		}
-		if err := e.EncodeString("BlockStored"); err != nil {
-			return err
-		}
-		if err := x.hashes(ev.Hashes); err != nil {
-			return err
-		}
-		var err error
-		if ev.HasParent {
-			err = e.EncodeUint(uint64(ev.Parent))
-		} else {
-			err = e.EncodeNil()
-		}
-		if err != nil {
-			return err
-		}
-		if err := e.EncodeArrayLen(len(ev.Tokens)); err != nil {
-			return err
-		}
-		for _, t := range ev.Tokens {
-			if err := e.EncodeUint(uint64(t)); err != nil {
-				return err
-			}
-		}
-		if err := e.EncodeInt(int64(ev.BlockSize)); err != nil {
-			return err
-		}
-		if err := e.EncodeNil(); err != nil { // lora_id
-			return err
-		}
-		return e.EncodeString(medium)
-	case BlockRemoved:
-		if err := e.EncodeArrayLen(3); err != nil {
-			return err
-		}
-		if err := e.EncodeString("BlockRemoved"); err != nil {
-			return err
-		}
-		if err := x.hashes(ev.Hashes); err != nil {
-			return err
-		}
-		return e.EncodeString(medium)
-	case AllBlocksCleared:
-		if err := e.EncodeArrayLen(1); err != nil {
-			return err
-		}
-		return e.EncodeString("AllBlocksCleared")
+	return e.EncodeString(medium)
+}
+
+// stored writes the fields of a BlockStored event between its hashes and its medium:
+// parent_block_hash, token_ids, block_size and lora_id.
+func (x *Encoder) stored(ev *Event) error {
+	e := x.e
+	var err error
+	if ev.HasParent {
+		err = e.EncodeUint(uint64(ev.Parent))
+	} else {
+		err = e.EncodeNil()
 	}
-	return fmt.Errorf("event of kind %v", ev.Kind)
+	if err != nil {
+		return err
+	}
+	if err := e.EncodeArrayLen(len(ev.Tokens)); err != nil {
+		return err
+	}
+	for _, t := range ev.Tokens {
+		if err := e.EncodeUint(uint64(t)); err != nil {
+			return err
+		}
+	}
+	if err := e.EncodeInt(int64(ev.BlockSize)); err != nil {
+		return err
+	}
+	return e.EncodeNil() // lora_id
 }
 
 func (x *Encoder) hashes(hs []Hash) error {

@@ -242,25 +242,28 @@ func (d *reqDecoder) jsonObject(field string) (json.RawMessage, error) {
 	return json.RawMessage(s), nil
 }
 
-func (d *reqDecoder) v1(req *llm.Request) error {
+// nonZeroU8 reads a byte for field, refusing 0 with the message zero.
+func (d *reqDecoder) nonZeroU8(field, zero string) (int, error) {
 	at := d.off
-	n, err := d.u8("model name length")
+	n, err := d.u8(field)
+	if err == nil && n == 0 {
+		err = d.fail(at, field, "%s", zero)
+	}
+	return n, err
+}
+
+func (d *reqDecoder) v1(req *llm.Request) error {
+	n, err := d.nonZeroU8("model name length", "must be at least 1")
 	if err != nil {
 		return err
-	}
-	if n == 0 {
-		return d.fail(at, "model name length", "must be at least 1")
 	}
 	if req.Model, err = d.text(n, "model name"); err != nil {
 		return err
 	}
 	countAt := d.off
-	count, err := d.u8("message count")
+	count, err := d.nonZeroU8("message count", "zero messages: at least one is required")
 	if err != nil {
 		return err
-	}
-	if count == 0 {
-		return d.fail(countAt, "message count", "zero messages: at least one is required")
 	}
 	req.Messages = make([]llm.Message, 0, count)
 	blocks := make([]llm.Block, count) // one text block per message, in one allocation
@@ -296,7 +299,7 @@ func (d *reqDecoder) v1(req *llm.Request) error {
 		req.Messages = append(req.Messages, llm.Message{Role: llm.Role(role), Content: blocks[i : i+1 : i+1]})
 	}
 	d.idx[0] = -1
-	at = d.off
+	at := d.off
 	mt, err := d.u16("max_tokens")
 	if err != nil {
 		return err
@@ -339,24 +342,11 @@ func (d *reqDecoder) v2(req *llm.Request, mode *Mode) error {
 		return d.fail(at, "max_tokens", "must be at least 1")
 	}
 	req.MaxTokens = int(mt)
-	at = d.off
 	// A message takes at least 4 bytes (role, block count, text type and length), so a tiny body
 	// cannot make the decoder allocate much.
-	count, err := d.count("message count", 4)
-	if err != nil {
+	if req.Messages, err = list(d, "message count", 4, 0, "zero messages: at least one is required", d.message); err != nil {
 		return err
 	}
-	if count == 0 {
-		return d.fail(at, "message count", "zero messages: at least one is required")
-	}
-	req.Messages = make([]llm.Message, count)
-	for i := range req.Messages {
-		d.idx[0] = i
-		if err := d.message(&req.Messages[i]); err != nil {
-			return err
-		}
-	}
-	d.idx[0] = -1
 	if i, j, reason := req.ToolPairError(); reason != "" {
 		return d.pairError(i, j, reason)
 	}
@@ -405,23 +395,36 @@ func (d *reqDecoder) message(m *llm.Message) error {
 	default:
 		return d.fail(at, "messages[].role", "role %d: want 0 (user) or 1 (assistant)", role)
 	}
-	at = d.off
-	n, err := d.count("messages[].block count", 2)
+	m.Content, err = list(d, "messages[].block count", 2, 1, "zero blocks: a message needs content", func(b *llm.Block) error {
+		return d.block(b, "messages[].content[].", m.Role, true)
+	})
+	return err
+}
+
+// list reads the count of a list whose elements take at least minSize bytes each (field names
+// it), then the elements, each with read, its index at level of d.idx. A count of zero is
+// refused with the message empty, or reads as nil when empty is "".
+func list[T any](d *reqDecoder, field string, minSize, level int, empty string, read func(*T) error) ([]T, error) {
+	at := d.off
+	n, err := d.count(field, minSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n == 0 {
-		return d.fail(at, "messages[].block count", "zero blocks: a message needs content")
+		if empty != "" {
+			return nil, d.fail(at, field, "%s", empty)
+		}
+		return nil, nil
 	}
-	m.Content = make([]llm.Block, n)
-	for j := range m.Content {
-		d.idx[1] = j
-		if err := d.block(&m.Content[j], "messages[].content[].", m.Role, true); err != nil {
-			return err
+	out := make([]T, n)
+	for i := range out {
+		d.idx[level] = i
+		if err := read(&out[i]); err != nil {
+			return out, err
 		}
 	}
-	d.idx[1] = -1
-	return nil
+	d.idx[level] = -1
+	return out, nil
 }
 
 // block reads one content block of a message of the role; top is false inside a tool_result,
@@ -431,6 +434,9 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 	typ, err := d.u8(path + "type")
 	if err != nil {
 		return err
+	}
+	if !top && (typ == blockToolUse || typ == blockToolResult) {
+		return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
 	}
 	switch typ {
 	case blockText:
@@ -465,9 +471,6 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return d.fail(at, path+"source", "source %d: want 0 (base64) or 1 (url)", src)
 		}
 	case blockToolUse:
-		if !top {
-			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
-		}
 		if role != llm.RoleAssistant {
 			return d.fail(at, path+"type", "tool_use blocks are only allowed in assistant messages")
 		}
@@ -482,9 +485,6 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return err
 		}
 	case blockToolResult:
-		if !top {
-			return d.fail(at, path+"type", "a tool_result holds text and image blocks only")
-		}
 		if role != llm.RoleUser {
 			return d.fail(at, path+"type", "tool_result blocks are only allowed in user messages")
 		}
@@ -501,19 +501,11 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 			return d.fail(at, path+"is_error", "%d: want 0 or 1", isErr)
 		}
 		b.IsError = isErr == 1
-		n, err := d.count(path+"block count", 2)
+		b.Content, err = list(d, path+"block count", 2, 2, "", func(c *llm.Block) error {
+			return d.block(c, path+"content[].", role, false)
+		})
 		if err != nil {
 			return err
-		}
-		if n > 0 {
-			b.Content = make([]llm.Block, n)
-			for k := range b.Content {
-				d.idx[2] = k
-				if err := d.block(&b.Content[k], path+"content[].", role, false); err != nil {
-					return err
-				}
-			}
-			d.idx[2] = -1
 		}
 	default:
 		return d.fail(at, path+"type", "block type %d: want 0 (text), 1 (image), 2 (tool_use) or 3 (tool_result)", typ)

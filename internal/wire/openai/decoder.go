@@ -263,9 +263,18 @@ func (d *Decoder) Object(field string) (ok bool, err error) {
 func (d *Decoder) Array(field string) (ok bool, err error) { return d.open(field, jsontext.KindArray) }
 
 func (d *Decoder) open(field string, want jsontext.Kind) (bool, error) {
+	ok, err := d.given(field, want)
+	if ok {
+		d.Pos++
+	}
+	return ok, err
+}
+
+// given reports whether a value of kind want is at the position, for field: null is consumed
+// (false), and a value of another kind is the error of a wrong type.
+func (d *Decoder) given(field string, want jsontext.Kind) (bool, error) {
 	switch k := d.Peek(); k {
 	case want:
-		d.Pos++
 		return true, nil
 	case jsontext.KindNull:
 		_, err := d.Literal()
@@ -372,16 +381,11 @@ func (d *Decoder) Null() (bool, error) {
 
 // String reads a string for field; ok is false for null.
 func (d *Decoder) String(field string) (s string, ok bool, err error) {
-	switch k := d.Peek(); k {
-	case jsontext.KindString:
-		s, err = d.Str()
-		return s, err == nil, err
-	case jsontext.KindNull:
-		_, err = d.Literal()
+	if ok, err = d.given(field, jsontext.KindString); !ok {
 		return "", false, err
-	default:
-		return "", false, d.WrongType(field, k)
 	}
+	s, err = d.Str()
+	return s, err == nil, err
 }
 
 // Int reads an integer for field; ok is false for null. A number that is not an integer is of
@@ -412,30 +416,20 @@ func (d *Decoder) Float(field string) (*float64, error) {
 }
 
 func (d *Decoder) number(field string) (string, bool, error) {
-	switch k := d.Peek(); k {
-	case jsontext.KindNumber:
-		lit, err := d.Number()
-		return lit, err == nil, err
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	if ok, err := d.given(field, jsontext.KindNumber); !ok {
 		return "", false, err
-	default:
-		return "", false, d.WrongType(field, k)
 	}
+	lit, err := d.Number()
+	return lit, err == nil, err
 }
 
 // Bool reads a boolean for field; ok is false for null.
 func (d *Decoder) Bool(field string) (v, ok bool, err error) {
-	switch k := d.Peek(); k {
-	case jsontext.KindBool:
-		lit, err := d.Literal()
-		return lit == "true", err == nil, err
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	if ok, err = d.given(field, jsontext.KindBool); !ok {
 		return false, false, err
-	default:
-		return false, false, d.WrongType(field, k)
 	}
+	lit, err := d.Literal()
+	return lit == "true", err == nil, err
 }
 
 // Raw reads any value and returns its text, checking names given twice in it exactly.

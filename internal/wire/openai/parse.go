@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"slices"
+
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -22,13 +24,11 @@ type Opt[T any] struct {
 // read and dropped (store, service_tier, prompt_cache_key, safety_identifier, metadata) cannot
 // change the answer.
 type chatRequest struct {
-	Model, User                       Opt[string]
+	Common
 	Messages                          []chatMessage
 	MaxTokens, MaxCompletionTokens, N Opt[int]
 	TopK                              Opt[int]
-	Temperature, TopP                 *float64
 	Stop                              Lenient[[]string]
-	Stream, ParallelToolCalls         Opt[bool]
 	IncludeUsage                      Opt[bool]
 	Tools                             []chatTool
 	ToolChoice                        Lenient[toolChoiceJSON]
@@ -105,17 +105,47 @@ type SchemaDecl struct {
 	Strict       Opt[bool]
 }
 
-// request reads the body into cr (Finish reports what stops it).
-func (d *Decoder) request(cr *chatRequest) error {
-	return d.ObjectMembers("", requestFields[:], func(k string, i int) error { return d.requestMember(cr, i, k) })
+// Common is what a Chat Completions request and a Responses request have alike, read alike (the
+// same types, errors naming the same fields).
+type Common struct {
+	Model, User               Opt[string]
+	Temperature, TopP         *float64
+	Stream, ParallelToolCalls Opt[bool]
 }
 
-// requestFields are the members of a request, by index; metadata and the ones after it are read
-// as JSON and dropped.
-var requestFields = [...]string{"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
-	"top_p", "top_k", "n", "stop", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
-	"user", "functions", "function_call", "response_format",
-	"metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
+// CommonFields are the members of Common, by index. A request's fields list them first, so that
+// a member whose index is below len(CommonFields) is read by CommonMember.
+var CommonFields = [...]string{"model", "temperature", "top_p", "stream", "parallel_tool_calls", "user"}
+
+// CommonMember reads the value of member i of CommonFields into c.
+func (d *Decoder) CommonMember(c *Common, i int) (err error) {
+	switch i {
+	case 0:
+		c.Model.V, c.Model.OK, err = d.String("model")
+	case 1:
+		c.Temperature, err = d.Float("temperature")
+	case 2:
+		c.TopP, err = d.Float("top_p")
+	case 3:
+		c.Stream.V, c.Stream.OK, err = d.Bool("stream")
+	case 4:
+		c.ParallelToolCalls.V, c.ParallelToolCalls.OK, err = d.Bool("parallel_tool_calls")
+	case 5:
+		c.User.V, c.User.OK, err = d.String("user")
+	}
+	return err
+}
+
+// request reads the body into cr (Finish reports what stops it).
+func (d *Decoder) request(cr *chatRequest) error {
+	return d.ObjectMembers("", requestFields, func(k string, i int) error { return d.requestMember(cr, i, k) })
+}
+
+// requestFields are the members of a request, by index: CommonFields, then the request's own;
+// metadata and the ones after it are read as JSON and dropped.
+var requestFields = slices.Concat(CommonFields[:], []string{"messages", "max_tokens", "max_completion_tokens",
+	"top_k", "n", "stop", "stream_options", "tools", "tool_choice", "functions", "function_call", "response_format",
+	"metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"})
 
 // fieldIndex returns the index of the field of fields that k names (ignoring case), or -1.
 func fieldIndex(fields []string, k string) int {
@@ -131,36 +161,26 @@ func fieldIndex(fields []string, k string) int {
 // dispatch on the field, one case each; it is longer than a function should be for that.
 func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 	switch i {
-	case 0:
-		cr.Model.V, cr.Model.OK, err = d.String("model")
-	case 1:
-		cr.Messages, err = d.messages()
-	case 2:
-		cr.MaxTokens.V, cr.MaxTokens.OK, err = d.Int("max_tokens")
-	case 3:
-		cr.MaxCompletionTokens.V, cr.MaxCompletionTokens.OK, err = d.Int("max_completion_tokens")
-	case 4:
-		cr.Temperature, err = d.Float("temperature")
-	case 5:
-		cr.TopP, err = d.Float("top_p")
+	case 0, 1, 2, 3, 4, 5:
+		err = d.CommonMember(&cr.Common, i)
 	case 6:
-		cr.TopK.V, cr.TopK.OK, err = d.Int("top_k")
+		cr.Messages, err = d.messages()
 	case 7:
-		cr.N.V, cr.N.OK, err = d.Int("n")
+		cr.MaxTokens.V, cr.MaxTokens.OK, err = d.Int("max_tokens")
 	case 8:
-		err = d.stop(&cr.Stop)
+		cr.MaxCompletionTokens.V, cr.MaxCompletionTokens.OK, err = d.Int("max_completion_tokens")
 	case 9:
-		cr.Stream.V, cr.Stream.OK, err = d.Bool("stream")
+		cr.TopK.V, cr.TopK.OK, err = d.Int("top_k")
 	case 10:
-		err = d.streamOptions(cr)
+		cr.N.V, cr.N.OK, err = d.Int("n")
 	case 11:
-		cr.Tools, err = d.tools()
+		err = d.stop(&cr.Stop)
 	case 12:
-		err = d.toolChoice(&cr.ToolChoice)
+		err = d.streamOptions(cr)
 	case 13:
-		cr.ParallelToolCalls.V, cr.ParallelToolCalls.OK, err = d.Bool("parallel_tool_calls")
+		cr.Tools, err = d.tools()
 	case 14:
-		cr.User.V, cr.User.OK, err = d.String("user")
+		err = d.toolChoice(&cr.ToolChoice)
 	case 15, 16:
 		var null bool
 		if null, err = d.Null(); err == nil && !null {

@@ -71,7 +71,7 @@ func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 			var ok bool
 			if ok, err = d.LenientObject(shapeStruct, bad); ok {
 				p.ImageURL.OK = true
-				err = d.oneField("url", &p.ImageURL.V, bad)
+				err = d.LenientStrings([]string{"url"}, bad, &p.ImageURL.V)
 			}
 		case i == 4 && flat:
 			p.FileID.V, p.FileID.OK, err = d.LenientString(bad)
@@ -84,24 +84,27 @@ func (d *Decoder) part(p *ContentPart, bad *bool, flat bool) error {
 
 // LenientString reads a string or null (ok false); any other value sets bad.
 func (d *Decoder) LenientString(bad *bool) (string, bool, error) {
-	switch d.Peek() {
-	case jsontext.KindString:
-		s, err := d.Str()
-		return s, err == nil, err
-	case jsontext.KindNull:
-		_, err := d.Literal()
+	if ok, err := d.lenientGiven(jsontext.KindString, ShapeRaw, bad); !ok {
 		return "", false, err
 	}
-	*bad = true
-	return "", false, d.Skip(ShapeRaw)
+	s, err := d.Str()
+	return s, err == nil, err
 }
 
 // LenientObject consumes the '{' of an object; null is consumed (ok false); any other value is
 // skipped as of shape s and sets bad.
 func (d *Decoder) LenientObject(s Shape, bad *bool) (ok bool, err error) {
-	switch d.Peek() {
-	case jsontext.KindObject:
+	if ok, err = d.lenientGiven(jsontext.KindObject, s, bad); ok {
 		d.Pos++
+	}
+	return ok, err
+}
+
+// lenientGiven reports whether a value of kind want is at the position: null is consumed
+// (false), and a value of another kind is skipped as of shape s and sets bad (false).
+func (d *Decoder) lenientGiven(want jsontext.Kind, s Shape, bad *bool) (bool, error) {
+	switch d.Peek() {
+	case want:
 		return true, nil
 	case jsontext.KindNull:
 		_, err := d.Literal()

@@ -90,7 +90,7 @@ func (d *Decoder) toolChoice(l *Lenient[toolChoiceJSON]) error {
 		case 1:
 			var ok bool
 			if ok, err = d.LenientObject(shapeStruct, &l.Bad); ok {
-				err = d.oneField("name", &l.V.Name, &l.Bad)
+				err = d.LenientStrings([]string{"name"}, &l.Bad, &l.V.Name)
 			}
 		default:
 			err = d.Skip(shapeToolChoice.child(k))
@@ -99,15 +99,15 @@ func (d *Decoder) toolChoice(l *Lenient[toolChoiceJSON]) error {
 	})
 }
 
-// oneField reads the members of an object whose '{' was consumed, keeping the string of member
-// key (leniently) and skipping the others.
-func (d *Decoder) oneField(key string, s *string, bad *bool) error {
-	return d.Members([]string{key}, func(_ string, i int) (err error) {
-		if i == 0 {
-			*s, _, err = d.LenientString(bad)
-			return err
+// LenientStrings reads the members of an object whose '{' was consumed, keeping the string of
+// member fields[i] in *dst[i] (leniently: another type sets bad) and skipping the others.
+func (d *Decoder) LenientStrings(fields []string, bad *bool, dst ...*string) error {
+	return d.Members(fields, func(_ string, i int) (err error) {
+		if i < 0 {
+			return d.Skip(ShapeRaw)
 		}
-		return d.Skip(ShapeRaw)
+		*dst[i], _, err = d.LenientString(bad)
+		return err
 	})
 }
 
@@ -162,16 +162,13 @@ func (d *Decoder) SchemaMember(i int, s *SchemaDecl, bad *bool) (err error) {
 
 // LenientBool reads a boolean or null; any other value sets bad.
 func (d *Decoder) LenientBool(b *Opt[bool], bad *bool) error {
-	switch d.Peek() {
-	case jsontext.KindBool:
-		lit, err := d.Literal()
-		b.V, b.OK = lit == "true", true
-		return err
-	case jsontext.KindNull:
-		_, err := d.Literal()
-		b.OK = false
+	if d.Peek() == jsontext.KindNull {
+		b.OK = false // a value of another type leaves b as it was
+	}
+	if ok, err := d.lenientGiven(jsontext.KindBool, ShapeRaw, bad); !ok {
 		return err
 	}
-	*bad = true
-	return d.Skip(ShapeRaw)
+	lit, err := d.Literal()
+	b.V, b.OK = lit == "true", true
+	return err
 }

@@ -141,14 +141,6 @@ func (rd *reader) text(s string) error {
 	return rd.send(&rd.ev)
 }
 
-func (rd *reader) toolCall(tc *streamToolCall, pos int) error {
-	idx := pos
-	if tc.Index != nil {
-		idx = *tc.Index
-	}
-	return rd.toolPiece(idx, tc.ID, tc.Function.Name, tc.Function.Arguments)
-}
-
 // toolPiece applies a piece of the tool call of OpenAI index idx: its start when it is new, then
 // its arguments.
 func (rd *reader) toolPiece(idx int, callID, name, args string) error {
@@ -209,50 +201,60 @@ func (rd *reader) end() error {
 	return rd.send(&rd.ev)
 }
 
-// chunk applies one decoded chunk or completion.
+// chunk applies one decoded chunk or completion: as the chunkView scanChunk would have read
+// from it, so that view is the one reading of a chunk's choices.
 func (rd *reader) chunk(c *chunkJSON) error {
 	if err := chunkError(c); err != nil {
 		return err
 	}
-	if err := rd.startMsg(c.ID, c.Model); err != nil {
-		return err
-	}
+	c.view(&rd.cv)
+	return rd.view(&rd.cv)
+}
+
+// view sets v to the chunkView of c, reusing v's slices.
+func (c *chunkJSON) view(v *chunkView) {
+	v.reset()
+	v.id, v.model = c.ID, c.Model
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		if ch.Index != 0 {
-			continue
+		cv := choiceView{index: ch.Index, stopSeq: ch.StopReason.s}
+		if ch.FinishReason != nil {
+			cv.finish = *ch.FinishReason
 		}
-		d := ch.Delta
-		if d == nil {
-			d = ch.Message
-		}
-		if d != nil {
-			if d.Content != nil {
-				if err := rd.text(*d.Content); err != nil {
-					return err
-				}
-			}
-			if d.Refusal != nil {
-				if err := rd.text(*d.Refusal); err != nil {
-					return err
-				}
-			}
-			for j := range d.ToolCalls {
-				if err := rd.toolCall(&d.ToolCalls[j], j); err != nil {
-					return err
-				}
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			if err := rd.finish(*ch.FinishReason, ch.StopReason.s); err != nil {
-				return err
-			}
+		cv.delta, cv.message = v.deltaOf(ch.Delta), v.deltaOf(ch.Message)
+		v.choices = append(v.choices, cv)
+	}
+	if u := c.Usage; u != nil {
+		v.hasUsage = true
+		v.usage = usageView{prompt: u.PromptTokens, completion: u.CompletionTokens}
+		if d := u.PromptTokensDetails; d != nil {
+			v.usage.cached = d.CachedTokens
 		}
 	}
-	if c.Usage != nil {
-		rd.usage = c.Usage.canonical()
+}
+
+// deltaOf returns the deltaView of d (not present when nil), its tool calls appended to v.calls.
+func (v *chunkView) deltaOf(d *deltaJSON) deltaView {
+	if d == nil {
+		return deltaView{}
 	}
-	return nil
+	dv := deltaView{present: true, calls0: len(v.calls)}
+	if d.Content != nil {
+		dv.hasContent, dv.content = true, *d.Content
+	}
+	if d.Refusal != nil {
+		dv.hasRefusal, dv.refusal = true, *d.Refusal
+	}
+	for i := range d.ToolCalls {
+		tc := &d.ToolCalls[i]
+		call := callView{id: tc.ID, name: tc.Function.Name, args: tc.Function.Arguments}
+		if tc.Index != nil {
+			call.index, call.hasIndex = *tc.Index, true
+		}
+		v.calls = append(v.calls, call)
+	}
+	dv.calls1 = len(v.calls)
+	return dv
 }
 
 // data applies the data of one stream event: read by scanChunk, or decoded with encoding/json
@@ -268,7 +270,7 @@ func (rd *reader) data(data []byte) error {
 	return rd.chunk(&c)
 }
 
-// view applies a chunk scanChunk read, as chunk applies a decoded one.
+// view applies a chunk scanChunk read, or one decoded (chunk).
 func (rd *reader) view(v *chunkView) error {
 	if err := rd.startMsg(v.id, v.model); err != nil {
 		return err

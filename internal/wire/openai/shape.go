@@ -78,31 +78,9 @@ func (d *Decoder) Skip(s Shape) error {
 	}
 	d.Pos++
 	if k == jsontext.KindObject {
-		var f Fields
-		for n := 0; ; {
-			k, ok, err := d.Key(&n)
-			if err != nil || !ok {
-				return err
-			}
-			if f.Seen(d, k, -1) {
-				d.NoteDup()
-			}
-			if err := d.Skip(s.child(k)); err != nil {
-				return err
-			}
-			d.Leave()
-		}
+		return d.Members(nil, func(k string, _ int) error { return d.Skip(s.child(k)) })
 	}
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		if err := d.Skip(s); err != nil {
-			return err
-		}
-		d.Leave()
-	}
+	return d.Elems(func() error { return d.Skip(s) })
 }
 
 // skipUnique skips the value at the position, noting the first name given twice in any of its

@@ -168,21 +168,25 @@ func (s *StreamWriter) begin(ev *llm.Event) {
 
 // Flush implements llm.Sink: it writes what is buffered in one Write and flushes the writer.
 func (s *StreamWriter) Flush() error {
-	if s.err != nil {
-		return s.err
-	}
-	if len(s.buf) == 0 {
-		return nil
-	}
-	_, err := s.w.Write(s.buf)
-	s.buf = s.buf[:0]
-	if err == nil {
-		err = flushWriter(s.w)
-	}
-	if err != nil {
-		s.err = fmt.Errorf("openai: write stream: %w", err)
+	if s.err == nil && len(s.buf) > 0 {
+		s.err = WriteStream("openai", s.w, s.buf, func() error { return flushWriter(s.w) })
+		s.buf = s.buf[:0]
 	}
 	return s.err
+}
+
+// WriteStream writes buf, the events a stream writer buffered, to w in one Write, then calls
+// flush (nil: none) to push them to the client. Its error names api, the stream's package:
+// "openai: write stream: …".
+func WriteStream(api string, w io.Writer, buf []byte, flush func() error) error {
+	_, err := w.Write(buf)
+	if err == nil && flush != nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: write stream: %w", api, err)
+	}
+	return nil
 }
 
 // Done reports whether the stream was completed with [DONE].

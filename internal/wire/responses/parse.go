@@ -1,6 +1,8 @@
 package responses
 
 import (
+	"slices"
+
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 	"github.com/layer0ai/layer0/internal/wire/openai"
 )
@@ -15,15 +17,15 @@ import (
 // include, prompt_cache_key, service_tier, client_metadata, …) are accepted and ignored, as
 // docs/responses.md lists. The raw fields are JSON text, "" when absent or null.
 type request struct {
-	Model, PreviousResponseID, User              openai.Opt[string]
-	MaxOutputTokens                              openai.Opt[int]
-	Temperature, TopP                            *float64
-	ParallelToolCalls, Stream, Store, Background openai.Opt[bool]
-	Input                                        openai.Lenient[[]item]
-	Instructions                                 openai.Lenient[struct{}]
-	Tools                                        openai.Lenient[[]tool]
-	ToolChoice                                   openai.Lenient[toolChoice]
-	Text                                         openai.Lenient[textConfig]
+	openai.Common
+	PreviousResponseID openai.Opt[string]
+	MaxOutputTokens    openai.Opt[int]
+	Store, Background  openai.Opt[bool]
+	Input              openai.Lenient[[]item]
+	Instructions       openai.Lenient[struct{}]
+	Tools              openai.Lenient[[]tool]
+	ToolChoice         openai.Lenient[toolChoice]
+	Text               openai.Lenient[textConfig]
 	// The raw text of the fields a response echoes.
 	InstructionsRaw, ToolsRaw, ToolChoiceRaw, TextRaw, Metadata string
 	Conversation, Prompt                                        string
@@ -60,46 +62,38 @@ type item struct {
 	Arguments                openai.Opt[string]
 }
 
-var requestFields = [...]string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
-	"max_output_tokens", "temperature", "top_p", "text", "stream", "store", "previous_response_id", "user",
-	"metadata", "background", "conversation", "prompt", "reasoning", "top_logprobs"}
+// requestFields are the members of a request, by index: openai.CommonFields, then the request's
+// own.
+var requestFields = slices.Concat(openai.CommonFields[:], []string{"input", "instructions", "tools", "tool_choice",
+	"max_output_tokens", "text", "store", "previous_response_id", "metadata", "background", "conversation",
+	"prompt", "reasoning", "top_logprobs"})
 
 func readRequest(d *openai.Decoder, rr *request) error {
-	return d.ObjectMembers("", requestFields[:], func(_ string, i int) error { return rr.member(d, i) })
+	return d.ObjectMembers("", requestFields, func(_ string, i int) error { return rr.member(d, i) })
 }
 
 // member reads the value of field i of requestFields (-1 for none). This is a dispatch on the
 // field, one case each; it is longer than a function should be for that.
 func (rr *request) member(d *openai.Decoder, i int) (err error) {
 	switch i {
-	case 0:
-		rr.Model.V, rr.Model.OK, err = d.String("model")
-	case 1:
-		err = readInput(d, &rr.Input)
-	case 2:
-		rr.InstructionsRaw, err = leniently(d, &rr.Instructions, jsontext.KindString, nil)
-	case 3:
-		rr.ToolsRaw, err = leniently(d, &rr.Tools, jsontext.KindArray, func() error { return readTools(d, &rr.Tools.V, &rr.Tools.Bad) })
-	case 4:
-		rr.ToolChoiceRaw, err = leniently(d, &rr.ToolChoice, jsontext.KindObject, func() error { return readToolChoice(d, &rr.ToolChoice) })
-	case 5:
-		rr.ParallelToolCalls.V, rr.ParallelToolCalls.OK, err = d.Bool("parallel_tool_calls")
+	case 0, 1, 2, 3, 4, 5:
+		err = d.CommonMember(&rr.Common, i)
 	case 6:
-		rr.MaxOutputTokens.V, rr.MaxOutputTokens.OK, err = d.Int("max_output_tokens")
+		err = readInput(d, &rr.Input)
 	case 7:
-		rr.Temperature, err = d.Float("temperature")
+		rr.InstructionsRaw, err = leniently(d, &rr.Instructions, jsontext.KindString, nil)
 	case 8:
-		rr.TopP, err = d.Float("top_p")
+		rr.ToolsRaw, err = leniently(d, &rr.Tools, jsontext.KindArray, func() error { return readTools(d, &rr.Tools.V, &rr.Tools.Bad) })
 	case 9:
-		rr.TextRaw, err = leniently(d, &rr.Text, jsontext.KindObject, func() error { return readText(d, &rr.Text) })
+		rr.ToolChoiceRaw, err = leniently(d, &rr.ToolChoice, jsontext.KindObject, func() error { return readToolChoice(d, &rr.ToolChoice) })
 	case 10:
-		rr.Stream.V, rr.Stream.OK, err = d.Bool("stream")
+		rr.MaxOutputTokens.V, rr.MaxOutputTokens.OK, err = d.Int("max_output_tokens")
 	case 11:
-		rr.Store.V, rr.Store.OK, err = d.Bool("store")
+		rr.TextRaw, err = leniently(d, &rr.Text, jsontext.KindObject, func() error { return readText(d, &rr.Text) })
 	case 12:
-		rr.PreviousResponseID.V, rr.PreviousResponseID.OK, err = d.String("previous_response_id")
+		rr.Store.V, rr.Store.OK, err = d.Bool("store")
 	case 13:
-		rr.User.V, rr.User.OK, err = d.String("user")
+		rr.PreviousResponseID.V, rr.PreviousResponseID.OK, err = d.String("previous_response_id")
 	case 14:
 		rr.Metadata, err = d.RawOrNull()
 	case 15:
@@ -213,17 +207,7 @@ func readTool(d *openai.Decoder, t *tool, bad *bool) error {
 var toolChoiceFields = [...]string{"type", "name"}
 
 func readToolChoice(d *openai.Decoder, l *openai.Lenient[toolChoice]) error {
-	return d.Members(toolChoiceFields[:], func(_ string, i int) (err error) {
-		switch i {
-		case 0:
-			l.V.Type, _, err = d.LenientString(&l.Bad)
-		case 1:
-			l.V.Name, _, err = d.LenientString(&l.Bad)
-		default:
-			err = d.Skip(openai.ShapeRaw)
-		}
-		return err
-	})
+	return d.LenientStrings(toolChoiceFields[:], &l.Bad, &l.V.Type, &l.V.Name)
 }
 
 var textFields = [...]string{"format", "verbosity"}

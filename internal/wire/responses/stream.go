@@ -262,19 +262,9 @@ func (s *StreamWriter) response(typ string, st status, usage *llm.Usage) {
 
 // Flush implements llm.Sink: it writes what is buffered in one Write and flushes the writer.
 func (s *StreamWriter) Flush() error {
-	if s.err != nil {
-		return s.err
-	}
-	if len(s.buf) == 0 {
-		return nil
-	}
-	_, err := s.w.Write(s.buf)
-	s.buf = s.buf[:0]
-	if err == nil && s.flush != nil {
-		err = s.flush()
-	}
-	if err != nil {
-		s.err = fmt.Errorf("responses: write stream: %w", err)
+	if s.err == nil && len(s.buf) > 0 {
+		s.err = openai.WriteStream("responses", s.w, s.buf, s.flush)
+		s.buf = s.buf[:0]
 	}
 	return s.err
 }
