@@ -161,7 +161,7 @@ func (g *generation) provisionLedger(prev *Shared[spend.Ledger], o *Options) err
 	if g.parts.redis != nil {
 		r := g.parts.redis.Value()
 		sc.Cache = config.StoreCache{}
-		sh, key = spend.Shared{Client: r.conn.Client(), Circuit: r.conn}, sc
+		sh, key = spend.Shared{Circuit: r.conn}, sc
 	}
 	var err error
 	g.parts.ledger, err = provision(prev, key, func() (spend.Ledger, error) { return spend.NewLedger(sh, sc, o.Logger) }, spend.Close)

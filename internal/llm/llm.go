@@ -326,3 +326,10 @@ type Sink interface {
 	Send(ev *Event) error
 	Flush() error
 }
+
+// WriteThreshold is how many bytes a stream encoder (a Sink that writes a wire format) collects
+// before it writes them to its writer unasked. Writing is not flushing: the server's response
+// writer keeps the bytes, in a pooled buffer, until the next Flush. So an engine that hands over
+// a hundred events at once costs the encoder no more than its first buffer, and one that never
+// flushes cannot grow that buffer without bound.
+const WriteThreshold = 2 << 10

@@ -596,7 +596,7 @@ func (p *Pipeline) generate(ctx context.Context, c *Call, a *route.Attempt, t0 t
 	if f, ok := a.Replica.Engine.(passthrough.Forwarder); ok && c.Forward != nil && !c.st.edited && passthrough.Speaks(f, c.Request.Format) {
 		c.fw = countingWriter{w: c.Forward.Out, att: &c.att}
 		c.pass = passthrough.Pass{Body: c.Forward.Body, Model: a.Upstream, ClientModel: c.Request.Model, Format: c.Request.Format,
-			Header: c.Header, Query: c.Forward.Query}
+			Header: c.Header, Query: c.Forward.Query, Checked: true, Stream: c.Request.Stream}
 		res, err := f.Forward(ctx, &c.pass, &c.fw)
 		rec.EngineTime += time.Since(t0)
 		if err == nil || c.fw.n > 0 {

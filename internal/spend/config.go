@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/layer0ai/layer0/internal/config"
 )
 
@@ -120,22 +118,20 @@ func budgets(scope Scope, owner string, bs []config.Budget, loc *time.Location) 
 	return out
 }
 
-// Shared is the shared store a configuration's ledger uses: the rate limits' Redis client and
-// its circuit. The zero value is no shared store (the ledger is in memory).
+// Shared is the shared store a configuration's ledger uses: the rate limits' connection to Redis
+// and its circuit. The zero value is no shared store (the ledger is in memory).
 type Shared struct {
-	Client  redis.UniversalClient
 	Circuit Circuit
 }
 
 // NewLedger returns the ledger of a configuration whose store is st: on sh's Redis, sharing its
-// connection and circuit, or in memory when sh has no client. A reload that keeps the store keeps
+// connection and circuit, or in memory when sh has none. A reload that keeps the store keeps
 // the ledger (its counters, reservations and lease); Close it once no configuration uses it.
 func NewLedger(sh Shared, st config.Store, logger *slog.Logger) (Ledger, error) {
-	if sh.Client == nil {
+	if sh.Circuit == nil {
 		return NewMemory(), nil
 	}
-	return NewRedis(RedisConfig{Client: sh.Client, Circuit: sh.Circuit, Timeout: st.Timeout,
-		Deny: st.OnError == config.OnErrorDeny, LeaseTTL: st.LeaseTTL, Logger: logger})
+	return NewRedis(RedisConfig{Circuit: sh.Circuit, Deny: st.OnError == config.OnErrorDeny, LeaseTTL: st.LeaseTTL, Logger: logger})
 }
 
 // Close closes l when it is a Redis ledger (its lease is no longer renewed).

@@ -16,8 +16,13 @@ import (
 )
 
 // Circuit is the shared store's view of Redis (store.Redis, which owns the client): whether
-// Redis is reachable, and how many replicas are live.
+// Redis is reachable, and how many replicas are live; the ledger's scripts run on its connection.
 type Circuit interface {
+	// Script runs a script on the connection within the store's timeout. Its answer does not
+	// end the store's run of failures: the ledger reports only its failures, with Fail.
+	Script(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd
+	// Timeout is how long one round trip waits for Redis's answer.
+	Timeout() time.Duration
 	// Use reports whether to try Redis now; when not, the operation is counted as an error.
 	Use() bool
 	// Fail records an operation that failed; a lost connection marks Redis unreachable until a
@@ -47,12 +52,9 @@ var ErrUnavailable = errors.New("spend: the shared store is unreachable")
 
 // RedisConfig configures a Redis ledger.
 type RedisConfig struct {
-	// Client is the connection, shared with the rate limits' store. Required; not closed here.
-	Client redis.UniversalClient
-	// Circuit says whether Redis is reachable, and the live replicas. Required.
+	// Circuit is the connection, shared with the rate limits' store: it runs the scripts, says
+	// whether Redis is reachable, and the live replicas. Required; not closed here.
 	Circuit Circuit
-	// Timeout bounds one round trip. Default 1s.
-	Timeout time.Duration
 	// Deny refuses reservations (503) while Redis is unreachable, instead of spending this
 	// replica's share of what was left.
 	Deny bool
@@ -127,11 +129,8 @@ type pendingSettle struct {
 
 // NewRedis returns a Redis ledger and starts renewing its lease.
 func NewRedis(c RedisConfig) (*Redis, error) {
-	if c.Client == nil || c.Circuit == nil {
-		return nil, errors.New("spend: redis ledger: a client and a circuit are required")
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = time.Second
+	if c.Circuit == nil {
+		return nil, errors.New("spend: redis ledger: a circuit is required")
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 10 * time.Second
@@ -176,9 +175,7 @@ func (r *Redis) keys(cs []charge) []string {
 }
 
 func (r *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.c.Timeout)
-	defer cancel()
-	v, err := sc.Run(ctx, r.c.Client, keys, args...).Int64Slice()
+	v, err := r.c.Circuit.Script(ctx, sc, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("spend: redis: %w", err)
 	}
@@ -265,7 +262,7 @@ func (r *Redis) forget(id uint64, cs []charge) {
 
 // stale bounds how old another replica's view of a cell may be when Redis goes away: each
 // replica reads its cells at every renewal, which may take up to a timeout.
-func (r *Redis) stale() time.Duration { return 2*r.every + r.c.Timeout }
+func (r *Redis) stale() time.Duration { return 2*r.every + r.c.Circuit.Timeout() }
 
 // noteRecent remembers a reservation Redis admitted, for the shares of an outage.
 func (r *Redis) noteRecent(cs []charge) {

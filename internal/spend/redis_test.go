@@ -30,7 +30,7 @@ func newRedisLedger(t *testing.T, srv *redistest.Server, id string, ttl time.Dur
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewRedis(RedisConfig{Client: client, Circuit: st, ReplicaID: id, LeaseTTL: ttl, Timeout: 5 * time.Second})
+	l, err := NewRedis(RedisConfig{Circuit: st, ReplicaID: id, LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (k keeper) Stale() {
 
 // Restore writes the ledger back now, if it is due.
 func (k keeper) Restore() {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*k.r.c.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*k.r.c.Circuit.Timeout())
 	defer cancel()
 	k.r.restore(ctx)
 }
@@ -168,7 +168,7 @@ func (r *Redis) renewLoop() {
 			r.down.Store(true)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*r.c.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*r.c.Circuit.Timeout())
 		r.renew(ctx)
 		cancel()
 	}

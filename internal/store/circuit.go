@@ -89,14 +89,21 @@ func (s *Redis) probe() {
 // Run runs a script within the store's timeout; an answer ends a run of failures. The
 // stores built on the connection (limits, the cache's lookups) run their scripts with it.
 func (s *Redis) Run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
-	defer cancel()
-	v, err := sc.Run(ctx, s.c.Client, keys, args...).Slice()
+	v, err := s.Script(ctx, sc, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: redis: %w", err)
 	}
 	s.OK()
 	return v, nil
+}
+
+// Script runs a script within the store's timeout and returns its answer as it came, for a
+// lenient user that reads the reply its own way and reports only failures (Fail): unlike Run,
+// its answer does not end a run of failures, as its late answers do not add to one.
+func (s *Redis) Script(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	ctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+	defer cancel()
+	return sc.Run(ctx, s.c.Client, keys, args...) // answered (or failed) before the cancel
 }
 
 // Pair decodes a script's {n, flag} reply (flag: 1 for true), as users' scripts return too.

@@ -4,8 +4,9 @@
 //
 // The users of the connection keep their own keys and scripts: the rate limits
 // (internal/limit), the budgets (internal/spend), the shared response cache (internal/cache) and
-// the stored responses (internal/conversation) run their operations on Client and report how they went (OK, Failed,
-// Fail), so that they share one view of whether Redis is reachable. A user that keeps state in
+// the stored responses (internal/conversation) run their operations on Client (or its scripts
+// with Run or Script, within the store's timeout) and report how they went (OK, Failed, Fail), so
+// that they share one view of whether Redis is reachable. A user that keeps state in
 // Redis which it must write back after Redis lost it registers a Keeper. While Redis is down
 // (Up false), a user that enforces a limit computes its share with Share (the limit divided by
 // the live replicas).

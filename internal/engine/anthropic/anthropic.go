@@ -186,23 +186,27 @@ var (
 // passed on but returned, so an error before content leaves the client untouched and the
 // caller can still fall back; after content the caller ends the stream with it (policy).
 func (e *Engine) Forward(ctx context.Context, p *passthrough.Pass, w passthrough.Writer) (res passthrough.Result, err error) {
-	var ms, me int
-	hasModel, stream := false, false
-	err = jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
-		switch {
-		case jsontext.KeyIs(k, esc, "model"):
-			hasModel, ms, me = true, vs, ve
-		case jsontext.KeyIs(k, esc, "stream"):
-			stream = string(p.Body[vs:ve]) == "true"
+	// A body the pipeline checked is read again only to rename its model.
+	ms, stream := -1, p.Stream
+	var me int
+	if !p.Checked || p.Model != "" && p.Model != p.ClientModel {
+		hasModel := false
+		err = jsontext.Scan(p.Body, func(k []byte, esc bool, vs, ve int) {
+			switch {
+			case jsontext.KeyIs(k, esc, "model"):
+				hasModel, ms, me = true, vs, ve
+			case jsontext.KeyIs(k, esc, "stream"):
+				stream = string(p.Body[vs:ve]) == "true"
+			}
+		})
+		if err != nil || !hasModel {
+			return res, apierr.Invalid("model", "the request body must be a JSON object with a model")
 		}
-	})
-	if err != nil || !hasModel {
-		return res, apierr.Invalid("model", "the request body must be a JSON object with a model")
 	}
 	body := p.Body
 	buf := e.C.Buffer()
 	defer e.C.PutBuffer(buf)
-	if p.Model != "" {
+	if ms >= 0 && p.Model != "" {
 		b := append(*buf, p.Body[:ms]...)
 		b = jsontext.AppendString(b, p.Model)
 		b = append(b, p.Body[me:]...)

@@ -281,6 +281,35 @@ func TestForward(t *testing.T) {
 	}
 }
 
+// A body the pipeline checked reaches the engine as it is when its model needs no renaming,
+// streamed as Pass.Stream says; one whose model the engine names otherwise is renamed as before.
+func TestForwardChecked(t *testing.T) {
+	f := fake.NewAnthropic(fake.Script{Text: "a b c"})
+	defer f.Close()
+	e := newEngine(t, f, config.Timeouts{}, false)
+	body := `{"model" : "sonnet","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"the \"model\" is"}]}`
+	for i, tt := range []struct {
+		model, want string
+	}{
+		{"", body},
+		{"sonnet", body},
+		{"claude-sonnet-4-5", strings.Replace(body, `"sonnet"`, `"claude-sonnet-4-5"`, 1)},
+	} {
+		rec := httptest.NewRecorder()
+		res, err := e.Forward(context.Background(), &passthrough.Pass{Body: []byte(body), Model: tt.model, ClientModel: "sonnet",
+			Checked: true, Stream: true}, fake.Writer(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(f.Requests()[i].Body); got != tt.want {
+			t.Errorf("model %q: engine got %s\nwant %s", tt.model, got, tt.want)
+		}
+		if !res.Stream || res.Deltas != 3 || !strings.Contains(rec.Body.String(), `"model":"sonnet"`) {
+			t.Errorf("model %q: got %+v\n%s", tt.model, res, rec.Body.String())
+		}
+	}
+}
+
 // The client's anthropic-beta headers (several lines joined) and its ?beta=true reach the engine
 // on pass-through, and nothing else of its headers or query; without them the call is as before.
 func TestForwardBeta(t *testing.T) {

@@ -43,6 +43,13 @@ type Pass struct {
 	// ?beta=true); nil and "" pass nothing.
 	Header http.Header
 	Query  string
+	// Checked says Body is, unchanged, the request the pipeline decoded and checked: a JSON
+	// object whose model is ClientModel and whose stream member says Stream. A Forwarder may
+	// then take them from here rather than read Body again (a coding agent's request is often
+	// 100 KB or more); without Checked it reads them from Body.
+	Checked bool
+	// Stream says the request asks for a stream; it is meaningful with Checked.
+	Stream bool
 }
 
 // Result is what a pass-through call learned on the way.

@@ -314,7 +314,8 @@ type streamReader struct {
 	stop    llm.StopReason
 	stopSeq string
 	usage   llm.Usage
-	pending bool // events sent since the last flush
+	pending bool      // events sent since the last flush
+	strs    llm.Arena // the deltas' text
 }
 
 // ReadStream reads an Anthropic SSE response from r and pushes its events into sink, calling
@@ -408,7 +409,7 @@ func (sr *streamReader) dispatch(name, data []byte) (done bool, err error) {
 		if err != nil || idx < 0 {
 			return false, err
 		}
-		sr.ev = llm.Event{Kind: llm.EventTextDelta, Index: idx, Text: string(text)}
+		sr.ev = llm.Event{Kind: llm.EventTextDelta, Index: idx, Text: sr.strs.String(text)}
 		return false, sr.send()
 	}
 	var e sseEvent

@@ -12,11 +12,6 @@ import (
 // errStreamDone is returned by Send after the stream ended (EventStop or WriteError).
 var errStreamDone = errors.New("anthropic: event after the end of the stream")
 
-// flushThreshold is how much a StreamWriter buffers before it writes without being asked, so an
-// engine that never flushes cannot grow the buffer without bound. Writing is not flushing: the
-// bytes still wait in the transport's buffer until the next Flush.
-const flushThreshold = 64 << 10
-
 // StreamWriter is an llm.Sink that encodes the event stream as Anthropic SSE. Send appends
 // events to a reused buffer; Flush writes the buffer to the writer and calls the flush function,
 // so tokens that are ready together go out in one write and none waits for the next. The end of
@@ -127,7 +122,7 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 	case llm.EventStart:
 		// A second start adds nothing to the wire.
 	}
-	if len(s.buf) >= flushThreshold {
+	if len(s.buf) >= llm.WriteThreshold {
 		return s.write(false)
 	}
 	return nil

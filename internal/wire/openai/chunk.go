@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -141,6 +142,7 @@ const maxMemo = 4 << 10
 type chunkMemo struct {
 	head chunkPrefix
 	text textTemplate
+	strs llm.Arena // the text of the chunks that fit the template
 }
 
 // scanChunk reads data into v, reporting false when encoding/json must decode it instead (see
@@ -152,7 +154,7 @@ func scanChunk(data []byte, v *chunkView, keepHead bool, m *chunkMemo) bool {
 	v.reset()
 	if !keepHead {
 		if text, ok := m.text.match(data); ok {
-			v.choices = append(v.choices, choiceView{delta: deltaView{present: true, hasContent: true, content: string(text)}})
+			v.choices = append(v.choices, choiceView{delta: deltaView{present: true, hasContent: true, content: m.strs.String(text)}})
 			return true
 		}
 	}

@@ -135,7 +135,8 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		s.buf = append(s.buf, "data: [DONE]\n\n"...)
 		s.state = stateDone
 	}
-	return nil
+	s.buf, s.err = Spill("openai", s.w, s.buf)
+	return s.err
 }
 
 const choicesHead = `[{"index":0,"delta":`
@@ -187,6 +188,16 @@ func WriteStream(api string, w io.Writer, buf []byte, flush func() error) error 
 		return fmt.Errorf("%s: write stream: %w", api, err)
 	}
 	return nil
+}
+
+// Spill writes buf, the events a stream writer buffered, to w once they reach
+// llm.WriteThreshold bytes, without flushing, and returns what stays buffered: buf[:0] after a
+// write, buf before. A stream writer calls it after each event it buffers.
+func Spill(api string, w io.Writer, buf []byte) ([]byte, error) {
+	if len(buf) < llm.WriteThreshold {
+		return buf, nil
+	}
+	return buf[:0], WriteStream(api, w, buf, nil)
 }
 
 // Done reports whether the stream was completed with [DONE].

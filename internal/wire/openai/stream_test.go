@@ -329,3 +329,46 @@ func TestIDs(t *testing.T) {
 		t.Errorf("got fresh id %q", id)
 	}
 }
+
+// flushCounter counts the writes and flushes a stream writer makes.
+type flushCounter struct {
+	bytes.Buffer
+	writes, flushes int
+}
+
+func (c *flushCounter) Write(p []byte) (int, error) { c.writes++; return c.Buffer.Write(p) }
+func (c *flushCounter) Flush() error                { c.flushes++; return nil }
+
+// A stream of many events and no Flush (an engine that hands them over at once, or never
+// flushes) is written as the buffer fills, not collected whole: the buffer keeps its first size.
+func TestStreamWriterBoundsItsBuffer(t *testing.T) {
+	w := &flushCounter{}
+	sw := NewStreamWriter(w)
+	sw.ID, sw.Model = "chatcmpl-1", "m"
+	for _, ev := range []*llm.Event{{Kind: llm.EventStart}, {Kind: llm.EventBlockStart}} {
+		if err := sw.Send(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delta := &llm.Event{Kind: llm.EventTextDelta, Text: strings.Repeat("x", 1000)}
+	for range 200 {
+		if err := sw.Send(delta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.writes == 0 || w.flushes != 0 {
+		t.Errorf("after 200 KB without Flush: %d writes, %d flushes; want some writes and no flush", w.writes, w.flushes)
+	}
+	if cap(sw.buf) > 4096 {
+		t.Errorf("buffer grew to %d bytes, want its first 4096", cap(sw.buf))
+	}
+	if err := sw.Send(&llm.Event{Kind: llm.EventStop, Stop: llm.StopEndTurn}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(w.String(), strings.Repeat("x", 1000)); n != 200 || !strings.HasSuffix(w.String(), "data: [DONE]\n\n") {
+		t.Errorf("the stream holds %d of 200 deltas, ends %q", n, w.String()[max(0, w.Len()-20):])
+	}
+}

@@ -134,7 +134,8 @@ func (s *StreamWriter) Send(ev *llm.Event) error {
 		s.response(typ, st, &u)
 		s.state = stateDone
 	}
-	return nil
+	s.buf, s.err = openai.Spill("responses", s.w, s.buf)
+	return s.err
 }
 
 // blockStart opens the output item of a text or tool-use block (others have none): a message

@@ -174,3 +174,39 @@ func TestParseUsage(t *testing.T) {
 		t.Error("null parsed as usage")
 	}
 }
+
+// A stream of many events and no Flush is written as the buffer fills, not collected whole: the
+// buffer keeps its first size, and every event still arrives, in order.
+func TestStreamWriterBoundsItsBuffer(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewStreamWriter(&Meta{ID: "resp_1", Model: "m"}, &buf, nil)
+	for _, ev := range []*llm.Event{{Kind: llm.EventStart}, {Kind: llm.EventBlockStart}} {
+		if err := s.Send(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delta := &llm.Event{Kind: llm.EventTextDelta, Text: strings.Repeat("x", 1000)}
+	for range 200 {
+		if err := s.Send(delta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if buf.Len() == 0 {
+		t.Error("nothing was written after 200 KB of events without Flush")
+	}
+	if cap(s.buf) > 4096 {
+		t.Errorf("buffer grew to %d bytes, want its first 4096", cap(s.buf))
+	}
+	for _, ev := range []*llm.Event{{Kind: llm.EventBlockStop}, {Kind: llm.EventStop, Stop: llm.StopEndTurn}} {
+		if err := s.Send(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, buf.String())
+	if n := strings.Count(strings.Join(types(evs), " "), "response.output_text.delta"); n != 200 || types(evs)[len(evs)-1] != "response.completed" {
+		t.Errorf("%d deltas of 200, last event %q", n, types(evs)[len(evs)-1])
+	}
+}
