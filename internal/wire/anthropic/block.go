@@ -174,7 +174,7 @@ func (d *decoder) content(ctx blockCtx, depth int) ([]llm.Block, contentInfo, er
 		if blocks, err = d.block(blocks, ctx, depth); err != nil {
 			return nil, info, err
 		}
-		d.leave()
+		d.Leave()
 		if len(blocks) > before {
 			switch blocks[before].Type {
 			case llm.BlockToolUse:
@@ -249,7 +249,7 @@ func (d *decoder) block(dst []llm.Block, ctx blockCtx, depth int) ([]llm.Block, 
 			}
 			allowed = allowedMembers(b.typ)
 			if extraBits := b.seen &^ allowed; extraBits != 0 {
-				d.leave()
+				d.Leave()
 				return dst, d.extraMember(extraBits)
 			}
 		case mText:
@@ -279,7 +279,7 @@ func (d *decoder) block(dst []llm.Block, ctx blockCtx, depth int) ([]llm.Block, 
 		if err != nil {
 			return dst, err
 		}
-		d.leave()
+		d.Leave()
 	}
 	if b.seen&mType == 0 {
 		return dst, d.required("type")
@@ -293,7 +293,7 @@ func (d *decoder) extraMember(bits uint32) error {
 		"content", "is_error", "cache_control", "citations", "title", "context", "thinking",
 		"signature", "data", "caller", "toolset_name"} {
 		if memberBit(k)&bits != 0 {
-			d.enter(k)
+			d.Enter(k)
 			break
 		}
 	}
@@ -315,12 +315,12 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		if b.seen&mSource == 0 {
 			return dst, d.required("source")
 		}
-		d.enter("source")
+		d.Enter("source")
 		blk, err := d.image(&b.src)
 		if err != nil {
 			return dst, err
 		}
-		d.leave()
+		d.Leave()
 		return append(dst, blk), nil
 	case "tool_use":
 		switch {
@@ -349,12 +349,12 @@ func (d *decoder) appendBlock(b *rawBlock, dst []llm.Block) ([]llm.Block, error)
 		if b.seen&mSource == 0 {
 			return dst, d.required("source")
 		}
-		d.enter("source")
+		d.Enter("source")
 		dst, err := d.document(&b.src, dst)
 		if err != nil {
 			return dst, err
 		}
-		d.leave()
+		d.Leave()
 		return dst, nil
 	}
 	// thinking and redacted_thinking: layer0's engines cannot use another model's reasoning.
@@ -397,7 +397,7 @@ func (d *decoder) source(s *rawSource, depth int) error {
 
 // extraAt reports the member key of the current object as not permitted.
 func (d *decoder) extraAt(key string) error {
-	d.enter(key)
+	d.Enter(key)
 	return d.extra()
 }
 

@@ -41,7 +41,7 @@ func DecodeCountTokens(body []byte) (*llm.Request, error) {
 
 // decode decodes text, whose strings the request shares.
 func decode(text string, needMaxTokens bool) (*llm.Request, error) {
-	d := decoder{scanner: newScanner(text)}
+	d := newDecoder(text)
 	mem := &requestMem{r: llm.Request{Format: llm.FormatAnthropic}}
 	r := &mem.r
 	if err := d.request(mem, needMaxTokens); err != nil {
@@ -220,7 +220,7 @@ func (d *decoder) request(mem *requestMem, needMaxTokens bool) error {
 		if err != nil {
 			return err
 		}
-		d.leave()
+		d.Leave()
 	}
 	if err := d.End(); err != nil {
 		return d.syntax(err)
@@ -262,7 +262,7 @@ func (d *decoder) messages(r *llm.Request) error {
 			break
 		}
 		if prevEmpty {
-			d.leave()
+			d.Leave()
 			return d.emptyContent(n - 2)
 		}
 		var m llm.Message
@@ -273,7 +273,7 @@ func (d *decoder) messages(r *llm.Request) error {
 		if mi.outputConfig && r.Ignored == "" {
 			r.Ignored = "messages." + strconv.Itoa(n-1) + ".output_config"
 		}
-		d.leave()
+		d.Leave()
 		if m.Role == llm.RoleSystem {
 			if len(m.Content) == 0 {
 				continue
@@ -319,7 +319,7 @@ func dropMessages(msgs []llm.Message, drop []int) []llm.Message {
 }
 
 func (d *decoder) emptyContent(i int) error {
-	d.enterIndex(i)
+	d.EnterIndex(i)
 	return d.failAt("content", "all messages must have non-empty content except for the optional final assistant message")
 }
 
@@ -400,7 +400,7 @@ func (d *decoder) message(m *llm.Message) (messageInfo, error) {
 		default:
 			return mi, d.extra()
 		}
-		d.leave()
+		d.Leave()
 	}
 	switch {
 	case !hasRole:
@@ -408,7 +408,7 @@ func (d *decoder) message(m *llm.Message) (messageInfo, error) {
 	case !hasContent:
 		return mi, d.required("content")
 	case m.Role != llm.RoleSystem && extra != "":
-		d.enter(extra)
+		d.Enter(extra)
 		return mi, d.fail("only permitted on system messages")
 	case m.Role == llm.RoleSystem && !onlyText(m.Content):
 		return mi, d.failAt("content", "a system message holds text blocks only")
@@ -432,8 +432,8 @@ func onlyText(bs []llm.Block) bool {
 }
 
 func (d *decoder) contentErr(i int, msg string) error {
-	d.enter("content")
-	d.enterIndex(i)
+	d.Enter("content")
+	d.EnterIndex(i)
 	return d.fail("%s", msg)
 }
 
@@ -504,7 +504,7 @@ func (d *decoder) tools(r *llm.Request) error {
 	for i := range r.Tools {
 		for j := range i {
 			if r.Tools[i].Name == r.Tools[j].Name {
-				d.enterIndex(i)
+				d.EnterIndex(i)
 				return d.failAt("name", "tool names must be unique; %q is also tools.%d.name", r.Tools[i].Name, j)
 			}
 		}
@@ -643,10 +643,10 @@ func (d *decoder) toolChoice(r *llm.Request) error {
 	case tc.Type == llm.ToolNamed && !llm.ValidToolName(name):
 		return d.failAt("name", "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clipString(name))
 	case tc.Type != llm.ToolNamed && hasName:
-		d.enter("name")
+		d.Enter("name")
 		return d.extra()
 	case tc.Type == llm.ToolNone && hasDisable:
-		d.enter("disable_parallel_tool_use")
+		d.Enter("disable_parallel_tool_use")
 		return d.extra()
 	}
 	tc.Name = name

@@ -10,32 +10,24 @@ import (
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
-// scanner is the JSON scanner (jsontext.Scanner) with this package's nesting bound and the
-// readers of the hosted API's answers (read.go).
-type scanner struct{ jsontext.Scanner }
-
-func newScanner(s string) scanner {
-	return scanner{jsontext.Scanner{Text: s, MaxDepth: maxDepth}}
-}
-
-// seg is one step of a field path: an object member, or an array index when idx >= 0.
-type seg struct {
-	key string
-	idx int
-}
-
-// decoder turns scanner errors and type mismatches into client errors that name the field. It
-// keeps the path of the value being read as a stack (enter before a value, leave after it), so
-// that errors can name "messages.1.content.0.text" while the happy path builds no strings. On an
-// error the stack is left as it is: decoding stops there.
+// decoder turns scanner errors and type mismatches into client errors that name the field. The
+// walker keeps the path of the value being read (enter before a value, leave after it), so that
+// errors can name "messages.1.content.0.text" while the happy path builds no strings. On an
+// error the path is left as it is: decoding stops there.
 type decoder struct {
-	scanner
-	path  [12]seg // segments past the 12th are not named
-	depth int
+	jsontext.Walker
 	// texts is where the one-block contents of a request (a message or system prompt given as a
 	// string) are carved from: one allocation for several messages instead of one each.
 	texts []llm.Block
 }
+
+func newDecoder(s string) decoder {
+	return decoder{Walker: jsontext.Walker{Scanner: jsontext.Scanner{Text: s, MaxDepth: maxDepth}}}
+}
+
+// maxNamed bounds the segments an error names: deeper ones (a name given twice far down a tool's
+// schema) are left out.
+const maxNamed = 12
 
 // oneText returns a content of one text block holding s, carved from d.texts with its capacity
 // capped at its length, so that an append by a later stage copies it instead of writing over
@@ -51,39 +43,23 @@ func (d *decoder) oneText(s string) []llm.Block {
 	return d.texts[n-1 : n : n]
 }
 
-func (d *decoder) enter(key string) {
-	if d.depth < len(d.path) {
-		d.path[d.depth] = seg{key: key, idx: -1}
-	}
-	d.depth++
-}
-
-func (d *decoder) enterIndex(i int) {
-	if d.depth < len(d.path) {
-		d.path[d.depth] = seg{idx: i}
-	}
-	d.depth++
-}
-
-func (d *decoder) leave() { d.depth-- }
-
 // where returns the dotted path of the current value, "body" for the top level.
 func (d *decoder) where() string {
-	if d.depth == 0 {
+	if d.Depth() == 0 {
 		return "body"
 	}
 	var b []byte
-	for i, sg := range d.path[:min(d.depth, len(d.path))] {
+	for i := range min(d.Depth(), maxNamed) {
 		if i > 0 {
 			b = append(b, '.')
 		}
-		switch {
-		case sg.idx >= 0:
-			b = strconv.AppendInt(b, int64(sg.idx), 10)
-		case sg.key == "":
+		switch sg := d.Seg(i); {
+		case sg.Index >= 0:
+			b = strconv.AppendInt(b, int64(sg.Index), 10)
+		case sg.Key == "":
 			b = append(b, `""`...) // a member named "" still gets a visible name
 		default:
-			b = append(b, sg.key...)
+			b = append(b, sg.Key...)
 		}
 	}
 	return string(b)
@@ -96,7 +72,7 @@ func (d *decoder) fail(format string, args ...any) error {
 
 // failAt returns an invalid_request_error about the member key of the current object.
 func (d *decoder) failAt(key, format string, args ...any) error {
-	d.enter(key)
+	d.Enter(key)
 	return d.fail(format, args...)
 }
 
@@ -109,9 +85,9 @@ func (d *decoder) syntax(err error) error {
 	if de, ok := err.(*jsontext.DuplicateKeyError); ok {
 		for _, sg := range de.Path {
 			if sg.Index >= 0 {
-				d.enterIndex(sg.Index)
+				d.EnterIndex(sg.Index)
 			} else {
-				d.enter(sg.Key)
+				d.Enter(sg.Key)
 			}
 		}
 		return d.duplicate()
@@ -164,7 +140,7 @@ func (d *decoder) key(n *int, seen *jsontext.KeySet) (string, bool, error) {
 		return "", false, d.syntax(err)
 	}
 	if ok {
-		d.enter(k)
+		d.Enter(k)
 		if seen != nil && seen.Add(k) {
 			return "", false, d.duplicate()
 		}
@@ -186,40 +162,36 @@ func (d *decoder) elem(n *int) (bool, error) {
 		return false, d.syntax(err)
 	}
 	if ok {
-		d.enterIndex(*n - 1)
+		d.EnterIndex(*n - 1)
 	}
 	return ok, nil
 }
 
 // members reads the members of an object whose '{' was consumed, refusing a name given twice:
-// each enters the member's name and reads its value (members leaves after).
+// each enters the member's name and reads its value (members leaves after). The errors each
+// returns name their field already (syntax passes them through); the scanner's are named here,
+// at the path the walker stopped at.
 func (d *decoder) members(each func(k string) error) error {
 	var seen jsontext.KeySet
-	for n := 0; ; {
-		k, ok, err := d.key(&n, &seen)
-		if err != nil || !ok {
-			return err
+	err := d.Members(func(k string) error {
+		if seen.Add(k) {
+			return d.duplicate()
 		}
-		if err := each(k); err != nil {
-			return err
-		}
-		d.leave()
+		return each(k)
+	})
+	if err != nil {
+		return d.syntax(err)
 	}
+	return nil
 }
 
 // elems reads the elements of an array whose '[' was consumed: each reads the element, its
-// index entered (elems leaves after).
+// index entered (elems leaves after). Errors are named as members names them.
 func (d *decoder) elems(each func() error) error {
-	for n := 0; ; {
-		ok, err := d.elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		if err := each(); err != nil {
-			return err
-		}
-		d.leave()
+	if err := d.Elems(each); err != nil {
+		return d.syntax(err)
 	}
+	return nil
 }
 
 func (d *decoder) object() error {

@@ -18,6 +18,14 @@ import (
 // types and deltas are skipped) and strict where a mistake would lose data silently (a stream that
 // ends without message_stop is an error).
 
+// scanner is the JSON scanner (jsontext.Scanner) with this package's nesting bound and the
+// readers of the hosted API's answers (read.go).
+type scanner struct{ jsontext.Scanner }
+
+func newScanner(s string) scanner {
+	return scanner{jsontext.Scanner{Text: s, MaxDepth: maxDepth}}
+}
+
 // errTruncated is the cause of the error for a stream that ends before message_stop.
 var errTruncated = errors.New("anthropic: stream ended before message_stop")
 

@@ -7,7 +7,9 @@
 // hand-written decoders, checking everything (strings without escapes come back as substrings of
 // the input); Scan, ScanArray and Field locate members and elements as spans of the input,
 // checking structure only; Valid checks a whole value as RFC 8259 writes it. Scanner and Valid
-// share one reader of strings and numbers.
+// share one reader of strings and numbers. Walker is the skeleton the request decoders of the
+// Anthropic and OpenAI formats share over Scanner: the path of the value being read, for their
+// errors, and the loops over an object's members and an array's elements that keep it.
 package jsontext
 
 import "unicode/utf8"

@@ -314,14 +314,24 @@ func (d *Scanner) next(k Kind, n *int) (ok bool, err error) {
 
 // Members reads the members of an object whose '{' was consumed: member reads the value of
 // each, given its name. It returns the first error, the text's or member's.
-func (d *Scanner) Members(member func(k string) error) error {
+func (d *Scanner) Members(member func(k string) error) error { return d.members(nil, member) }
+
+// members is the loop of Scanner.Members and Walker.Members: with p, each name is entered on it
+// while member reads the value, and left after.
+func (d *Scanner) members(p *Path, member func(k string) error) error {
 	for n := 0; ; {
 		k, ok, err := d.NextKey(&n)
 		if err != nil || !ok {
 			return err
 		}
+		if p != nil {
+			p.Enter(k)
+		}
 		if err := member(k); err != nil {
 			return err
+		}
+		if p != nil {
+			p.Leave()
 		}
 	}
 }

@@ -51,7 +51,7 @@ func fieldAt(body []byte, off int) string {
 		}
 		i += n
 	}
-	w := pathWalker{Scanner: jsontext.Scanner{Text: string(text), MaxDepth: maxNesting}, off: off}
+	w := pathWalker{Walker: jsontext.Walker{Scanner: jsontext.Scanner{Text: string(text), MaxDepth: maxNesting}}, off: off}
 	w.value()
 	if w.found == "" {
 		return "body"
@@ -61,44 +61,46 @@ func fieldAt(body []byte, off int) string {
 
 // pathWalker walks JSON text to the token that spans an offset.
 type pathWalker struct {
-	jsontext.Scanner
+	jsontext.Walker
 	off   int
-	path  []PathSeg
 	found string
 	done  bool // found, or the JSON broke
 }
 
 // at ends the walk when the token just read spans the offset.
-func (w *pathWalker) at(path []PathSeg) bool {
+func (w *pathWalker) at() bool {
 	if w.Pos > w.off {
-		w.found, w.done = pathString(path), true
+		w.found, w.done = w.where(), true
 	}
 	return w.done
 }
+
+// where spells the path of the value being walked.
+func (w *pathWalker) where() string { return pathString(w.Segments(nil)) }
 
 func (w *pathWalker) value() {
 	switch w.Peek() {
 	case jsontext.KindObject:
 		w.Pos++
-		if w.at(w.path) {
+		if w.at() {
 			return
 		}
 		for n := 0; !w.done; {
 			if w.nameEnd(n) > w.off { // a name is a token of its own, whatever follows it
-				w.found, w.done = pathString(w.path), true
+				w.found, w.done = w.where(), true
 				return
 			}
 			k, ok, err := w.NextKey(&n)
-			if w.done = err != nil; !ok || w.done || w.at(w.path) {
+			if w.done = err != nil; !ok || w.done || w.at() {
 				return
 			}
-			w.path = append(w.path, PathSeg{Key: k, Index: -1})
+			w.Enter(k)
 			w.value()
-			w.path = w.path[:len(w.path)-1]
+			w.Leave()
 		}
 	case jsontext.KindArray:
 		w.Pos++
-		if w.at(w.path) {
+		if w.at() {
 			return
 		}
 		for n := 0; !w.done; {
@@ -106,16 +108,16 @@ func (w *pathWalker) value() {
 			if w.done = err != nil; !ok || w.done {
 				return
 			}
-			w.path = append(w.path, PathSeg{Index: n - 1})
+			w.EnterIndex(n - 1)
 			w.value()
-			w.path = w.path[:len(w.path)-1]
+			w.Leave()
 		}
 	default:
-		if err := w.Scanner.Skip(len(w.path)); err != nil {
+		if err := w.Scanner.Skip(w.Depth()); err != nil {
 			w.done = true
 			return
 		}
-		w.at(w.path)
+		w.at()
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // first one) and reading goes on, since a wrong type further on takes precedence. Finish turns
 // what it found into the error a client gets.
 type Decoder struct {
-	jsontext.Scanner
-	path    []PathSeg // the place of the value being read, names as the body spells them
+	// Walker reads the body and keeps the place of the value being read, names as the body
+	// spells them; its Enter, EnterIndex, Leave and Elems are the Decoder's.
+	jsontext.Walker
 	dup     []PathSeg // the first name given twice, or nil
 	ignored string    // the first member a struct has no field for, when Unknown is tracked
 	// Fold says whether names given twice are compared ignoring case where a struct is read
@@ -42,7 +43,7 @@ func NewDecoder(body []byte) *Decoder { return NewDecoderText(string(body)) }
 // NewDecoderText returns a Decoder of a body given as text: the strings it reads are substrings
 // of text (see DecodeRequestText for a text that shares a buffer).
 func NewDecoderText(text string) *Decoder {
-	return &Decoder{Scanner: jsontext.Scanner{Text: text, MaxDepth: maxNesting}, path: make([]PathSeg, 0, 8), Fold: true}
+	return &Decoder{Walker: jsontext.Walker{Scanner: jsontext.Scanner{Text: text, MaxDepth: maxNesting}}, Fold: true}
 }
 
 // wrongType is the error that stops a Decoder at a value of the wrong type: encoding/json's
@@ -154,19 +155,10 @@ func pathString(path []PathSeg) string {
 	return b.String()
 }
 
-// Enter and EnterIndex push a member or an element onto the path; Leave pops it.
-func (d *Decoder) Enter(key string) { d.path = append(d.path, PathSeg{Key: key, Index: -1}) }
-
-// EnterIndex pushes element i onto the path.
-func (d *Decoder) EnterIndex(i int) { d.path = append(d.path, PathSeg{Index: i}) }
-
-// Leave pops the path.
-func (d *Decoder) Leave() { d.path = d.path[:len(d.path)-1] }
-
 // NoteDup notes the member just entered as given twice, unless a name was already.
 func (d *Decoder) NoteDup() {
 	if d.dup == nil {
-		d.dup = append([]PathSeg(nil), d.path...)
+		d.dup = d.Segments(nil)
 	}
 }
 
@@ -233,26 +225,6 @@ func Is(k, field string) bool {
 	return strings.EqualFold(k, field)
 }
 
-// Key reads the next member name of an object into the path (the caller leaves after the
-// value); ok is false at the object's end.
-func (d *Decoder) Key(n *int) (string, bool, error) {
-	k, ok, err := d.NextKey(n)
-	if err != nil || !ok {
-		return "", false, err
-	}
-	d.Enter(k)
-	return k, true, nil
-}
-
-// Elem moves to the next array element, into the path (the caller leaves after it).
-func (d *Decoder) Elem(n *int) (bool, error) {
-	ok, err := d.NextElem(n)
-	if ok {
-		d.EnterIndex(*n - 1)
-	}
-	return ok, err
-}
-
 // Object consumes the '{' of an object for field, or returns the error of a wrong type; null
 // is no object and is consumed (ok false), as encoding/json leaves a field alone for it.
 func (d *Decoder) Object(field string) (ok bool, err error) {
@@ -297,34 +269,13 @@ func (d *Decoder) ObjectMembers(field string, fields []string, member func(k str
 // each, given its name and its index in fields (-1 for none); a name given twice is noted.
 func (d *Decoder) Members(fields []string, member func(k string, i int) error) error {
 	var f Fields
-	for n := 0; ; {
-		k, ok, err := d.Key(&n)
-		if err != nil || !ok {
-			return err
-		}
+	return d.Walker.Members(func(k string) error {
 		i := fieldIndex(fields, k)
 		if f.Seen(d, k, i) {
 			d.NoteDup()
 		}
-		if err := member(k, i); err != nil {
-			return err
-		}
-		d.Leave()
-	}
-}
-
-// Elems reads the elements of an array whose '[' was consumed, elem reading each.
-func (d *Decoder) Elems(elem func() error) error {
-	for n := 0; ; {
-		ok, err := d.Elem(&n)
-		if err != nil || !ok {
-			return err
-		}
-		if err := elem(); err != nil {
-			return err
-		}
-		d.Leave()
-	}
+		return member(k, i)
+	})
 }
 
 // arrayOf reads the array of field (null reads as none), each element into a T appended to the

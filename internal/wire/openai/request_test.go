@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
 func TestDecodeRequestMalformed(t *testing.T) {
@@ -352,7 +353,7 @@ func TestDecodeRequestNestedKeys(t *testing.T) {
 
 // duplicateKey runs the decoder's check of repeated names over a whole body of shape s.
 func duplicateKey(d *Decoder, s Shape) bool {
-	d.Pos, d.path, d.dup = 0, d.path[:0], nil
+	d.Pos, d.Path, d.dup = 0, jsontext.Path{}, nil
 	_ = d.Skip(s)
 	return d.dup != nil
 }

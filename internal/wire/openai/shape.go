@@ -68,12 +68,12 @@ func (s Shape) child(k string) Shape {
 func (d *Decoder) Skip(s Shape) error {
 	k := d.Peek()
 	if k != jsontext.KindObject && k != jsontext.KindArray {
-		return d.Scanner.Skip(len(d.path))
+		return d.Scanner.Skip(d.Depth())
 	}
 	if s == ShapeRaw || !d.Fold {
 		return d.skipUnique()
 	}
-	if len(d.path) >= d.MaxDepth {
+	if d.Depth() >= d.MaxDepth {
 		return d.ErrAt(d.Pos, "nesting too deep")
 	}
 	d.Pos++
@@ -87,14 +87,14 @@ func (d *Decoder) Skip(s Shape) error {
 // objects, compared exactly.
 func (d *Decoder) skipUnique() error {
 	start := d.Pos
-	err := d.SkipUnique(len(d.path))
+	err := d.SkipUnique(d.Depth())
 	de, ok := err.(*jsontext.DuplicateKeyError)
 	if !ok {
 		return err
 	}
 	if d.dup == nil {
-		d.dup = append(append([]PathSeg(nil), d.path...), de.Path...)
+		d.dup = append(d.Segments(make([]PathSeg, 0, d.Depth()+len(de.Path))), de.Path...)
 	}
 	d.Pos = start // the rest of the value may hold a worse error: read it again
-	return d.Scanner.Skip(len(d.path))
+	return d.Scanner.Skip(d.Depth())
 }
