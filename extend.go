@@ -112,7 +112,8 @@ type (
 	// untouched (the gateway may still try another replica).
 	Forwarder = passthrough.Forwarder
 	// Pass is one pass-through call: the client's body, the model names, the format, the
-	// client's headers.
+	// client's headers, and whether the body is the request the gateway checked (Checked: its
+	// model and stream need not be read again; an engine that changes Body clears it).
 	Pass = passthrough.Pass
 	// PassResult is what a pass-through call read on the way: usage, whether it streamed, the
 	// bytes written.

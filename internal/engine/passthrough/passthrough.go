@@ -46,7 +46,8 @@ type Pass struct {
 	// Checked says Body is, unchanged, the request the pipeline decoded and checked: a JSON
 	// object whose model is ClientModel and whose stream member says Stream. A Forwarder may
 	// then take them from here rather than read Body again (a coding agent's request is often
-	// 100 KB or more); without Checked it reads them from Body.
+	// 100 KB or more); without Checked it reads them from Body. Whoever changes Body before
+	// handing the Pass on (an engine wrapping a Forwarder) clears Checked.
 	Checked bool
 	// Stream says the request asks for a stream; it is meaningful with Checked.
 	Stream bool
