@@ -2,7 +2,9 @@
 // request bodies, each with the canonical text of what decoding it gave (the request, or the
 // error a client gets). A decoder rewritten for speed is held to the answers of the one it
 // replaced, byte for byte, over bodies that reach every branch: valid requests and requests with
-// wrong types, repeated names, names in another case, bad UTF-8 and broken syntax.
+// wrong types, repeated names, names in another case, bad UTF-8 and broken syntax. It also
+// holds the stream readers' shared check that the text they hand a Sink outlives their buffer
+// (CheckKeptText).
 package golden
 
 import (
