@@ -38,32 +38,38 @@ func TestPathDeep(t *testing.T) {
 	}
 }
 
+// walkAll reads the value at w's position whole, calling visit before each value it meets.
+func walkAll(w *Walker, visit func()) error {
+	visit()
+	switch w.Peek() {
+	case KindObject:
+		w.Pos++
+		return w.Members(func(string) error { return walkAll(w, visit) })
+	case KindArray:
+		w.Pos++
+		return w.Elems(func() error { return walkAll(w, visit) })
+	}
+	return w.Skip(w.Depth())
+}
+
 // TestWalkerPath checks the path each value is read at, and that an error leaves the path
 // where it was met: at the object whose member name is broken, at the element that failed.
 func TestWalkerPath(t *testing.T) {
 	w := Walker{Scanner: Scanner{Text: `{"a":[1,{"b":true}],"c":null}`}}
 	var seen []string
-	var value func() error
-	value = func() error {
-		var b []byte
-		for _, sg := range w.Segments(nil) {
-			if sg.Index >= 0 {
-				b = append(b, '0'+byte(sg.Index))
-			} else {
-				b = append(b, sg.Key...)
+	value := func() error {
+		return walkAll(&w, func() {
+			var b []byte
+			for _, sg := range w.Segments(nil) {
+				if sg.Index >= 0 {
+					b = append(b, '0'+byte(sg.Index))
+				} else {
+					b = append(b, sg.Key...)
+				}
+				b = append(b, '/')
 			}
-			b = append(b, '/')
-		}
-		seen = append(seen, string(b))
-		switch w.Peek() {
-		case KindObject:
-			w.Pos++
-			return w.Members(func(string) error { return value() })
-		case KindArray:
-			w.Pos++
-			return w.Elems(value)
-		}
-		return w.Skip(w.Depth())
+			seen = append(seen, string(b))
+		})
 	}
 	if err := value(); err != nil || w.Depth() != 0 {
 		t.Fatalf("got %v at depth %d, want nil at 0", err, w.Depth())
@@ -102,21 +108,9 @@ func TestWalkerPath(t *testing.T) {
 func TestWalkerAllocs(t *testing.T) {
 	text := `{"a":[1,{"b":[true,{"c":"x"}]}],"d":{"e":{"f":null}}}`
 	var w Walker
-	var value func() error
-	value = func() error {
-		switch w.Peek() {
-		case KindObject:
-			w.Pos++
-			return w.Members(func(string) error { return value() })
-		case KindArray:
-			w.Pos++
-			return w.Elems(value)
-		}
-		return w.Skip(w.Depth())
-	}
 	n := testing.AllocsPerRun(100, func() {
 		w = Walker{Scanner: Scanner{Text: text}}
-		if err := value(); err != nil {
+		if err := walkAll(&w, func() {}); err != nil {
 			t.Fatal(err)
 		}
 	})
