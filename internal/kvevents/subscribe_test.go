@@ -161,19 +161,27 @@ func TestSubscriberResetsOnGap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Until the subscription is up, what is published is dropped, so the first batch is sent
+	// until one arrives. Each try carries the next sequence number: a try that arrives after an
+	// earlier one is in order, and once the newest has arrived no older one is still in flight.
+	seq := uint64(9)
 	eventually(t, "a first batch", func() bool {
-		send(10, 1)
+		seq++
+		send(seq, 1)
 		time.Sleep(5 * time.Millisecond)
-		return sub.Status().Next == 11
+		return sub.Status().Next == seq+1
 	})
+	if g := sub.Status().Gaps; g != 0 {
+		t.Fatalf("tries sent in order counted %d gaps", g)
+	}
 	resets, _, _ := rec.state()
-	send(11, 2)
-	eventually(t, "seq 11", func() bool { return sub.Status().Next == 12 })
+	send(seq+1, 2)
+	eventually(t, "the next in order", func() bool { return sub.Status().Next == seq+2 })
 	if r, _, n := rec.state(); r != resets || n == 0 {
 		t.Fatalf("in order: %d resets (was %d), %d hashes", r, resets, n)
 	}
-	send(20, 3) // 12…19 lost
-	eventually(t, "seq 20", func() bool { return sub.Status().Next == 21 })
+	send(seq+10, 3) // seq+2 … seq+9 lost
+	eventually(t, "after the gap", func() bool { return sub.Status().Next == seq+11 })
 	if r, _, n := rec.state(); r != resets+1 || n != 1 || sub.Status().Gaps != 1 {
 		t.Fatalf("after a gap: %d resets (was %d), %d hashes, status %+v", r, resets, n, sub.Status())
 	}
