@@ -128,7 +128,6 @@ func (s *Redis) counted()                                   { s.st.CountError() 
 func (s *Redis) settled(ctx context.Context) error          { return s.st.Settled(ctx) }
 func (s *Redis) ok()                                        { s.st.OK() }
 func (s *Redis) share(n int64) int64                        { return s.st.Share(n) }
-func (s *Redis) expectBeat() bool                           { return s.st.ExpectBeat() }
 func (s *Redis) lost(what string)                           { s.st.Lost(what) }
 
 func (s *Redis) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) ([]any, error) {

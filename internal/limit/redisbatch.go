@@ -277,8 +277,11 @@ func (s *Redis) admitCall(sc *scope, n int64) (scriptCall, bool) {
 		need = (int64(sc.out.rate.Period) + sc.out.rate.Limit - 1) / sc.out.rate.Limit
 	}
 	beat := ""
-	if !s.cluster && s.expectBeat() {
+	if !s.cluster {
 		keys[4], beat = s.st.Heartbeat()
+		if beat == "" {
+			keys[4] = ""
+		}
 	}
 	for k := range keys {
 		if keys[k] == "" {
@@ -321,7 +324,9 @@ func (s *Redis) admitReply(c *scriptCall, sc *scope, op *gaugeOp, n int64, r *ad
 		r.refused, r.n = stepOut, n+v
 	case 5:
 		r.refused, result = stepLost, opNotSent // nothing ran: the cells one by one wait
-		s.lost("an admission")
+		if beat, _ := c.args[11].(string); s.st.Current(beat) {
+			s.lost("an admission")
+		} // else it carried an entry of a generation whose loss was found already
 	default:
 		r.refused, result = stepLost, opLost
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"github.com/layer0ai/layer0/internal/store"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +226,123 @@ func TestRedisRateAfterFlushAll(t *testing.T) {
 	}
 	if n := admit(40); n != 10 {
 		t.Errorf("admitted after FLUSHALL: %d, want the 10 left of 30", n)
+	}
+}
+
+// gate holds back a client's commands that match while it is armed: the first one held signals
+// hit; all are let through when open closes (or their context ends).
+type gate struct {
+	match func(redis.Cmder) bool
+	armed atomic.Bool
+	once  sync.Once
+	hit   chan struct{}
+	open  chan struct{}
+}
+
+func newGate(match func(redis.Cmder) bool) *gate {
+	return &gate{match: match, hit: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *gate) hold(ctx context.Context, cmds ...redis.Cmder) {
+	if !g.armed.Load() {
+		return
+	}
+	for _, c := range cmds {
+		if g.match(c) {
+			g.once.Do(func() { close(g.hit) })
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+			}
+			return
+		}
+	}
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.hold(ctx, cmd)
+		return next(ctx, cmd)
+	}
+}
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.hold(ctx, cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestRedisAdmissionAcrossLoss: an admission whose script reaches Redis only after Redis lost
+// its state and this replica has already found the loss and written its own counts back (its
+// round trip ran late) must not pass on counts that lack another replica's: it finds its
+// heartbeat entry of the old generation gone and waits, like the admissions after it, until the
+// other replica has written back the slots it holds. Here b holds the key's 2 slots and writes
+// them back only after a's late admission has reached Redis: a's admission is refused.
+func TestRedisAdmissionAcrossLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 6 * time.Second
+	var lims [2]*Limiter
+	var sts [2]*Redis
+	for i, id := range []string{"a", "b"} {
+		sts[i] = newRedisStore(t, srv, store.Config{ReplicaID: id, LeaseTTL: ttl})
+		lims[i] = New(Config{Keys: map[string]Limits{"k": {Concurrent: 2}}, Store: sts[i]})
+	}
+	waitFor(t, "both heartbeats", func() bool { return sts[0].Live() == 2 && sts[1].Live() == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 2 {
+		ls, err := lims[1].Admit(ctx, "k")
+		if err != nil {
+			t.Fatalf("b's admission: %v", err)
+		}
+		defer ls.Release()
+	}
+	late := newGate(func(c redis.Cmder) bool {
+		a := c.Args()
+		return len(a) > 1 && a[1] == admitScript.Hash()
+	})
+	sts[0].c.Client.AddHook(late)
+	away := newGate(func(redis.Cmder) bool { return true })
+	sts[1].c.Client.AddHook(away)
+
+	late.armed.Store(true)
+	type result struct {
+		ls  Lease
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		ls, err := lims[0].Admit(ctx, "k")
+		res <- result{ls, err}
+	}()
+	<-late.hit
+	late.armed.Store(false)
+	away.armed.Store(true) // b finds the loss only when let through
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sts[0].st.Lost("a test") // as a's heartbeat would find it
+	waitFor(t, "a's entry written again", func() bool { _, m := sts[0].st.Heartbeat(); return m != "" })
+	close(late.open)
+	select {
+	case r := <-res:
+		if r.err == nil {
+			r.ls.Release()
+		}
+		t.Fatalf("a's late admission ended before b wrote its slots back: %v", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(away.open)
+	r := <-res
+	var e *apierr.Error
+	if r.err == nil {
+		r.ls.Release()
+		t.Fatal("a's late admission passed although b holds the key's 2 slots")
+	}
+	if !errors.As(r.err, &e) || e.Kind != apierr.RateLimit {
+		t.Fatalf("a's late admission: %v, want refused by the concurrency limit", r.err)
 	}
 }

@@ -12,16 +12,19 @@ import (
 // back. A fixed window cannot promise that on a busy machine, where a replica's heartbeat may run
 // late by more than any window short enough to wait through; a census can. Each replica writes
 // its heartbeat entry again only after its write-back (see beat and loop), so an entry present
-// after the loss says its replica's counts are in Redis. The census takes the replicas seen live
+// after the loss says its replica's counts are in Redis (an entry of the replica's new
+// generation: the census knows replicas, not generations). The census takes the replicas seen live
 // at the last heartbeat before the loss and polls the heartbeat set until each is there again,
 // or its last-seen lease has run out (it died, and its slots would have expired with it).
 
 // censusEvery is how often a census reads the heartbeat set.
 const censusEvery = 20 * time.Millisecond
 
-// liveEntry is a replica seen live at a heartbeat, and when its entry expires (local clock).
+// liveEntry is a replica's heartbeat entry seen live at a heartbeat: the replica (its
+// generation left out), when its entry expires on Redis's clock (ms) and on the local one.
 type liveEntry struct {
-	member  string
+	replica string
+	score   int64
 	expires time.Time
 }
 
@@ -30,13 +33,15 @@ type census struct {
 	done chan struct{}
 }
 
-// liveEntries decodes the heartbeat script's member / expiry (ms from now) pairs.
-func liveEntries(now time.Time, v []any) *[]liveEntry {
+// liveEntries decodes the heartbeat script's member / expiry (Redis ms) pairs; redisNow is
+// Redis's time when it answered, now the local one.
+func liveEntries(now time.Time, redisNow int64, v []any) *[]liveEntry {
 	es := make([]liveEntry, 0, len(v)/2)
 	for i := 0; i+1 < len(v); i += 2 {
 		m, _ := v[i].(string)
 		ms, _ := v[i+1].(int64)
-		es = append(es, liveEntry{member: m, expires: now.Add(time.Duration(ms) * time.Millisecond)})
+		es = append(es, liveEntry{replica: replicaOf(m), score: ms,
+			expires: now.Add(time.Duration(ms-redisNow) * time.Millisecond)})
 	}
 	return &es
 }
@@ -69,7 +74,7 @@ func (s *Redis) startCensus() {
 	}
 	wait := make(map[string]time.Time, len(*seen))
 	for _, e := range *seen {
-		wait[e.member] = e.expires
+		wait[e.replica] = e.expires
 	}
 	s.wg.Add(1)
 	go func() {
@@ -106,7 +111,7 @@ func (s *Redis) runCensus(wait map[string]time.Time) {
 		cancel()
 		if err == nil {
 			for _, m := range live {
-				delete(wait, m)
+				delete(wait, replicaOf(m))
 			}
 			if len(wait) == 0 {
 				return

@@ -38,9 +38,20 @@ func (s *Redis) CountError() {
 	}
 }
 
-// Heartbeat returns the key of the replicas' heartbeat set and this replica's member in it: a
-// script may check that the member is still there (ZSCORE) to find a lost state (then Lost).
-func (s *Redis) Heartbeat() (key, member string) { return s.health.key[0], s.health.member }
+// Heartbeat returns the key of the replicas' heartbeat set and this replica's entry in it when
+// the entry must be there (ExpectBeat), else "": a script may check that the entry is still there
+// (ZSCORE) to find a lost state. An operation reads it before it calls Settled; when its script
+// finds the entry gone, the loss is a new one (then Lost) if the entry is still Current.
+func (s *Redis) Heartbeat() (key, member string) {
+	if !s.ExpectBeat() {
+		return s.health.key[0], ""
+	}
+	return s.health.key[0], *s.health.member.Load()
+}
+
+// Current reports whether member is this replica's heartbeat entry now: not one of a generation
+// ended by a loss already found.
+func (s *Redis) Current(member string) bool { return member == *s.health.member.Load() }
 
 // probe starts, once, a loop that pings Redis until it answers, then has the keepers write back
 // what this replica knows (the slots it holds exactly, the rate cells as it last saw them and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,13 +45,19 @@ const beatEvery = 250 * time.Millisecond
 
 // health is the store's view of its connection and of the other replicas.
 type health struct {
-	key    []string      // the heartbeat set
-	member string        // this replica's entry in it
-	every  time.Duration // the heartbeat period
-	fails  atomic.Int32  // failures in a row that did not lose the connection
-	live   atomic.Int64  // live replicas as Redis last reported them (0: not yet)
-	beatOK atomic.Int64  // when this replica's heartbeat was last written (Unix ns; 0: never)
-	settle atomic.Int64  // admissions wait until then (Unix ns)
+	key []string // the heartbeat set
+	// member is this replica's entry in it, "ID#GENERATION": a loss starts a new generation, so
+	// that an operation that carries the entry it was built with (an admission checks it) cannot
+	// pass on an entry written again after a loss it did not wait for. written is the entry the
+	// last heartbeat found or wrote: the next generation's first heartbeat removes it.
+	member  atomic.Pointer[string]
+	gen     atomic.Uint64
+	written atomic.Pointer[string]
+	every   time.Duration // the heartbeat period
+	fails   atomic.Int32  // failures in a row that did not lose the connection
+	live    atomic.Int64  // live replicas as Redis last reported them (0: not yet)
+	beatOK  atomic.Int64  // when this replica's heartbeat was last written (Unix ns; 0: never)
+	settle  atomic.Int64  // admissions wait until then (Unix ns)
 	// restore asks the renewal loop to write every count back; kick wakes it.
 	restore atomic.Bool
 	kick    chan struct{}
@@ -61,37 +68,55 @@ type health struct {
 	// loss, nil when none is.
 	seen   atomic.Pointer[[]liveEntry]
 	census atomic.Pointer[census]
+	join   join
 }
 
 func (h *health) init(s *Redis) {
 	h.key = []string{s.c.Prefix + "{replicas}"}
-	h.member = s.c.ReplicaID
+	h.next(s.c.ReplicaID)
 	h.every = min(beatEvery, s.c.LeaseTTL/3)
 	h.kick = make(chan struct{}, 1)
 	h.addNext.Store(true)
+	h.join.init(time.Now().Add(s.c.Timeout + s.settleWindow()))
+}
+
+// next starts this replica's next generation of heartbeat entries.
+func (h *health) next(id string) {
+	m := id + "#" + strconv.FormatUint(h.gen.Add(1), 10)
+	h.member.Store(&m)
+}
+
+// replicaOf is the replica whose heartbeat entry is member (its generation left out).
+func replicaOf(member string) string {
+	if i := strings.LastIndexByte(member, '#'); i >= 0 {
+		return member[:i]
+	}
+	return member
 }
 
 // heartbeatScript drops the expired entries and writes this replica's (ARGV[1]) with an expiry
 // ARGV[2] ms ahead on Redis's clock — unless ARGV[3] is "1" (the entry must be there: written
 // less than a lease ago) and it is gone, which leaves it out: Redis lost its state, and the
 // replica writes its entry again only after it has written its counts back, so that an entry
-// present after a loss says its replica's counts are in Redis (see census). It returns {live
-// entries, 1 if this replica's was there, then each live entry and its expiry, ms from now}.
+// present after a loss says its replica's counts are in Redis (see census). Writing an entry, it
+// removes the replica's previous one (ARGV[4], when not empty). It returns {live entries, 1 if
+// this replica's was there, Redis's time (ms), then each live entry and its expiry (ms)}.
 var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local had = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if had or ARGV[3] ~= '1' then
+  if ARGV[4] ~= '' then redis.call('ZREM', KEYS[1], ARGV[4]) end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local out = {#all / 2, 0}
+local out = {#all / 2, 0, now}
 if had then out[2] = 1 end
 for i = 1, #all, 2 do
   out[#out + 1] = all[i]
-  out[#out + 1] = tonumber(all[i + 1]) - now
+  out[#out + 1] = tonumber(all[i + 1])
 end
 return out
 `)
@@ -108,24 +133,35 @@ func (s *Redis) Divisor() int64 { return max(s.health.live.Load(), int64(s.c.Rep
 func (s *Redis) Share(n int64) int64 { return max(n/s.Divisor(), 1) }
 
 // beat writes this replica's heartbeat, caches the live count and the live replicas (for a
-// census after a loss). The entry is written anew only at the first heartbeat and the first
-// after a write-back (addNext); otherwise a heartbeat that finds it gone has found Redis's state
-// lost (or the entry expired while this replica was starved of its renewals, which lost its
-// leases too), and the entry is written again by the heartbeat after the write-back.
+// census after a loss, and to know when the others have seen this one: join). The entry is
+// written anew only at the first heartbeat and the first after a write-back (addNext); otherwise
+// a heartbeat that finds it gone has found Redis's state lost (or the entry expired while this
+// replica was starved of its renewals, which lost its leases too), and the entry is written
+// again by the heartbeat after the write-back.
 func (s *Redis) beat() {
+	if s.health.restore.Load() {
+		return // a loss is being handled: the loop writes the counts back, then the heartbeat
+	}
 	ctx := context.Background()
 	add := s.health.addNext.Swap(false)
-	expect := "1"
+	member := s.health.member.Load()
+	expect, old := "1", ""
 	if add {
 		expect = "0"
+		if w := s.health.written.Load(); w != nil && w != member {
+			old = *w
+		}
 	}
-	v, err := s.Run(ctx, heartbeatScript, s.health.key, s.health.member, s.ttlMS, expect)
+	v, err := s.Run(ctx, heartbeatScript, s.health.key, *member, s.ttlMS, expect, old)
 	if err != nil {
 		if add {
 			s.health.addNext.Store(true)
 		}
 		s.Failed(ctx, err)
 		return
+	}
+	if s.health.member.Load() != member {
+		return // a loss was found meanwhile: this was an old generation's entry
 	}
 	n, had := Pair(v[:min(len(v), 2)])
 	s.health.live.Store(n)
@@ -138,8 +174,15 @@ func (s *Redis) beat() {
 		return
 	}
 	now := time.Now()
+	s.health.written.Store(member)
 	s.health.beatOK.Store(now.UnixNano())
-	s.health.seen.Store(liveEntries(now, v[min(len(v), 2):]))
+	var redisNow int64
+	if len(v) > 2 {
+		redisNow, _ = v[2].(int64)
+	}
+	es := liveEntries(now, redisNow, v[min(len(v), 3):])
+	s.health.seen.Store(es)
+	s.joined(redisNow, *es)
 }
 
 // unbeat removes this replica's heartbeat (a clean stop), so the others' divisor drops at once.
@@ -149,7 +192,9 @@ func (s *Redis) unbeat() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.c.Timeout)
 	defer cancel()
-	_ = s.c.Client.ZRem(ctx, s.health.key[0], s.health.member).Err()
+	if w := s.health.written.Load(); w != nil {
+		_ = s.c.Client.ZRem(ctx, s.health.key[0], *w).Err()
+	}
 }
 
 // settleWindow is how long admissions wait after Redis's state was lost or Redis came back:
@@ -165,6 +210,9 @@ const writeBack = 250 * time.Millisecond
 // Settled waits while the replicas write their counts back after a loss or an outage (see
 // Lost), at most until ctx ends. A user that takes from a shared count waits for it first.
 func (s *Redis) Settled(ctx context.Context) error {
+	if err := s.health.join.wait(ctx); err != nil {
+		return fmt.Errorf("store: redis: waiting for the other replicas to see this one: %w", err)
+	}
 	if err := WaitUntil(ctx, s.health.settle.Load()); err != nil {
 		return fmt.Errorf("store: redis: waiting for the counts to be written back: %w", err)
 	}
@@ -224,13 +272,17 @@ func (s *Redis) ExpectBeat() bool {
 // wait — the settle window, and a census of the replicas that were live (see census) — and
 // every count is written back at once. Until this replica's heartbeat is written again (after
 // its write-back), its absence is not a new loss.
+//
+// The waits begin before the entry changes: an operation that finds this replica's entry
+// unchecked (ExpectBeat false) or of the new generation (Heartbeat) and then calls Settled waits.
 func (s *Redis) Lost(what string) {
-	s.health.beatOK.Store(0)
-	s.health.addNext.Store(false)
 	if s.hold() {
 		s.c.Logger.Warn("shared store (Redis) lost its state: writing this replica's counts back", "found_by", what)
 	}
 	s.startCensus()
+	s.health.beatOK.Store(0)
+	s.health.addNext.Store(false)
+	s.health.next(s.c.ReplicaID)
 	s.each(Keeper.Stale)
 	s.health.restore.Store(true)
 	select {

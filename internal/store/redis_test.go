@@ -187,3 +187,92 @@ func TestCensusWaitsForSlowWriteBack(t *testing.T) {
 		t.Errorf("admissions resumed %v after the last write-back; want promptly", late)
 	}
 }
+
+// TestLostStartsNewGeneration: after a loss, this replica's heartbeat entry is written again
+// under a new generation, the old one removed. An operation that carries the old entry (built
+// before the loss was found, run after the entry was written again) finds it gone, so it cannot
+// pass on counts that lack the other replicas'; Current tells it the loss was found already.
+func TestLostStartsNewGeneration(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, srv, Config{ReplicaID: "a#b", LeaseTTL: 600 * time.Millisecond})
+	waitFor(t, "the first heartbeat", s.ExpectBeat)
+	key, old := s.Heartbeat()
+	if old == "" || !s.Current(old) {
+		t.Fatalf("heartbeat entry %q, current %v", old, s.Current(old))
+	}
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	ctx := context.Background()
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Lost("a test")
+	if s.Current(old) {
+		t.Error("the entry from before the loss is still current")
+	}
+	var cur string
+	waitFor(t, "the entry written again", func() bool { _, cur = s.Heartbeat(); return cur != "" })
+	if cur == old || replicaOf(cur) != "a#b" {
+		t.Errorf("entry after the loss %q (before %q): want a new generation of replica a#b", cur, old)
+	}
+	members, err := rc.ZRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || members[0] != cur {
+		t.Errorf("heartbeat set %v, want only %q", members, cur)
+	}
+}
+
+// TestJoinWaitsUntilSeen: a replica that has just started waits, before taking from the shared
+// counts, until every other live replica's heartbeat has seen it, so that a census after a loss
+// soon after it started waits for its write-back too; a replica alone does not wait for others,
+// and a replica that died (its entry left until its lease ends) holds a newcomer back for the
+// join window at most.
+func TestJoinWaitsUntilSeen(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 6 * time.Second
+	a := newStore(t, srv, Config{ReplicaID: "a", LeaseTTL: ttl})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := a.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > a.health.every {
+		t.Errorf("a replica alone waited %v to join", d)
+	}
+
+	b := newStore(t, srv, Config{ReplicaID: "b", LeaseTTL: ttl})
+	if err := b.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seenB := func(s *Redis) bool {
+		if es := s.health.seen.Load(); es != nil {
+			for _, e := range *es {
+				if e.replica == "b" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !seenB(a) {
+		t.Fatal("b's admissions began before a's heartbeat had seen it")
+	}
+
+	// A replica that died leaves its entry; a newcomer waits for it for the window at most.
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if err := rc.ZAdd(ctx, a.health.key[0], redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "dead#1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newStore(t, srv, Config{ReplicaID: "c", LeaseTTL: ttl, Timeout: 200 * time.Millisecond})
+	start = time.Now()
+	if err := c.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, most := time.Since(start), 200*time.Millisecond+c.settleWindow(); d > most+200*time.Millisecond {
+		t.Errorf("a dead replica's entry held the newcomer back %v; want at most about %v", d, most)
+	}
+}
