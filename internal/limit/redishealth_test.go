@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"github.com/layer0ai/layer0/internal/store"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,50 +227,6 @@ func TestRedisRateAfterFlushAll(t *testing.T) {
 	}
 }
 
-// gate holds back a client's commands that match while it is armed: the first one held signals
-// hit; all are let through when open closes (or their context ends).
-type gate struct {
-	match func(redis.Cmder) bool
-	armed atomic.Bool
-	once  sync.Once
-	hit   chan struct{}
-	open  chan struct{}
-}
-
-func newGate(match func(redis.Cmder) bool) *gate {
-	return &gate{match: match, hit: make(chan struct{}), open: make(chan struct{})}
-}
-
-func (g *gate) hold(ctx context.Context, cmds ...redis.Cmder) {
-	if !g.armed.Load() {
-		return
-	}
-	for _, c := range cmds {
-		if g.match(c) {
-			g.once.Do(func() { close(g.hit) })
-			select {
-			case <-g.open:
-			case <-ctx.Done():
-			}
-			return
-		}
-	}
-}
-
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		g.hold(ctx, cmd)
-		return next(ctx, cmd)
-	}
-}
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		g.hold(ctx, cmds...)
-		return next(ctx, cmds)
-	}
-}
-
 // TestRedisAdmissionAcrossLoss: an admission whose script reaches Redis only after Redis lost
 // its state and this replica has already found the loss and written its own counts back (its
 // round trip ran late) must not pass on counts that lack another replica's: it finds its
@@ -298,15 +252,12 @@ func TestRedisAdmissionAcrossLoss(t *testing.T) {
 		}
 		defer ls.Release()
 	}
-	late := newGate(func(c redis.Cmder) bool {
-		a := c.Args()
-		return len(a) > 1 && a[1] == admitScript.Hash()
-	})
+	late := redistest.NewGate(redistest.Script(admitScript.Hash()))
 	sts[0].c.Client.AddHook(late)
-	away := newGate(func(redis.Cmder) bool { return true })
+	away := redistest.NewGate(redistest.Any)
 	sts[1].c.Client.AddHook(away)
 
-	late.armed.Store(true)
+	late.Armed.Store(true)
 	type result struct {
 		ls  Lease
 		err error
@@ -316,9 +267,9 @@ func TestRedisAdmissionAcrossLoss(t *testing.T) {
 		ls, err := lims[0].Admit(ctx, "k")
 		res <- result{ls, err}
 	}()
-	<-late.hit
-	late.armed.Store(false)
-	away.armed.Store(true) // b finds the loss only when let through
+	<-late.Hit
+	late.Armed.Store(false)
+	away.Armed.Store(true) // b finds the loss only when let through
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rc.Close()
 	if err := rc.FlushAll(ctx).Err(); err != nil {
@@ -326,7 +277,7 @@ func TestRedisAdmissionAcrossLoss(t *testing.T) {
 	}
 	sts[0].st.Lost("a test") // as a's heartbeat would find it
 	waitFor(t, "a's entry written again", func() bool { _, m := sts[0].st.Heartbeat(); return m != "" })
-	close(late.open)
+	close(late.Open)
 	select {
 	case r := <-res:
 		if r.err == nil {
@@ -335,7 +286,7 @@ func TestRedisAdmissionAcrossLoss(t *testing.T) {
 		t.Fatalf("a's late admission ended before b wrote its slots back: %v", r.err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(away.open)
+	close(away.Open)
 	r := <-res
 	var e *apierr.Error
 	if r.err == nil {

@@ -99,6 +99,12 @@ type Redis struct {
 	lastLease atomic.Int64 // when the lease was last renewed (Unix ns)
 	// restoredAt is when this replica last wrote its state back (Unix ns; 0: never).
 	restoredAt atomic.Int64
+	// losses counts the losses found (Stale): a reservation that waited (ready) before one and
+	// would run after it waits again, since the write-back may have run in between and made the
+	// lease that guards its script present again while the other replicas' are still to come.
+	losses atomic.Uint64
+	// beforeRun, when set (tests), runs after a reservation waited and before it runs.
+	beforeRun func()
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -186,7 +192,8 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
 func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, error) {
 	id := r.seq.Add(1)
-	for range 2 {
+	for range 3 {
+		losses := r.losses.Load()
 		if err := r.ready(ctx); err != nil {
 			return 0, 0, Use{}, err
 		}
@@ -195,7 +202,7 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 			// this replica's share, written back with the rest.
 			return r.outage(id, cs)
 		}
-		got, refused, use, lost, err := r.reserveOnce(ctx, id, cs)
+		got, refused, use, lost, err := r.reserveOnce(ctx, id, cs, losses)
 		if !lost {
 			return got, refused, use, err
 		}
@@ -205,13 +212,21 @@ func (r *Redis) reserve(ctx context.Context, cs []charge) (uint64, int, Use, err
 }
 
 // reserveOnce runs the reservation's script; lost reports that Redis had lost the ledger (the
-// script changed nothing, and the replica now writes back).
-func (r *Redis) reserveOnce(ctx context.Context, id uint64, cs []charge) (uint64, int, Use, bool, error) {
+// script changed nothing, and the replica now writes back), or that a loss was found since the
+// reservation waited (losses: the count then), when nothing was sent.
+func (r *Redis) reserveOnce(ctx context.Context, id uint64, cs []charge, losses uint64) (uint64, int, Use, bool, error) {
+	if r.beforeRun != nil {
+		r.beforeRun()
+	}
 	args := []any{r.guarded(), id, r.ttlMS}
 	for _, ch := range cs {
 		args = append(args, ch.c.b.Limit, ch.amount, ch.c.bucket, ms(ch.c.ttl))
 	}
 	r.ops.RLock()
+	if r.losses.Load() != losses { // the write-back cannot begin before RUnlock
+		r.ops.RUnlock()
+		return 0, 0, Use{}, true, nil
+	}
 	r.mu.Lock()
 	r.held[id] = &holdRec{cs: cs} // before the script: one that times out may have run
 	r.mu.Unlock()

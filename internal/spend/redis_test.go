@@ -223,3 +223,79 @@ func TestRedisFlushAllNoOverspend(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisReservationAcrossLoss: a reservation that waited for the store to settle before Redis
+// lost its state, and runs only after its replica has found the loss and written its own state
+// back (here held between the two), must not be decided on a ledger that may still lack another
+// replica's spending: it waits again, until that replica (kept from Redis until then) has
+// written back the budget it spent whole. Then it is refused. (Before, it was decided at once,
+// on whatever b had last seen of a's spending.)
+func TestRedisReservationAcrossLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	worst := testPrice.worst(100, 100, 0)
+	budget := Budget{Scope: ScopeGlobal, Limit: int64(10 * worst), Period: Day}
+	la, lb := newRedisLedger(t, srv, "a", 3*time.Second), newRedisLedger(t, srv, "b", 3*time.Second)
+	a, b := newSpender(la, budget), newSpender(lb, budget)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := b.Report(ctx); err != nil { // b has read the ledger: its lease is written
+		t.Fatal(err)
+	}
+	for range 10 {
+		h, err := a.Reserve(ctx, "k", "m", 100, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Settle(worst, 200)
+	}
+	hit, open := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	lb.beforeRun = func() {
+		once.Do(func() {
+			close(hit)
+			<-open
+		})
+	}
+	away := redistest.NewGate(redistest.Any)
+	la.c.Circuit.(*store.Redis).Client().AddHook(away)
+	type result struct {
+		h   *Hold
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		h, err := b.Reserve(ctx, "k", "m", 100, 100)
+		res <- result{h, err}
+	}()
+	<-hit
+	away.Armed.Store(true) // a finds the loss only when let through
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lb.lost("a test") // as b's lease renewal would find it
+	for end := time.Now().Add(10 * time.Second); lb.down.Load() || !lb.expectLease(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("b did not write back in 10s")
+		}
+	}
+	close(open)
+	select {
+	case r := <-res:
+		if r.err == nil {
+			r.h.Settle(0, 0)
+		}
+		t.Fatalf("b's reservation ended before a wrote its spending back: %v", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(away.Open)
+	r := <-res
+	if r.err == nil {
+		r.h.Settle(0, 0)
+		t.Fatal("b reserved against a budget a had spent whole")
+	}
+	if e := apierr.From(r.err); e.Code != "BUDGET_EXCEEDED" {
+		t.Fatalf("b's reservation: %v, want refused by the budget", r.err)
+	}
+}

@@ -34,6 +34,7 @@ type keeper struct{ r *Redis }
 func (k keeper) Stale() {
 	k.r.lastLease.Store(0)
 	k.r.down.Store(true)
+	k.r.losses.Add(1) // last: a reservation that read the count before waits again (reserve)
 }
 
 // Restore writes the ledger back now, if it is due.
