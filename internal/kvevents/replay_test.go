@@ -35,23 +35,26 @@ func TestReplay(t *testing.T) {
 	sub := Subscribe("tcp://"+pub.Addr().String(), "t", 0, &r, nil, WithReplay(rs.Endpoint()))
 	defer sub.Close()
 	eventually(t, "the subscription", func() bool { return sub.Status().Connected })
-	// Batch 0 until one arrives (a PUB socket drops what it sends before the subscription).
-	eventually(t, "the first batch", func() bool { send(0); return sub.Status().Next > 0 })
+	// A first batch until one arrives (a PUB socket drops what it sends before the
+	// subscription). Each try carries the next sequence number, so a late try is in order, and
+	// once the newest has arrived none is still in flight: b is the base from then on.
+	b := -1
+	eventually(t, "the first batch", func() bool { b++; send(b); return sub.Status().Next == uint64(b+1) })
 	for i := range 6 {
-		rs.Keep(uint64(i), payload(i))
+		rs.Keep(uint64(b+i), payload(b+i))
 	}
-	send(1) // after every copy of batch 0: what follows is in order
-	eventually(t, "batch 1", func() bool { return sub.Status().Next == 2 })
+	send(b + 1)
+	eventually(t, "batch b+1", func() bool { return sub.Status().Next == uint64(b+2) })
 	resets, _, before := r.state()
-	send(5) // 2 to 4 lost
-	eventually(t, "batch 5", func() bool { return sub.Status().Next == 6 })
+	send(b + 5) // b+2 to b+4 lost
+	eventually(t, "batch b+5", func() bool { return sub.Status().Next == uint64(b+6) })
 	st := sub.Status()
 	after, _, n := r.state()
 	if st.Replays != 1 || after != resets || n != before+4 {
 		t.Fatalf("%+v: %d resets (was %d), %d hashes (was %d): want the gap replayed", st, after, resets, n, before)
 	}
-	send(9) // 6 to 8 lost; the server keeps 2 to 5 only
-	eventually(t, "batch 9", func() bool { return sub.Status().Next == 10 })
+	send(b + 9) // b+6 to b+8 lost; the server keeps b+2 to b+5 only
+	eventually(t, "batch b+9", func() bool { return sub.Status().Next == uint64(b+10) })
 	if st := sub.Status(); st.ReplayFailures != 1 {
 		t.Fatalf("%+v: want the gap beyond the buffer to fail its replay", st)
 	}
