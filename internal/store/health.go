@@ -232,17 +232,26 @@ func WaitUntil(ctx context.Context, until int64) error {
 	if until == 0 {
 		return nil
 	}
-	d := time.Until(time.Unix(0, until))
+	_, err := waitDone(ctx, nil, time.Unix(0, until))
+	return err
+}
+
+// waitDone waits until done is closed (nil: never) or the instant until, at most ctx, and
+// reports whether until came first.
+func waitDone(ctx context.Context, done <-chan struct{}, until time.Time) (bool, error) {
+	d := time.Until(until)
 	if d <= 0 {
-		return nil
+		return true, nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
+	case <-done:
+		return false, nil
 	case <-t.C:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
 

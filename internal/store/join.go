@@ -42,22 +42,11 @@ func (j *join) wait(ctx context.Context) error {
 		return nil
 	default:
 	}
-	d := time.Until(j.by)
-	if d <= 0 {
+	late, err := waitDone(ctx, j.done, j.by)
+	if late {
 		j.end()
-		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-j.done:
-		return nil
-	case <-t.C:
-		j.end()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }
 
 // joined records a heartbeat answered at redisNow (Redis's ms) that found the live entries es,
