@@ -340,6 +340,9 @@ func (s *Redis) Failed(ctx context.Context, err error) bool {
 	}
 	s.health.fails.Store(0)
 	if s.up.CompareAndSwap(true, false) {
+		// A newcomer's wait to be seen ends: nothing is taken from Redis until it is back, and
+		// then the admissions wait for the census of the replicas' write-back (probe).
+		s.health.join.end()
 		policy := "allow: serving with this replica's own counters, each limit divided by " +
 			strconv.FormatInt(s.Divisor(), 10) + " (the live replicas)"
 		if s.c.Deny {

@@ -14,7 +14,8 @@ import (
 // entry was written after this replica's first one — one heartbeat period, when the others are
 // on time — or, when one is not (a replica that died leaves its entry until its lease ends), for
 // at most the settle window after the first heartbeat could have been answered. A replica alone
-// waits for its first heartbeat only.
+// waits for its first heartbeat only. The wait ends when Redis is found unreachable: its
+// admissions serve from its own share meanwhile, and wait for the census when Redis is back.
 //
 // An entry's write time is its expiry less the lease TTL: the replicas of one deployment share
 // store.lease_ttl.

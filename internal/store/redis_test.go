@@ -275,4 +275,18 @@ func TestJoinWaitsUntilSeen(t *testing.T) {
 	if d, most := time.Since(start), 200*time.Millisecond+c.settleWindow(); d > most+200*time.Millisecond {
 		t.Errorf("a dead replica's entry held the newcomer back %v; want at most about %v", d, most)
 	}
+
+	// Redis found unreachable ends the wait: the newcomer serves from its own share meanwhile.
+	d := newStore(t, srv, Config{ReplicaID: "d", LeaseTTL: ttl, Timeout: 5 * time.Second})
+	waited := make(chan time.Duration, 1)
+	start = time.Now()
+	go func() {
+		_ = d.Settled(ctx)
+		waited <- time.Since(start)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	d.Failed(ctx, errors.New("connection refused"))
+	if w := <-waited; w > time.Second {
+		t.Errorf("a newcomer's wait went on %v after Redis was found unreachable", w-100*time.Millisecond)
+	}
 }
