@@ -304,7 +304,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		return
 	}
 	x.route(lv.Playground)
+	abandoned := x.call.Record.ErrorType == "canceled" && !x.wrote
 	x.finish()
+	if abandoned {
+		// The client went away (or half-closed mid-body, which reads the same): it gets no
+		// answer, and the server must not send its implicit 200 either. The connection ends.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // authenticate runs L4 auth and the header size limit, once for every API endpoint before any
