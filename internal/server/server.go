@@ -257,7 +257,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	lv := s.live()
 	if !admin && isPreflight(r) {
 		// Answered here, before anything else: a preflight touches no pipeline, no log.
-		lv.CORS.preflight(w, r)
+		if !lv.CORS.preflight(w, r) {
+			lv.CORS.refuse(w, r)
+		}
 		if lv.Done != nil {
 			lv.Done()
 		}
