@@ -147,8 +147,8 @@ func DecodeRequestText(text string, lookup Lookup) (*llm.Request, *Extras, error
 		// The shared rules name canonical turns (messages.2.content.0), which are not the
 		// client's items: the error names the input.
 		var e *apierr.Error
-		if errors.As(err, &e) && strings.HasPrefix(e.Param, "messages") {
-			e.Param = "input"
+		if errors.As(err, &e) {
+			e.Param = ClientParam(e.Param)
 		}
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ package responses
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/ids"
@@ -36,8 +37,26 @@ type Meta struct {
 // NewID returns a new response id, "resp_" and 24 base-62 characters.
 func NewID() string { return ids.Response() }
 
-// AppendError appends the error body for e, in the OpenAI shape the Responses API shares.
-func AppendError(dst []byte, e *apierr.Error) []byte { return openai.AppendError(dst, e) }
+// AppendError appends the error body for e, in the OpenAI shape the Responses API shares, its
+// param in the Responses API's terms (ClientParam).
+func AppendError(dst []byte, e *apierr.Error) []byte {
+	if p := ClientParam(e.Param); p != e.Param {
+		c := *e
+		c.Param = p
+		e = &c
+	}
+	return openai.AppendError(dst, e)
+}
+
+// ClientParam names a param of the canonical request in the Responses API's terms: the
+// conversation's turns (messages, messages.2.content.0, as the rules shared by every format and
+// the router name them) are the client's input.
+func ClientParam(p string) string {
+	if p == "messages" || strings.HasPrefix(p, "messages.") || strings.HasPrefix(p, "messages[") {
+		return "input"
+	}
+	return p
+}
 
 // Status is the HTTP status of e for an OpenAI client (529 becomes 503).
 func Status(e *apierr.Error) int { return openai.Status(e) }

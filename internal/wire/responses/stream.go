@@ -300,7 +300,7 @@ func (s *StreamWriter) WriteError(e *apierr.Error) error {
 	s.buf = jsontext.AppendString(s.buf, e.Message)
 	s.buf = append(s.buf, `,"param":`...)
 	if e.Param != "" {
-		s.buf = jsontext.AppendString(s.buf, e.Param)
+		s.buf = jsontext.AppendString(s.buf, ClientParam(e.Param))
 	} else {
 		s.buf = append(s.buf, "null"...)
 	}
