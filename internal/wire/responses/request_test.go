@@ -107,6 +107,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"bad item", `{"model":"m","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", apierr.InvalidRequest},
 		{"bad role", `{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input[0].role", apierr.InvalidRequest},
 		{"bad part", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].type", apierr.InvalidRequest},
+		{"image data URL not base64", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,!!!"}]}]}`, "input[0].content[0].image_url", apierr.InvalidRequest},
+		{"image file URL", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"file:///etc/passwd"}]}]}`, "input[0].content[0].image_url", apierr.InvalidRequest},
 		{"bad arguments", `{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"[1]"}]}`, "input[0].arguments", apierr.InvalidRequest},
 		{"unpaired output", `{"model":"m","input":[{"role":"user","content":"x"},{"type":"function_call_output","call_id":"c","output":"o"}]}`, "input", apierr.InvalidRequest},
 		{"temperature", `{"model":"m","input":"hi","temperature":2.5}`, "temperature", apierr.InvalidRequest},
