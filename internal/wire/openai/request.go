@@ -76,6 +76,9 @@ func DecodeRequestText(text string) (*llm.Request, Extras, error) {
 	if cr.Functions {
 		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
 	}
+	if err := CheckMetadata(cr.Metadata); err != nil {
+		return nil, x, err
+	}
 	switch {
 	case cr.MaxCompletionTokens.OK:
 		if err := tokenCount("max_completion_tokens", cr.MaxCompletionTokens.V, 1); err != nil {
