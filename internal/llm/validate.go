@@ -34,10 +34,10 @@ const (
 //     makes it optional and engines apply their default);
 //   - there is at least one message; roles are user, assistant or system; every message has
 //     content except an optional final assistant message; system messages hold text blocks
-//     only; text blocks are not empty; images have
-//     media_type and data, or a URL; tool_use blocks (id, name, input a JSON object) appear in
-//     assistant messages only and tool_result blocks (tool_use_id; text and image content) in
-//     user messages only;
+//     only; text blocks are not empty; images have media_type (one of ImageMediaTypes) and
+//     data (padded standard base64), or an http or https URL; tool_use blocks (id, name, input
+//     a JSON object) appear in assistant messages only and tool_result blocks (tool_use_id;
+//     text and image content) in user messages only;
 //   - tool calls and results pair up: every tool_use id in an assistant message has a
 //     tool_result in the next message, which is a user message, and every tool_result answers a
 //     tool_use of the message just before it, once;
@@ -58,17 +58,21 @@ func (r *Request) Validate() error { return r.validate(true, false) }
 // ValidateCount is Validate for a token count (count_tokens): max_tokens may be left 0.
 func (r *Request) ValidateCount() error { return r.validate(false, false) }
 
-// ValidateDecoded is Validate (ValidateCount when needMaxTokens is false) for a request a JSON
-// decoder has just built from a jsontext.Scanner, which refuses a string that is not UTF-8 as
-// it reads it: the text and image data of the blocks, the bulk of a request, are not checked
-// for UTF-8 a second time (BenchmarkValidateAgent, a coding agent's 100 KB request: 4.8 µs ->
-// 0.5 µs with the text in cache; 16 µs of a gateway profile's request, where it was not). Every
-// other rule is checked as Validate checks it. A request whose strings came from anywhere
-// else (a stored conversation, a caller's code) takes Validate.
+// ValidateDecoded is Validate (ValidateCount when needMaxTokens is false) for a request a
+// decoder has just built, one that checked every string as UTF-8 as it read it (a
+// jsontext.Scanner refuses a string that is not; the binary decoder checks each) and every
+// image's source against the image rules (ImageMediaType, ImageBase64, ImageURL), so that it
+// could name the field as its format does. The text and image data of the blocks, the bulk of a
+// request, are not checked a second time (BenchmarkValidateAgent, a coding agent's 100 KB
+// request: 4.8 µs -> 0.5 µs with the text in cache; 16 µs of a gateway profile's request, where
+// it was not), nor are the image sources, but for having one. Every other rule is checked as
+// Validate checks it. A request whose strings came from anywhere else (a stored conversation, a
+// caller's code) takes Validate.
 func ValidateDecoded(r *Request, needMaxTokens bool) error { return r.validate(needMaxTokens, true) }
 
-// validate checks r; textUTF8 says the blocks' text and data are known to be UTF-8.
-func (r *Request) validate(needMaxTokens, textUTF8 bool) error {
+// validate checks r; decoded says the blocks' text and data are known to be UTF-8 and the
+// image sources to meet the image rules (ValidateDecoded).
+func (r *Request) validate(needMaxTokens, decoded bool) error {
 	if r == nil {
 		return apierr.New(apierr.InvalidRequest, "request is missing (nil)")
 	}
@@ -83,7 +87,7 @@ func (r *Request) validate(needMaxTokens, textUTF8 bool) error {
 			return err
 		}
 	}
-	if err := r.validateMessages(textUTF8); err != nil {
+	if err := r.validateMessages(decoded); err != nil {
 		return err
 	}
 	for i := range r.System {
@@ -91,7 +95,7 @@ func (r *Request) validate(needMaxTokens, textUTF8 bool) error {
 		if b.Type != BlockText {
 			return apierr.Invalid(path("system", i, "type"), `must be "text", got %q`, b.Type.String())
 		}
-		if err := checkText(b.Text, textUTF8, "system", i); err != nil {
+		if err := checkText(b.Text, decoded, "system", i); err != nil {
 			return err
 		}
 	}
@@ -146,7 +150,7 @@ func (r *Request) validateResponseFormat() error {
 	return apierr.Invalid("response_format.type", "unknown response format type %d", f.Type)
 }
 
-func (r *Request) validateMessages(textUTF8 bool) error {
+func (r *Request) validateMessages(decoded bool) error {
 	if len(r.Messages) == 0 {
 		return apierr.Invalid("messages", "at least one message is required")
 	}
@@ -161,7 +165,7 @@ func (r *Request) validateMessages(textUTF8 bool) error {
 				"all messages must have non-empty content except for the optional final assistant message")
 		}
 		for j := range m.Content {
-			if err := checkBlock(&m.Content[j], m.Role, textUTF8, i, j); err != nil {
+			if err := checkBlock(&m.Content[j], m.Role, decoded, i, j); err != nil {
 				return err
 			}
 		}
@@ -359,16 +363,16 @@ func hasUse(blocks []Block, id string) bool {
 	return false
 }
 
-// checkBlock checks block j of message i; textUTF8 as in validate.
-func checkBlock(b *Block, role Role, textUTF8 bool, i, j int) error {
+// checkBlock checks block j of message i; decoded as in validate.
+func checkBlock(b *Block, role Role, decoded bool, i, j int) error {
 	if role == RoleSystem && b.Type != BlockText {
 		return apierr.Invalid(path("messages", i, "content", j, "type"), `must be "text" in a system message, got %q`, b.Type.String())
 	}
 	switch b.Type {
 	case BlockText:
-		return checkText(b.Text, textUTF8, "messages", i, j)
+		return checkText(b.Text, decoded, "messages", i, j)
 	case BlockImage:
-		return checkImage(b, textUTF8, "messages", i, j)
+		return checkImage(b, decoded, "messages", i, j)
 	case BlockToolUse:
 		if role != RoleAssistant {
 			return apierr.Invalid(path("messages", i, "content", j), "tool_use blocks are only allowed in assistant messages")
@@ -395,9 +399,9 @@ func checkBlock(b *Block, role Role, textUTF8 bool, i, j int) error {
 			var err error
 			switch c.Type {
 			case BlockText:
-				err = checkText(c.Text, textUTF8, "messages", i, j, k)
+				err = checkText(c.Text, decoded, "messages", i, j, k)
 			case BlockImage:
-				err = checkImage(c, textUTF8, "messages", i, j, k)
+				err = checkImage(c, decoded, "messages", i, j, k)
 			default:
 				err = apierr.Invalid(path("messages", i, "content", j, "content", k, "type"),
 					`must be "text" or "image" inside a tool_result, got %q`, c.Type.String())
@@ -436,18 +440,38 @@ func checkText(s string, isUTF8 bool, list string, idx ...int) error {
 	return nil
 }
 
-// checkImage checks an image block, as checkText a text block.
-func checkImage(b *Block, isUTF8 bool, list string, idx ...int) error {
+// checkImage checks an image block, as checkText a text block: a source is given, and unless
+// decoded (the decoder checked its strings as UTF-8 and its source against the image rules as
+// it read them, see ValidateDecoded) the strings are UTF-8 and the source meets the rules of
+// image.go. The fields given are checked: a URL, and media_type and data when there is no URL
+// or either is given beside it.
+func checkImage(b *Block, decoded bool, list string, idx ...int) error {
 	switch {
 	case b.URL == "" && (b.MediaType == "" || b.Data == ""):
 		return apierr.Invalid(blockPath(list, idx, "source"), "an image needs media_type and data, or url")
-	case isUTF8:
+	case decoded:
+		return nil
+	}
+	if b.URL != "" {
+		switch {
+		case !utf8.ValidString(b.URL):
+			return badUTF8(blockPath(list, idx, "source.url"))
+		case !ImageURL(b.URL):
+			return apierr.Invalid(blockPath(list, idx, "source.url"), "must be an http or https URL")
+		}
+		if b.MediaType == "" && b.Data == "" {
+			return nil
+		}
+	}
+	switch {
 	case !utf8.ValidString(b.MediaType):
 		return badUTF8(blockPath(list, idx, "source.media_type"))
+	case !ImageMediaType(b.MediaType):
+		return apierr.Invalid(blockPath(list, idx, "source.media_type"), "must be one of %s, got %q", ImageMediaTypes, clip(b.MediaType))
 	case !utf8.ValidString(b.Data):
 		return badUTF8(blockPath(list, idx, "source.data"))
-	case !utf8.ValidString(b.URL):
-		return badUTF8(blockPath(list, idx, "source.url"))
+	case !ImageBase64(b.Data):
+		return apierr.Invalid(blockPath(list, idx, "source.data"), "must be non-empty base64 (standard alphabet, padded)")
 	}
 	return nil
 }

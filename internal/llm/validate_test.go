@@ -64,6 +64,22 @@ func TestValidate(t *testing.T) {
 		{name: "text not UTF-8", edit: func(r *Request) { r.Messages[0].Content[0].Text = "a\xc3" }, param: "messages.0.content.0.text", substr: "UTF-8"},
 		{name: "image without data", edit: func(r *Request) { r.Messages[0].Content[1].Data = "" }, param: "messages.0.content.1.source"},
 		{name: "image URL not UTF-8", edit: func(r *Request) { r.Messages[0].Content[1] = Block{Type: BlockImage, URL: "https://\xff"} }, param: "messages.0.content.1.source.url"},
+		{name: "image URL file:", edit: func(r *Request) { r.Messages[0].Content[1] = Block{Type: BlockImage, URL: "file:///etc/passwd"} },
+			param: "messages.0.content.1.source.url", substr: "must be an http or https URL"},
+		{name: "image URL http", edit: func(r *Request) { r.Messages[0].Content[1] = Block{Type: BlockImage, URL: "http://example.com/a.png"} }},
+		{name: "tool_result image URL gopher:", edit: func(r *Request) { r.Messages[2].Content[0].Content[1].URL = "gopher://localhost:6379/_INFO" },
+			param: "messages.2.content.0.content.1.source.url", substr: "must be an http or https URL"},
+		{name: "image data not base64", edit: func(r *Request) { r.Messages[0].Content[1].Data = "!!!!" },
+			param: "messages.0.content.1.source.data", substr: "must be non-empty base64 (standard alphabet, padded)"},
+		{name: "image data unpadded", edit: func(r *Request) { r.Messages[0].Content[1].Data = "aGVsbG8" }, param: "messages.0.content.1.source.data"},
+		{name: "image data padded", edit: func(r *Request) { r.Messages[0].Content[1].Data = "aGVsbG8=" }},
+		{name: "image media type", edit: func(r *Request) { r.Messages[0].Content[1].MediaType = "image/svg+xml" },
+			param: "messages.0.content.1.source.media_type", substr: `must be one of image/jpeg, image/png, image/gif, image/webp, got "image/svg+xml"`},
+		{name: "image URL beside bad data", edit: func(r *Request) {
+			r.Messages[0].Content[1].URL = "https://example.com/a.png"
+			r.Messages[0].Content[1].Data = "!!!!"
+		},
+			param: "messages.0.content.1.source.data"},
 		{name: "unknown block type", edit: func(r *Request) { r.Messages[0].Content[0].Type = 9 }, param: "messages.0.content.0.type"},
 		{name: "tool_use in a user message", edit: func(r *Request) { r.Messages[1].Role = RoleUser }, param: "messages.1.content.0", substr: "only allowed in assistant"},
 		{name: "tool_use without id", edit: func(r *Request) { r.Messages[1].Content[0].ID = "" }, param: "messages.1.content.0.id"},
@@ -178,7 +194,7 @@ func BenchmarkValidate(b *testing.B) {
 }
 
 // TestValidateDecoded: a decoder's request is trusted for the UTF-8 of its blocks' text and
-// data, and for nothing else.
+// data and for its image sources meeting the image rules, and for nothing else.
 func TestValidateDecoded(t *testing.T) {
 	bad := "caf\xe9"
 	for _, tt := range []struct {
@@ -191,6 +207,11 @@ func TestValidateDecoded(t *testing.T) {
 		{"image data", func(r *Request) {
 			r.Messages[0].Content = append(r.Messages[0].Content, Block{Type: BlockImage, MediaType: "image/png", Data: bad})
 		}, true},
+		// The image rules, which the decoder checked with the field's own name: not again.
+		{"image data not base64", func(r *Request) { r.Messages[0].Content[1].Data = "!!!!" }, true},
+		{"image URL file:", func(r *Request) { r.Messages[0].Content[1] = Block{Type: BlockImage, URL: "file:///etc/passwd"} }, true},
+		{"image media type", func(r *Request) { r.Messages[0].Content[1].MediaType = "text/html" }, true},
+		{"image without a source", func(r *Request) { r.Messages[0].Content[1].Data = "" }, false},
 		{"model", func(r *Request) { r.Model = bad }, false},
 		{"stop sequence", func(r *Request) { r.StopSequences = []string{bad} }, false},
 		{"empty text", func(r *Request) { r.Messages[0].Content[0].Text = "" }, false},

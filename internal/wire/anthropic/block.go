@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
@@ -415,12 +414,11 @@ func (d *decoder) image(s *rawSource) (llm.Block, error) {
 			return llm.Block{}, d.extraAt("content")
 		case s.mediaType == "":
 			return llm.Block{}, d.required("media_type")
-		case !imageType(s.mediaType):
-			return llm.Block{}, d.failAt("media_type",
-				"must be one of image/jpeg, image/png, image/gif, image/webp, got %q", clipString(s.mediaType))
+		case !llm.ImageMediaType(s.mediaType):
+			return llm.Block{}, d.failAt("media_type", "must be one of %s, got %q", llm.ImageMediaTypes, clipString(s.mediaType))
 		case !s.hasData:
 			return llm.Block{}, d.required("data")
-		case !validBase64(s.data):
+		case !llm.ImageBase64(s.data):
 			return llm.Block{}, d.failAt("data", "must be non-empty base64 (standard alphabet, padded)")
 		}
 		return llm.Block{Type: llm.BlockImage, MediaType: s.mediaType, Data: s.data}, nil
@@ -434,7 +432,7 @@ func (d *decoder) image(s *rawSource) (llm.Block, error) {
 			return llm.Block{}, d.extraAt("content")
 		case !s.hasURL:
 			return llm.Block{}, d.required("url")
-		case !strings.HasPrefix(s.url, "https://") && !strings.HasPrefix(s.url, "http://"):
+		case !llm.ImageURL(s.url):
 			return llm.Block{}, d.failAt("url", "must be an http or https URL")
 		}
 		return llm.Block{Type: llm.BlockImage, URL: s.url}, nil
@@ -484,33 +482,4 @@ func (d *decoder) document(s *rawSource, dst []llm.Block) ([]llm.Block, error) {
 			`document source %q is not supported; send the document as text (source type "text" or "content")`, s.typ)
 	}
 	return dst, d.failAt("type", `must be "text" or "content", got %q`, clipString(s.typ))
-}
-
-func imageType(t string) bool {
-	switch t {
-	case "image/jpeg", "image/png", "image/gif", "image/webp":
-		return true
-	}
-	return false
-}
-
-// validBase64 reports whether s is non-empty, padded standard base64.
-func validBase64(s string) bool {
-	if s == "" || len(s)%4 != 0 {
-		return false
-	}
-	pad := 0
-	if s[len(s)-1] == '=' {
-		pad++
-		if s[len(s)-2] == '=' {
-			pad++
-		}
-	}
-	for i := 0; i < len(s)-pad; i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/') {
-			return false
-		}
-	}
-	return true
 }

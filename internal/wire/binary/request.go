@@ -67,7 +67,7 @@ const (
 // names the byte offset and the field ("binary: offset 5: model: length 40 exceeds the body
 // (12 bytes left)"). The decoded request then meets the rules every front shares
 // (llm.Request.Validate): the decoder checks them where it reads the field, with its offset, and
-// Validate is the backstop, its message prefixed "binary: ".
+// llm.ValidateDecoded is the backstop, its message prefixed "binary: ".
 //
 // The model name is kept as sent: the pipeline matches names ignoring '-', '.' and case
 // (route.Table.Resolve), so version 1's "claude35sonnet20240620" finds
@@ -103,7 +103,9 @@ func DecodeRequestVersion(body []byte, v Version) (*llm.Request, Mode, error) {
 	if err != nil {
 		return nil, Mode{}, err
 	}
-	if err := req.Validate(); err != nil {
+	// Every string was checked as UTF-8 as it was read (text), and every image source against
+	// the image rules (block): ValidateDecoded does not check them twice.
+	if err := llm.ValidateDecoded(req, true); err != nil {
 		if e, ok := err.(*apierr.Error); ok {
 			e.Code, e.Message = ErrorCode, "binary: "+e.Message
 		}
@@ -455,17 +457,31 @@ func (d *reqDecoder) block(b *llm.Block, path string, role llm.Role, top bool) e
 		if err != nil {
 			return err
 		}
+		// The image rules every front applies (llm's image.go), checked here to name the field
+		// and its offset; ValidateDecoded trusts them.
 		switch src {
 		case 0:
+			at = d.off
 			if b.MediaType, err = d.nonEmpty(path+"media_type", 255); err != nil {
 				return err
 			}
+			if !llm.ImageMediaType(b.MediaType) {
+				return d.fail(at, path+"media_type", "must be one of %s, got %q", llm.ImageMediaTypes, b.MediaType)
+			}
+			at = d.off
 			if b.Data, err = d.nonEmpty(path+"data", math.MaxInt32); err != nil {
 				return err
 			}
+			if !llm.ImageBase64(b.Data) {
+				return d.fail(at, path+"data", "must be base64 (standard alphabet, padded)")
+			}
 		case 1:
+			at = d.off
 			if b.URL, err = d.nonEmpty(path+"url", math.MaxInt32); err != nil {
 				return err
+			}
+			if !llm.ImageURL(b.URL) {
+				return d.fail(at, path+"url", "must be an http or https URL")
 			}
 		default:
 			return d.fail(at, path+"source", "source %d: want 0 (base64) or 1 (url)", src)

@@ -205,6 +205,63 @@ func TestDecodeRequestErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeRequestImageRules: an image meets the rules the JSON APIs apply (llm's image.go),
+// refused with the field and its offset; a request built with the package's encoder.
+func TestDecodeRequestImageRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		img     llm.Block
+		in      bool   // inside a tool_result
+		param   string // "" for success
+		message string
+	}{
+		{"url https", llm.Block{URL: "https://example.com/a.png"}, false, "", ""},
+		{"url http", llm.Block{URL: "http://example.com/a.png"}, false, "", ""},
+		{"base64", llm.Block{MediaType: "image/png", Data: "aGVsbG8="}, false, "", ""},
+		{"url file", llm.Block{URL: "file:///etc/passwd"}, false, "messages[0].content[0].url",
+			"offset 15: messages[0].content[0].url: must be an http or https URL"},
+		{"url gopher in a tool_result", llm.Block{URL: "gopher://localhost:6379/_INFO"}, true, "messages[1].content[0].content[0].url",
+			"must be an http or https URL"},
+		{"url upper-case scheme", llm.Block{URL: "HTTPS://example.com"}, false, "messages[0].content[0].url", "must be an http or https URL"},
+		{"data not base64", llm.Block{MediaType: "image/png", Data: "!!!!"}, false, "messages[0].content[0].data",
+			"offset 25: messages[0].content[0].data: must be base64 (standard alphabet, padded)"},
+		{"data unpadded", llm.Block{MediaType: "image/png", Data: "aGVsbG8"}, false, "messages[0].content[0].data", "must be base64"},
+		{"media type", llm.Block{MediaType: "text/html", Data: "aGVsbG8="}, false, "messages[0].content[0].media_type",
+			`offset 15: messages[0].content[0].media_type: must be one of image/jpeg, image/png, image/gif, image/webp, got "text/html"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			img := tc.img
+			img.Type = llm.BlockImage
+			req := &llm.Request{Model: "sim", MaxTokens: 8, Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{img}}}}
+			if tc.in {
+				req.Messages = []llm.Message{
+					{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "t1", Name: "f", Input: json.RawMessage(`{}`)}}},
+					{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockToolResult, ToolUseID: "t1", Content: []llm.Block{img}}}},
+				}
+			}
+			body, err := AppendRequest(nil, req, Mode{Version: V2})
+			if err != nil {
+				t.Fatalf("AppendRequest: %v", err)
+			}
+			got, _, err := DecodeRequestVersion(body, V2)
+			if tc.param == "" {
+				if err != nil {
+					t.Fatalf("DecodeRequestVersion: %v", err)
+				}
+				if b := got.Messages[0].Content[0]; b.URL != img.URL || b.MediaType != img.MediaType || b.Data != img.Data {
+					t.Errorf("got block %+v, want %+v", b, img)
+				}
+				return
+			}
+			e := checkInvalid(t, err, tc.message)
+			if e.Param != tc.param {
+				t.Errorf("got param %q, want %q", e.Param, tc.param)
+			}
+		})
+	}
+}
+
 func TestEmptySystemParamSkipped(t *testing.T) {
 	body := joined(cat(txt("ANTH", ""), u8(2, ""), str("sim", ""), uv(5, ""), uv(1, ""), u8(0, ""), uv(1, ""), u8(0, ""), str("hi", ""),
 		u8(0x01, "system"), uv(0, "empty")))

@@ -34,6 +34,9 @@ type chatRequest struct {
 	ToolChoice                        Lenient[toolChoiceJSON]
 	Functions                         bool // functions or function_call given, not null
 	ResponseFormat                    Lenient[responseFormatJSON]
+	// Metadata is metadata's raw JSON, "" when absent or null: checked (CheckMetadata), then
+	// dropped.
+	Metadata string
 }
 
 // Lenient is a field read leniently: absent or null (Given false), of a shape it cannot have
@@ -142,7 +145,7 @@ func (d *Decoder) request(cr *chatRequest) error {
 }
 
 // requestFields are the members of a request, by index: CommonFields, then the request's own;
-// metadata and the ones after it are read as JSON and dropped.
+// metadata is read as JSON, checked and dropped, the ones after it read as JSON and dropped.
 var requestFields = slices.Concat(CommonFields[:], []string{"messages", "max_tokens", "max_completion_tokens",
 	"top_k", "n", "stop", "stream_options", "tools", "tool_choice", "functions", "function_call", "response_format",
 	"metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"})
@@ -189,6 +192,8 @@ func (d *Decoder) requestMember(cr *chatRequest, i int, k string) (err error) {
 		}
 	case 17:
 		err = d.responseFormat(&cr.ResponseFormat)
+	case 18:
+		cr.Metadata, err = d.RawOrNull()
 	default:
 		if i < 0 {
 			d.Unknown(k)

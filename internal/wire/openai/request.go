@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -74,6 +75,9 @@ func DecodeRequestText(text string) (*llm.Request, Extras, error) {
 	}
 	if cr.Functions {
 		return nil, x, apierr.Invalid("functions", "the deprecated functions API is not supported; use tools")
+	}
+	if err := CheckMetadata(cr.Metadata); err != nil {
+		return nil, x, err
 	}
 	switch {
 	case cr.MaxCompletionTokens.OK:
@@ -399,20 +403,40 @@ func decodeUserContent(p string, c *Content) ([]llm.Block, error) {
 	return blocks, nil
 }
 
-// decodeImageURL accepts data:<media type>;base64,<data> and http(s) URLs.
+// decodeImageURL accepts data:<media type>;base64,<data> and http(s) URLs, as the image rules
+// every front applies (llm's image.go) allow them: the media type one of llm.ImageMediaTypes,
+// the data padded standard base64. ValidateDecoded trusts this for them.
 func decodeImageURL(p, u string) (llm.Block, error) {
 	if rest, ok := strings.CutPrefix(u, "data:"); ok {
 		meta, data, ok := strings.Cut(rest, ",")
 		mediaType, isBase64 := strings.CutSuffix(meta, ";base64")
-		if !ok || !isBase64 || !strings.HasPrefix(mediaType, "image/") || data == "" {
+		switch {
+		case !ok || !isBase64 || !strings.HasPrefix(mediaType, "image/") || data == "":
 			return llm.Block{}, apierr.Invalid(p, "a data URL must be data:image/<type>;base64,<data>")
+		case !llm.ImageMediaType(mediaType):
+			return llm.Block{}, apierr.Invalid(p, "a data URL's media type must be one of %s, got %q", llm.ImageMediaTypes, clip(mediaType))
+		case !llm.ImageBase64(data):
+			return llm.Block{}, apierr.Invalid(p, "a data URL's data must be base64 (standard alphabet, padded)")
 		}
 		return llm.Block{Type: llm.BlockImage, MediaType: mediaType, Data: data}, nil
 	}
-	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+	if llm.ImageURL(u) {
 		return llm.Block{Type: llm.BlockImage, URL: u}, nil
 	}
 	return llm.Block{}, apierr.Invalid(p, "must be an http(s) URL or a base64 data URL")
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {

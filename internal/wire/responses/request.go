@@ -179,10 +179,10 @@ func decodeScalars(r *llm.Request, x *Extras, rr *request) error {
 		x.ParallelToolCalls = rr.ParallelToolCalls.V
 		r.ToolChoice.DisableParallelToolUse = !rr.ParallelToolCalls.V
 	}
+	if err := openai.CheckMetadata(rr.Metadata); err != nil {
+		return err
+	}
 	if rr.Metadata != "" {
-		if rr.Metadata[0] != '{' {
-			return apierr.Invalid("metadata", "must be an object of strings")
-		}
 		x.Metadata = json.RawMessage(rr.Metadata)
 	}
 	return nil
