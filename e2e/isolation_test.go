@@ -262,3 +262,49 @@ func TestIsolationSharedCacheAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// embedAs posts one embeddings request for text as key and returns the X-Cache and
+// X-Layer0-Engine headers.
+func embedAs(t *testing.T, base, key, model, text string) (xcache, engine string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "input": text, "dimensions": 4})
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/embeddings", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s embedding on %s: status %d", key, model, resp.StatusCode)
+	}
+	return resp.Header.Get("X-Cache"), resp.Header.Get("X-Layer0-Engine")
+}
+
+// The embeddings cache is scoped as the chat cache is: a text one key embedded is a miss for
+// another key (so X-Cache tells it nothing about what others embedded) unless the model shares
+// across keys, with the cache in memory and shared on Redis.
+func TestIsolationEmbeddingsCachePerKey(t *testing.T) {
+	_, mem := serveGateway(t, parseConfig(t, isolationConfig))
+	srv := redistest.Start(t)
+	shared := replicas(t, 2, srv, "timeout: 2s, cache: {enabled: true, timeout: 2s}", isolationConfig)
+	for _, st := range []struct {
+		name         string
+		alice, other string // where alice embeds, where bob and alice ask again
+	}{{"memory", mem, mem}, {"redis", shared[0], shared[1]}} {
+		for _, tc := range []struct{ model, bob string }{{"private", "MISS"}, {"shared", "HIT"}} {
+			text := "alice confidential (" + st.name + "): patient John Doe has diagnosis X"
+			if got, _ := embedAs(t, st.alice, "l0-alice-key", tc.model, text); got != "MISS" {
+				t.Fatalf("%s %s: alice's first request: X-Cache %q, want MISS", st.name, tc.model, got)
+			}
+			if got, _ := embedAs(t, st.other, "l0-bob-key", tc.model, text); got != tc.bob {
+				t.Errorf("%s %s: bob's identical request: X-Cache %q, want %s", st.name, tc.model, got, tc.bob)
+			}
+			if got, _ := embedAs(t, st.other, "l0-alice-key", tc.model, text); got != "HIT" {
+				t.Errorf("%s %s: alice's repeated request: X-Cache %q, want HIT", st.name, tc.model, got)
+			}
+		}
+	}
+}
+
