@@ -17,6 +17,7 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0/internal/store/redistest"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 // isolationConfig has three keys — alice and bob may use every model, carol only "other" — one
@@ -308,3 +309,52 @@ func TestIsolationEmbeddingsCachePerKey(t *testing.T) {
 	}
 }
 
+// An embeddings answer from a fallback model is not stored (as a generation's is not): the
+// fallback's vectors are another model's, and would be served for the primary to every later
+// request. Only the model asked for, served with no fallback, fills the cache.
+func TestEmbeddingsFallbackNotCached(t *testing.T) {
+	bad := fake.NewOpenAI(fake.Script{Status: http.StatusServiceUnavailable, Body: `{"error":{"message":"down","type":"api_error"}}`})
+	t.Cleanup(bad.Close)
+	_, base := serveGateway(t, parseConfig(t, fmt.Sprintf(`
+routing: {ejection: {consecutive_failures: -1}}
+keys:
+  - {name: alice, hash: %s}
+engines:
+  bad: {kind: openai, url: %q}
+  one: {kind: sim}
+models:
+  emb: {engines: [bad], fallback: [emb2], cache: {enabled: true, share_across_keys: true}}
+  emb2: {engines: [one]}
+`, authHash("l0-alice-key"), bad.URL)))
+	for i := range 2 {
+		got, engine := embedAs(t, base, "l0-alice-key", "emb", "fallback poison test")
+		if engine != "one" {
+			t.Fatalf("request %d: served by %q, want the fallback's engine", i, engine)
+		}
+		if got != "MISS" {
+			t.Errorf("request %d: X-Cache %q, want MISS (a fallback's vectors are not stored)", i, got)
+		}
+	}
+	// The primary back: its own answer is stored, and answers the next request.
+	bad.SetScript(fake.Script{})
+	for i, want := range []string{"MISS", "HIT"} {
+		// Nothing ejects the primary; a fallback answer is still allowed, and not stored.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, engine := embedAs(t, base, "l0-alice-key", "emb", "fallback poison test")
+			if engine == "bad" {
+				if got != want {
+					t.Errorf("primary request %d: X-Cache %q, want %s", i, got, want)
+				}
+				break
+			}
+			if got != "MISS" {
+				t.Fatalf("fallback answer: X-Cache %q, want MISS", got)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the primary never served again")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

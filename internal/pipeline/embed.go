@@ -105,7 +105,9 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 			rec.Usage.InputTokens = res.InputTokens
 			_ = lease.Settle(res.InputTokens, 0)
 			c.Result = res
-			if cm != nil {
+			// Only the model asked for, with no fallback, fills its cache: a fallback's vectors
+			// are another model's, in another space.
+			if cm != nil && storable(rec, cm) {
 				_ = cm.Put(ctx, canon, embedEntry(res, rec, canon, p.cache.Now()))
 			}
 			return nil
