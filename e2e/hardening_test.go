@@ -450,6 +450,31 @@ func TestClientGoneMidBodyIsCanceled(t *testing.T) {
 	})
 }
 
+// A client that sends part of its body and half-closes (or leaves: the server cannot tell the
+// two apart) is a canceled request: it gets no status line at all, never the server's implicit
+// 200 with an empty body, and the connection ends.
+func TestClientHalfClosedMidBodyGetsNoAnswer(t *testing.T) {
+	forFronts(t, func(t *testing.T) {
+		t.Parallel()
+		_, addr, _ := serveListener(t, hardConfig(t, ""))
+		for _, enc := range []string{"Content-Length: 1000\r\n", "Transfer-Encoding: chunked\r\n"} {
+			c := dial(t, addr)
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\n%s\r\n", hardKey, enc)
+			if strings.HasPrefix(enc, "Transfer") {
+				fmt.Fprintf(c, "9\r\n{\"model\":")
+			} else {
+				fmt.Fprintf(c, "{\"model\":")
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			raw := closedWithin(t, c, 3*time.Second)
+			if len(raw) != 0 {
+				t.Errorf("%s: the half-closed request got an answer:\n%q", enc, raw)
+			}
+		}
+		healthy(t, addr)
+	})
+}
+
 // A client that stops reading a stream is disconnected after the write timeout instead of
 // holding the request forever.
 func TestStalledReaderDisconnected(t *testing.T) {

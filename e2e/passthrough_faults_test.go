@@ -705,3 +705,73 @@ func TestOpenAIEngineBrokenForAnthropicClients(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicBrokenTwoHundreds has an Anthropic engine answer non-streamed 200s that are not
+// messages — an error object without a type (whose message echoes the engine's credential), an
+// empty object, another object, a legacy completion — to an Anthropic client, whose request is
+// passed through: the attempt fails, the official SDK gets the fallback's answer, and without a
+// fallback the client gets a 502 in its format with none of the engine's bytes, never the body
+// as a success.
+func TestAnthropicBrokenTwoHundreds(t *testing.T) {
+	ant, _, base := faultGateway(t)
+	f := faultFormats[0]
+	for _, tt := range []struct{ name, body string }{
+		{"error without a type", `{"error":{"message":"the broken engine got credential sk-UPSTREAMSECRET-abc from 10.0.0.7"}}`},
+		{"empty object", `{}`},
+		{"another object", `{"broken engine":1}`},
+		{"a completion", `{"type":"completion","completion":"Hello from the broken engine","model":"claude"}`},
+		{"no type", strings.Replace(f.json, `"type":"message",`, ``, 1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ant.set(func(c *net.TCPConn, _ bool) bool { return respond(c, 200, "application/json", tt.body) })
+			status, ct, body := postRaw(t, base, f.path, "anthropic-alone", false)
+			var e struct {
+				Type  string
+				Error struct{ Type, Message string }
+			}
+			if status != http.StatusBadGateway || !strings.HasPrefix(ct, "application/json") ||
+				json.Unmarshal([]byte(body), &e) != nil || e.Type != "error" || e.Error.Message == "" {
+				t.Errorf("got %d %s, want a 502 Anthropic error:\n%.500q", status, ct, body)
+			}
+			for _, leak := range []string{"broken engine", "UPSTREAMSECRET", "10.0.0.7"} {
+				if strings.Contains(body, leak) {
+					t.Errorf("the engine's bytes (%q) reached the client:\n%.500q", leak, body)
+				}
+			}
+			text, engine := sdkCall(t, base, "anthropic", false)
+			if engine != "ok" || !strings.Contains(text, " ") {
+				t.Errorf("with a fallback: got %q from %q, want the fallback ok's answer", text, engine)
+			}
+		})
+	}
+}
+
+// TestAnthropicEngineContextOverflow: an Anthropic engine's "prompt is too long" keeps saying so
+// to every client, with the code clients detect it by: an OpenAI client gets the code
+// context_length_exceeded (as from an OpenAI engine), an Anthropic client the message.
+func TestAnthropicEngineContextOverflow(t *testing.T) {
+	ant, _, base := faultGateway(t)
+	ant.set(func(c *net.TCPConn, _ bool) bool {
+		return respond(c, 400, "application/json",
+			`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`)
+	})
+	for _, f := range faultFormats {
+		for _, stream := range []bool{false, true} {
+			status, _, body := postRaw(t, base, f.path, "anthropic-alone", stream)
+			var e struct {
+				Error struct {
+					Message string
+					Code    *string
+				}
+			}
+			if status != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil ||
+				!strings.HasPrefix(e.Error.Message, "prompt is too long") {
+				t.Errorf("%s stream=%v: got %d, want a 400 saying the prompt is too long:\n%.500s", f.name, stream, status, body)
+				continue
+			}
+			if f.name == "openai" && (e.Error.Code == nil || *e.Error.Code != "context_length_exceeded") {
+				t.Errorf("%s stream=%v: code %v, want context_length_exceeded:\n%.500s", f.name, stream, e.Error.Code, body)
+			}
+		}
+	}
+}

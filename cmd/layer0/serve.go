@@ -56,7 +56,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}()
 	// The Redis client has its own logger, which would write plain lines to stderr: its lines are
 	// records too. It is the process's (go-redis keeps one), so it is set here, not by the library.
-	redis.SetLogger(store.Logger{L: logger})
+	redis.SetLogger(store.NewLogger(logger))
 	opts := []layer0.Option{layer0.WithLogger(logger)}
 	var accessFile *accesslog.File
 	if *cfg.Log.Access {

@@ -175,10 +175,21 @@ func authError(code, msg string) *apierr.Error {
 }
 
 const (
-	msgMissing = "missing API key: send it in the x-api-key header or as Authorization: Bearer KEY"
-	msgScheme  = "unsupported Authorization scheme: send the API key as Authorization: Bearer KEY or in the x-api-key header"
-	msgInvalid = "invalid API key"
+	msgMissing   = "missing API key: send it in the x-api-key header or as Authorization: Bearer KEY"
+	msgScheme    = "unsupported Authorization scheme: send the API key as Authorization: Bearer KEY or in the x-api-key header"
+	msgInvalid   = "invalid API key"
+	msgAmbiguous = "the x-api-key or Authorization header is sent more than once with different values: send one key"
 )
+
+// single reports whether a header's values (none, one, or copies of one) name one credential.
+func single(vs []string) bool {
+	for _, v := range vs[min(len(vs), 1):] {
+		if v != vs[0] {
+			return false
+		}
+	}
+	return true
+}
 
 // Authenticate finds the key presented in h: the x-api-key header, or else Authorization:
 // Bearer. It returns a 401 *apierr.Error saying whether the key is missing or invalid, never
@@ -188,7 +199,13 @@ const (
 // timing reveals is about SHA-256 of the attacker's own input compared with stored hashes;
 // turning that into a key would need a SHA-256 preimage, so no constant-time comparison is
 // needed, and none of a stored secret exists to compare.
+//
+// A header sent more than once is refused (401) unless every copy is the same: a proxy that
+// reads another copy than layer0 does would otherwise authorise another principal.
 func (k *Keys) Authenticate(h http.Header) (*Key, error) {
+	if !single(h["X-Api-Key"]) || !single(h["Authorization"]) {
+		return nil, authError("AMBIGUOUS_API_KEY", msgAmbiguous)
+	}
 	secret := h.Get("X-Api-Key")
 	if secret == "" {
 		a := h.Get("Authorization")

@@ -148,7 +148,8 @@ func parseRequestLine(s string, f *framing) (method, target, proto, rest string,
 		return "", "", "", "", badRequest("malformed HTTP version")
 	}
 	if method == http.MethodConnect {
-		return "", "", "", "", &requestError{http.StatusMethodNotAllowed, "CONNECT is not served"}
+		// 501, not 405: a 405 must name the methods allowed (Allow), which depend on the path.
+		return "", "", "", "", &requestError{http.StatusNotImplemented, "CONNECT is not served: this is not a proxy"}
 	}
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c <= ' ' || c >= 0x7f {

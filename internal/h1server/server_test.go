@@ -116,7 +116,7 @@ func TestRefusals(t *testing.T) {
 		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", "400"},
 		{"GET / HTTP/1.2\r\nHost: a\r\n\r\n", "505"},
 		{"GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 6000) + "\r\n\r\n", "431"},
-		{"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", "405"},
+		{"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", "501"},
 		{"GET / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", "417"},
 		{"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n", "400"},
 	} {

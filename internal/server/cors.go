@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/layer0ai/layer0/internal/apierr"
 	"net/http"
 	"strconv"
 	"strings"
@@ -93,10 +94,9 @@ func lower(hs []string) []string {
 	return out
 }
 
-// deniedPreflight is the body of a refused preflight, in the Anthropic error format (a
-// browser shows the page no body, but a developer's tools and curl do).
-var deniedPreflight = []byte(`{"type":"error","error":{"type":"permission_error","message":` +
-	`"CORS: this origin or method is not allowed to call this gateway from a browser (cors.allowed_origins)"}}`)
+// corsRefused is the answer to a refused preflight (refuse).
+var corsRefused = &apierr.Error{Kind: apierr.Permission, Code: "CORS_NOT_ALLOWED",
+	Message: "CORS: this origin or method is not allowed to call this gateway from a browser (cors.allowed_origins)"}
 
 // isPreflight reports whether r is a browser's CORS preflight.
 func isPreflight(r *http.Request) bool {
@@ -121,20 +121,15 @@ func (c *CORS) allowed(r *http.Request) []string {
 	return nil
 }
 
-// preflight answers a preflight: 204 with the allow headers for an allowed origin and method,
-// 403 without them otherwise.
-func (c *CORS) preflight(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+// preflight answers a preflight of an allowed origin and method: 204 with the allow headers.
+// It reports false, having written nothing, for any other: the caller refuses it (corsRefused).
+func (c *CORS) preflight(w http.ResponseWriter, r *http.Request) bool {
 	allow := c.allowed(r)
-	if c != nil {
-		h["Vary"] = c.varyPre
-	}
 	if allow == nil || !corsMethod(r.Header["Access-Control-Request-Method"][0]) {
-		h["Content-Type"] = jsonType
-		w.WriteHeader(http.StatusForbidden)
-		w.Write(deniedPreflight) //nolint:errcheck // the client went away; nothing to do
-		return
+		return false
 	}
+	h := w.Header()
+	h["Vary"] = c.varyPre
 	h["Access-Control-Allow-Origin"] = allow
 	h["Access-Control-Allow-Methods"] = c.methods
 	h["Access-Control-Allow-Headers"] = c.headers
@@ -143,7 +138,25 @@ func (c *CORS) preflight(w http.ResponseWriter, r *http.Request) {
 		h["Access-Control-Allow-Credentials"] = c.credentials
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return true
 }
+
+// refuse answers a preflight preflight did not allow: 403 without the allow headers, in the
+// path's error format with its X-Error-Code (a browser shows the page no body, but a
+// developer's tools and curl do).
+func (c *CORS) refuse(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	if c != nil {
+		h["Vary"] = c.varyPre
+	}
+	h["Content-Type"] = jsonType
+	h["X-Error-Code"] = corsRefusedCode
+	b, status := frontFor(r).error(nil, corsRefused, "")
+	w.WriteHeader(status)
+	w.Write(b) //nolint:errcheck // the client went away; nothing to do
+}
+
+var corsRefusedCode = []string{"CORS_NOT_ALLOWED"}
 
 func corsMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodPost || m == http.MethodHead

@@ -160,6 +160,20 @@ func TestCORSPreflight(t *testing.T) {
 		}
 	}
 
+	// A refused preflight of an OpenAI path answers in OpenAI's format; every refusal carries
+	// X-Error-Code.
+	resp = do(t, http.MethodOptions, base+"/v1/chat/completions", "", map[string]string{
+		"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+	var oe struct {
+		Error struct{ Type, Message, Code string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&oe); err != nil || resp.StatusCode != http.StatusForbidden ||
+		oe.Error.Code != "cors_not_allowed" || !strings.Contains(oe.Error.Message, "cors.allowed_origins") ||
+		resp.Header.Get("X-Error-Code") != "CORS_NOT_ALLOWED" {
+		t.Errorf("refused preflight of /v1/chat/completions: %d %+v (%v), X-Error-Code %q; want a 403 OpenAI error and CORS_NOT_ALLOWED",
+			resp.StatusCode, oe, err, resp.Header.Get("X-Error-Code"))
+	}
+
 	// An OPTIONS that is not a preflight is an ordinary request: 405 in the API's format.
 	if resp := do(t, http.MethodOptions, base+"/v1/messages", "", map[string]string{"x-api-key": corsKey}); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("OPTIONS without a preflight's headers: %d, want 405", resp.StatusCode)

@@ -257,7 +257,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	lv := s.live()
 	if !admin && isPreflight(r) {
 		// Answered here, before anything else: a preflight touches no pipeline, no log.
-		lv.CORS.preflight(w, r)
+		if !lv.CORS.preflight(w, r) {
+			lv.CORS.refuse(w, r)
+		}
 		if lv.Done != nil {
 			lv.Done()
 		}
@@ -304,7 +306,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, admin bool) {
 		return
 	}
 	x.route(lv.Playground)
+	abandoned := x.call.Record.ErrorType == "canceled" && !x.wrote
 	x.finish()
+	if abandoned {
+		// The client went away (or half-closed mid-body, which reads the same): it gets no
+		// answer, and the server must not send its implicit 200 either. The connection ends.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // authenticate runs L4 auth and the header size limit, once for every API endpoint before any

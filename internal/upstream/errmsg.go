@@ -174,6 +174,9 @@ func (c *Client) hide(e *apierr.Error, status int) {
 	var b strings.Builder
 	if apierr.ContextOverflow(strings.ToLower(said + " " + e.Code)) {
 		b.WriteString("prompt is too long: the input does not fit the model's context window; ")
+		if e.Kind == apierr.InvalidRequest {
+			e.Code = "context_length_exceeded" // whatever the engine's own code, clients act on this one
+		}
 	}
 	b.WriteString("engine ")
 	b.WriteString(c.name)

@@ -140,11 +140,13 @@ func mergeUsageValue(dst *llm.Usage, v []byte) {
 }
 
 // scanAnswer finds, in one scan of the top level of a message (a JSON object), its model and
-// usage values (-1 when absent) and whether it is an error object. The same pass checks the
-// whole message as jsontext.ValidObject does: valid is false for anything else, and then the
-// other results say nothing.
-func scanAnswer(obj []byte) (ms, me, us, ue int, isErr, valid bool) {
+// usage values (-1 when absent) and what kind of answer it is: a message (type "message"), an
+// error object (type "error"), or neither. The same pass checks
+// the whole message as jsontext.ValidObject does: valid is false for anything else, and then
+// the other results say nothing.
+func scanAnswer(obj []byte) (ms, me, us, ue int, kind answerKind, valid bool) {
 	ms, me, us, ue = -1, -1, -1, -1
+	kind = answerOther
 	valid = jsontext.ValidObjectMembers(obj, func(k []byte, esc bool, vs, ve int) {
 		switch {
 		case jsontext.KeyIs(k, esc, "model"):
@@ -152,11 +154,27 @@ func scanAnswer(obj []byte) (ms, me, us, ue int, isErr, valid bool) {
 		case jsontext.KeyIs(k, esc, "usage"):
 			us, ue = vs, ve
 		case jsontext.KeyIs(k, esc, "type"):
-			isErr = string(obj[vs:ve]) == `"error"`
+			switch string(obj[vs:ve]) {
+			case `"message"`:
+				kind = answerMessage
+			case `"error"`:
+				kind = answerError
+			default:
+				kind = answerOther
+			}
 		}
 	})
-	return ms, me, us, ue, isErr, valid
+	return ms, me, us, ue, kind, valid
 }
+
+// answerKind is what a non-streamed answer is.
+type answerKind uint8
+
+const (
+	answerOther   answerKind = iota // neither a message nor an error: malformed
+	answerMessage                   // a Messages API message
+	answerError                     // an error object
+)
 
 // prelude reports whether an event is one that comes before any content: message_start,
 // content_block_start (a block's content arrives in its deltas) and ping.
@@ -232,15 +250,19 @@ type policy struct {
 	started bool // message_start arrived
 }
 
-// Answer implements passthrough.Policy: an error object fails the call; the model and usage
-// are read in the scan that checks the body.
+// Answer implements passthrough.Policy: an error object fails the call, and so does an object
+// that is not a message (nothing of it reaches the client); the model and usage are read in the
+// scan that checks the body.
 func (*policy) Answer(body []byte, u *llm.Usage) (passthrough.Answer, error) {
-	ms, me, us, ue, isErr, valid := scanAnswer(body)
+	ms, me, us, ue, kind, valid := scanAnswer(body)
 	if !valid {
 		return passthrough.Answer{}, nil // Forward refuses it
 	}
-	if isErr {
+	switch kind {
+	case answerError:
 		return passthrough.Answer{}, DecodeError(0, body)
+	case answerOther: // never passed on as it is: it may carry anything of the engine's
+		return passthrough.Answer{Checked: true, Invalid: `not a message (its "type" is not "message")`}, nil
 	}
 	if us >= 0 {
 		mergeUsageValue(u, body[us:ue])
