@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	oaiopt "github.com/openai/openai-go/v3/option"
 
 	"github.com/layer0ai/layer0/internal/store/redistest"
+	"github.com/layer0ai/layer0/internal/trace"
+	"github.com/layer0ai/layer0/internal/upstream/fake"
 )
 
 // isolationConfig has three keys — alice and bob may use every model, carol only "other" — one
@@ -260,5 +263,246 @@ func TestIsolationSharedCacheAcrossReplicas(t *testing.T) {
 		if got := tenantOpenAI(t, bases[1], "l0-alice-key", tc.model, secret); got != "HIT" {
 			t.Errorf("%s: alice on replica 1: X-Cache %q, want HIT (her answer, from Redis)", tc.model, got)
 		}
+	}
+}
+
+// embedAs posts one embeddings request for text as key and returns the X-Cache and
+// X-Layer0-Engine headers.
+func embedAs(t *testing.T, base, key, model, text string) (xcache, engine string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "input": text, "dimensions": 4})
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/embeddings", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s embedding on %s: status %d", key, model, resp.StatusCode)
+	}
+	return resp.Header.Get("X-Cache"), resp.Header.Get("X-Layer0-Engine")
+}
+
+// The embeddings cache is scoped as the chat cache is: a text one key embedded is a miss for
+// another key (so X-Cache tells it nothing about what others embedded) unless the model shares
+// across keys, with the cache in memory and shared on Redis.
+func TestIsolationEmbeddingsCachePerKey(t *testing.T) {
+	_, mem := serveGateway(t, parseConfig(t, isolationConfig))
+	srv := redistest.Start(t)
+	shared := replicas(t, 2, srv, "timeout: 2s, cache: {enabled: true, timeout: 2s}", isolationConfig)
+	for _, st := range []struct {
+		name         string
+		alice, other string // where alice embeds, where bob and alice ask again
+	}{{"memory", mem, mem}, {"redis", shared[0], shared[1]}} {
+		for _, tc := range []struct{ model, bob string }{{"private", "MISS"}, {"shared", "HIT"}} {
+			text := "alice confidential (" + st.name + "): patient John Doe has diagnosis X"
+			if got, _ := embedAs(t, st.alice, "l0-alice-key", tc.model, text); got != "MISS" {
+				t.Fatalf("%s %s: alice's first request: X-Cache %q, want MISS", st.name, tc.model, got)
+			}
+			if got, _ := embedAs(t, st.other, "l0-bob-key", tc.model, text); got != tc.bob {
+				t.Errorf("%s %s: bob's identical request: X-Cache %q, want %s", st.name, tc.model, got, tc.bob)
+			}
+			if got, _ := embedAs(t, st.other, "l0-alice-key", tc.model, text); got != "HIT" {
+				t.Errorf("%s %s: alice's repeated request: X-Cache %q, want HIT", st.name, tc.model, got)
+			}
+		}
+	}
+}
+
+// An embeddings answer from a fallback model is not stored (as a generation's is not): the
+// fallback's vectors are another model's, and would be served for the primary to every later
+// request. Only the model asked for, served with no fallback, fills the cache.
+func TestEmbeddingsFallbackNotCached(t *testing.T) {
+	bad := fake.NewOpenAI(fake.Script{Status: http.StatusServiceUnavailable, Body: `{"error":{"message":"down","type":"api_error"}}`})
+	t.Cleanup(bad.Close)
+	_, base := serveGateway(t, parseConfig(t, fmt.Sprintf(`
+routing: {ejection: {consecutive_failures: -1}}
+keys:
+  - {name: alice, hash: %s}
+engines:
+  bad: {kind: openai, url: %q}
+  one: {kind: sim}
+models:
+  emb: {engines: [bad], fallback: [emb2], cache: {enabled: true, share_across_keys: true}}
+  emb2: {engines: [one]}
+`, authHash("l0-alice-key"), bad.URL)))
+	for i := range 2 {
+		got, engine := embedAs(t, base, "l0-alice-key", "emb", "fallback poison test")
+		if engine != "one" {
+			t.Fatalf("request %d: served by %q, want the fallback's engine", i, engine)
+		}
+		if got != "MISS" {
+			t.Errorf("request %d: X-Cache %q, want MISS (a fallback's vectors are not stored)", i, got)
+		}
+	}
+	// The primary back: its own answer is stored, and answers the next request.
+	bad.SetScript(fake.Script{})
+	for i, want := range []string{"MISS", "HIT"} {
+		// Nothing ejects the primary; a fallback answer is still allowed, and not stored.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, engine := embedAs(t, base, "l0-alice-key", "emb", "fallback poison test")
+			if engine == "bad" {
+				if got != want {
+					t.Errorf("primary request %d: X-Cache %q, want %s", i, got, want)
+				}
+				break
+			}
+			if got != "MISS" {
+				t.Fatalf("fallback answer: X-Cache %q, want MISS", got)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the primary never served again")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// traceIsolationConfig: two sim replicas with prefix caches, so the prefix picker weighs what
+// each holds; alice sends prompts, bob may read his own decision traces, ops every key's.
+var traceIsolationConfig = `
+debug: {requests: 64}
+keys:
+  - {name: alice, hash: ` + authHash("l0-alice-key") + `}
+  - {name: bob, hash: ` + authHash("l0-bob-key") + `, debug: true}
+  - {name: ops, hash: ` + authHash("l0-ops-key") + `, admin: true}
+engines:
+  s1: {kind: sim, sim: {kv_cache_tokens: 65536}}
+  s2: {kind: sim, sim: {kv_cache_tokens: 65536}}
+models:
+  private: {engines: [s1, s2]}
+`
+
+// askTraced sends system and "Hello" to model as key with X-Layer0-Debug and returns the
+// request's trace id; streamed, it returns the trace the stream ends with instead.
+func askTraced(t *testing.T, base, key, system string, stream bool) (string, *trace.Trace) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "private", "max_tokens": 8, "temperature": 0, "stream": stream,
+		"system": system, "messages": []map[string]string{{"role": "user", "content": "Hello"}}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(string(body)))
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Layer0-Debug", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", key, resp.StatusCode, raw)
+	}
+	if !stream {
+		return resp.Header.Get("X-Layer0-Trace-Id"), nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	js, ok := strings.CutPrefix(lines[len(lines)-1], ": layer0-trace ")
+	if !ok {
+		t.Fatalf("%s: the stream does not end with its trace:\n%s", key, raw)
+	}
+	var tr trace.Trace
+	if err := json.Unmarshal([]byte(js), &tr); err != nil {
+		t.Fatal(err)
+	}
+	return "", &tr
+}
+
+// readTrace reads the trace of request id as key, waiting for it to be kept.
+func readTrace(t *testing.T, base, key, id string) *trace.Trace {
+	t.Helper()
+	var tr trace.Trace
+	deadline := time.Now().Add(5 * time.Second)
+	for getJSON(t, base+"/debug/requests/"+id, key, &tr) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("trace %s never appeared for %s", id, key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return &tr
+}
+
+// cacheView is what a trace says of the engines' prefix caches: each candidate's cached tokens,
+// the pick's reason and the prediction.
+func cacheView(tr *trace.Trace) string {
+	if tr.Route == nil {
+		return "no route"
+	}
+	s := fmt.Sprintf("reason %s, scope %q;", tr.Route.Reason, tr.Route.CacheScope)
+	for _, c := range tr.Route.Candidates {
+		s += fmt.Sprintf(" %s cached %d;", c.Replica, c.Cached)
+	}
+	if p := tr.Route.Prediction; p != nil {
+		s += fmt.Sprintf(" predicted %d", p.Predicted)
+	}
+	return s
+}
+
+// maxCached is the most cached tokens a trace gives any candidate.
+func maxCached(tr *trace.Trace) int {
+	n := 0
+	if tr.Route != nil {
+		for _, c := range tr.Route.Candidates {
+			n = max(n, c.Cached)
+		}
+	}
+	return n
+}
+
+// A debug key's own decision traces say nothing of the prompts other keys left in the engines'
+// caches, as POST /v1/cache does not: its right guess of alice's system prompt and a wrong guess
+// read the same (cached tokens, reason, prediction), by id and inline at a stream's end. Its own
+// prompts count, and an admin reading the same trace sees every block the pick weighed.
+func TestIsolationDecisionTracePerKey(t *testing.T) {
+	_, base := serveGateway(t, parseConfig(t, traceIsolationConfig))
+	// Bob first sends the prompt's public part himself (another PIN), so that both his guesses
+	// find the same blocks of his own: what differs is alice's secret only.
+	tenantAnthropic(t, base, "l0-alice-key", "private", pinSystem("9305"))
+	askTraced(t, base, "l0-bob-key", pinSystem("0000"), false)
+
+	// Inline, at the end of bob's stream.
+	var views [2]string
+	for i, pin := range []string{"9305", "5039"} {
+		_, tr := askTraced(t, base, "l0-bob-key", pinSystem(pin), true)
+		views[i] = cacheView(tr)
+		if tr.Route == nil || tr.Route.CacheScope != trace.ScopeOwn {
+			t.Errorf("bob's streamed guess %s: inline trace %s, want scope own", pin, views[i])
+		}
+	}
+	if views[0] != views[1] {
+		t.Errorf("bob's streamed guesses: right %s, wrong %s: want the same", views[0], views[1])
+	}
+
+	// By id.
+	tenantAnthropic(t, base, "l0-alice-key", "private", pinSystem("4821"))
+	var ids [2]string
+	var bobs [2]*trace.Trace
+	for i, pin := range []string{"4821", "1234"} {
+		ids[i], _ = askTraced(t, base, "l0-bob-key", pinSystem(pin), false)
+		bobs[i] = readTrace(t, base, "l0-bob-key", ids[i])
+		views[i] = cacheView(bobs[i])
+		if bobs[i].Route == nil || bobs[i].Route.CacheScope != trace.ScopeOwn || bobs[i].Route.Reason != "cost" {
+			t.Errorf("bob's guess %s: his trace shows %s, want scope own, reason cost", pin, views[i])
+		}
+		if lines := strings.Join(bobs[i].Lines(), "\n"); strings.Contains(lines, "reason: cache") || !strings.Contains(lines, "cached tokens shown: own") {
+			t.Errorf("bob's guess %s: lines\n%s", pin, lines)
+		}
+	}
+	if views[0] != views[1] {
+		t.Errorf("bob's guesses: right %s, wrong %s: want the same", views[0], views[1])
+	}
+	// The admin sees what the pick weighed: alice's blocks too, on bob's right guess.
+	if tr := readTrace(t, base, "l0-ops-key", ids[0]); maxCached(tr) <= maxCached(bobs[0]) || tr.Route.CacheScope != "" || tr.Route.Reason != "cache" {
+		t.Errorf("admin reading bob's right guess: %s, want more cached than bob's %s, reason cache", cacheView(tr), views[0])
+	}
+
+	// Bob's own prompt, sent again, is his to see cached, whole.
+	mine := "Bob's own instructions, which only he sends. " + strings.Repeat("Answer in one short sentence. ", 12)
+	askTraced(t, base, "l0-bob-key", mine, false)
+	id, _ := askTraced(t, base, "l0-bob-key", mine, false)
+	if tr := readTrace(t, base, "l0-bob-key", id); maxCached(tr) < 64 || tr.Route.CacheScope != trace.ScopeOwn {
+		t.Errorf("bob's own prompt again: %s, want his blocks cached", cacheView(tr))
 	}
 }

@@ -147,15 +147,19 @@ func encode(tenant, model string, r *llm.Request) *Canon {
 }
 
 // embedKeyVersion starts the encoding of an embeddings request, so that it never equals a
-// message request's.
-const embedKeyVersion = "layer0-embed-1\x00"
+// message request's. Version 2 added the tenant: version 1 keys, in a shared store, are never
+// read again.
+const embedKeyVersion = "layer0-embed-2\x00"
 
-// EncodeEmbed returns the canonical encoding of the embeddings request r answered by model, and
-// its key: the model, every text in order, and the dimensions asked for. The answer's encoding
-// (floats or base64) and the user are left out: they do not change the vectors.
-func EncodeEmbed(model string, r *llm.EmbedRequest) *Canon {
+// EncodeEmbed returns the canonical encoding of the embeddings request r answered by model for
+// tenant (Model.Tenant: the API key's name, or "" where every key shares the answers), and its
+// key: the tenant, the model, every text in order, and the dimensions asked for. As in Encode
+// the tenant comes first, so that one key's texts are never another key's hit. The answer's
+// encoding (floats or base64) and the user are left out: they do not change the vectors.
+func EncodeEmbed(tenant, model string, r *llm.EmbedRequest) *Canon {
 	c := canons.Get().(*Canon)
 	b := append(c.Bytes[:0], embedKeyVersion...)
+	b = appendStr(b, tenant)
 	b = appendStr(b, model)
 	b = binary.AppendUvarint(b, uint64(len(r.Input)))
 	for _, s := range r.Input {

@@ -217,7 +217,7 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 	}
 	rec := &c.Record
 	var e *cache.Entry
-	if rec.Served == cc.model.Name && len(rec.Fallbacks) == 0 && !rec.Passed {
+	if storable(rec, cc.model) && !rec.Passed {
 		if e = cc.tee.rec.Entry(rec.Served, p.cache.Now()); e != nil {
 			e.Engine, e.Simulated = rec.Engine, rec.Simulated
 			if rec.Cache == CacheRefresh {
@@ -234,6 +234,15 @@ func (p *Pipeline) store(ctx context.Context, c *Call) {
 		cc.model.Finish(cc.canon, cc.flight, e)
 		cc.flight = nil
 	}
+}
+
+// storable reports whether the answer rec describes may be stored in m, the cache of the model
+// asked for: only one that model served itself, with no fallback. A fallback model's answer is
+// another model's (for embeddings, vectors in another space): stored, it would be served for
+// the model asked for, to every key it is shared with, for the whole TTL. The generation and
+// embeddings paths both store through it.
+func storable(rec *Record, m *cache.Model) bool {
+	return rec.Served == m.Name && len(rec.Fallbacks) == 0
 }
 
 // end runs when Serve returns: a flight the call still leads (it failed) ends without an answer.

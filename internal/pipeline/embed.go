@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"math"
 	"net/http"
@@ -104,7 +105,9 @@ func (p *Pipeline) Embed(ctx context.Context, c *EmbedCall) error {
 			rec.Usage.InputTokens = res.InputTokens
 			_ = lease.Settle(res.InputTokens, 0)
 			c.Result = res
-			if cm != nil {
+			// Only the model asked for, with no fallback, fills its cache: a fallback's vectors
+			// are another model's, in another space.
+			if cm != nil && storable(rec, cm) {
 				_ = cm.Put(ctx, canon, embedEntry(res, rec, canon, p.cache.Now()))
 			}
 			return nil
@@ -134,7 +137,9 @@ func (p *Pipeline) embedCached(ctx context.Context, c *EmbedCall, name string) (
 		rec.Cache = CacheBypass
 		return nil, nil, false
 	}
-	canon = cache.EncodeEmbed(cm.Name, c.Request)
+	// Answers belong to the key that asked, unless the model shares them across keys (as for a
+	// generation): another key's texts are never this key's hit.
+	canon = cache.EncodeEmbed(cm.Tenant(rec.Key), cm.Name, c.Request)
 	rec.Cache = CacheRefresh
 	if ctl.NoCache {
 		return cm, canon, false
@@ -161,7 +166,9 @@ func (p *Pipeline) countEmbed(name string, req *llm.EmbedRequest) (int, error) {
 }
 
 // An embeddings answer is stored in the response cache as an entry of one event whose text holds
-// the vectors: for each, its length (uvarint) and its float32s (little-endian).
+// the vectors in base64: for each, its length (uvarint) and its float32s (little-endian). The
+// text is base64, not the raw bytes, because a store shared by replicas keeps entries as JSON,
+// where bytes that are not UTF-8 would be replaced (and the entry never read back).
 func embedEntry(res *llm.Embeddings, rec *Record, canon *cache.Canon, now time.Time) *cache.Entry {
 	var b []byte
 	for _, v := range res.Vectors {
@@ -171,7 +178,7 @@ func embedEntry(res *llm.Embeddings, rec *Record, canon *cache.Canon, now time.T
 		}
 	}
 	return &cache.Entry{Model: res.Model, Served: rec.Served, Engine: rec.Engine, Simulated: rec.Simulated,
-		Events: []llm.Event{{Kind: llm.EventTextDelta, Text: string(b)}},
+		Events: []llm.Event{{Kind: llm.EventTextDelta, Text: base64.StdEncoding.EncodeToString(b)}},
 		Usage:  llm.Usage{InputTokens: res.InputTokens}, Stored: now, Request: canon.Bytes}
 }
 
@@ -180,7 +187,10 @@ func embeddingsOf(e *cache.Entry) (*llm.Embeddings, bool) {
 	if len(e.Events) != 1 || e.Events[0].Kind != llm.EventTextDelta {
 		return nil, false
 	}
-	b := []byte(e.Events[0].Text)
+	b, err := base64.StdEncoding.DecodeString(e.Events[0].Text)
+	if err != nil {
+		return nil, false
+	}
 	res := &llm.Embeddings{Model: e.Model, InputTokens: e.Usage.InputTokens}
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)

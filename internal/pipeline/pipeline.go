@@ -421,6 +421,11 @@ func (p *Pipeline) Serve(ctx context.Context, c *Call) error {
 		return err
 	}
 	plan.SetPrompt(c.pr, &rec.Pick)
+	if key.Debug && !key.Admin {
+		// The key may read its own traces, which show only what its own prompts left in the
+		// engines' caches (trace: another key's prompts are not its to learn).
+		plan.SetOwn(key.Name)
+	}
 	plan.SetHeader(c.Header)
 	plan.SetRequest(req)
 

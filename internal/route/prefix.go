@@ -52,6 +52,9 @@ type Decision struct {
 	NSkipped int
 	// Skipped are the model's replicas that were not candidates, and why.
 	Skipped [MaxDecisionReplicas]Skip
+	// Owned is set when each candidate's Own was counted too (Plan.SetOwn): what a trace read
+	// by the request's own key, not an admin, may show.
+	Owned bool
 }
 
 // Skip is a replica of the model a pick did not weigh.
@@ -65,6 +68,7 @@ type Skip struct {
 type Candidate struct {
 	Replica     string
 	Cached      int     // prompt tokens the prefix index expects the replica to hold
+	Own         int     // of Cached, those the request's own key put there (Decision.Owned)
 	Outstanding int64   // requests in flight there
 	Utilization float64 // 0 to 1, from the engine's metrics
 	Cost        float64 // expected cost in prompt-token units: uncached prefill plus queueing
@@ -122,6 +126,14 @@ func (p *Prefix) Pick(cands []*Replica) int {
 // picker's Pick and d is left as it was.
 func (pl *Plan) SetPrompt(p *prefix.Prompt, d *Decision) { pl.prompt, pl.decision = p, d }
 
+// SetOwn has each prompt pick also count, per candidate, the cached tokens tenant's own
+// requests put there (prefix.Replica.MatchOwn) into Candidate.Own, and set Decision.Owned. The
+// pick itself still weighs everything the replica holds (Cached): that is the engine's cache.
+// Own is what a decision trace may show to a reader who is not an operator (trace), so that
+// another key's prompts are no answer to give; it costs a second match per candidate, so the
+// pipeline asks for it only for keys that may read their own traces.
+func (pl *Plan) SetOwn(tenant string) { pl.own, pl.owned = tenant, true }
+
 // SetHeader gives the plan the request's headers, where a SessionPicker finds the session. h
 // must stay valid until the plan is done; the decision goes where SetPrompt said.
 func (pl *Plan) SetHeader(h http.Header) { pl.header = h }
@@ -150,6 +162,20 @@ func (pl *Plan) pick(m *model, cands []*Replica, now time.Time) int {
 			i = px.pickPrompt(cands, pl.prompt, pl.decision, xxh3.HashString(m.name))
 		} else {
 			i = pk.PickPrompt(cands, pl.prompt, pl.decision)
+		}
+		if pl.owned {
+			d := pl.decision
+			for j := 0; j < d.N; j++ {
+				c := &d.Candidates[j]
+				c.Own = 0
+				for _, r := range cands {
+					if r.Name == c.Replica {
+						c.Own = min(r.Prefix.MatchOwn(pl.prompt, pl.own), c.Cached)
+						break
+					}
+				}
+			}
+			d.Owned = true
 		}
 	default:
 		return m.picker.Pick(cands)

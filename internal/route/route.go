@@ -461,6 +461,8 @@ type Plan struct {
 	prompt   *prefix.Prompt // the request's prompt, for a PromptPicker
 	decision *Decision      // where the PromptPicker's or SessionPicker's decision goes
 	header   http.Header    // the request's headers, for a SessionPicker
+	own      string         // the tenant whose own cached blocks a prompt pick also counts (SetOwn)
+	owned    bool           // SetOwn was called
 	key      string         // the API key's name
 	req      *llm.Request   // the canonical request, for an App picker
 	input    int            // the input tokens counted

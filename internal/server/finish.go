@@ -73,7 +73,11 @@ func (x *exchange) inlineTrace() {
 	}
 	r := *rec
 	r.Status = status
-	b, err := json.Marshal(trace.FromRecord(&r, x.r.Method, x.r.URL.Path, time.Since(rec.Start)))
+	t := trace.FromRecord(&r, x.r.Method, x.r.URL.Path, time.Since(rec.Start))
+	if ownView(x.call.Key) {
+		t.Own() // read by the request's key: as GET /debug/requests/{id} shows it that key
+	}
+	b, err := json.Marshal(t)
 	if err != nil {
 		return
 	}

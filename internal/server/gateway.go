@@ -202,6 +202,14 @@ func (x *exchange) debugOnMain() {
 	x.onlyMethod(http.MethodGet, func() { x.debugRequests(key) })
 }
 
+// ownView reports whether a trace read by key is shown as the request's own key may read it
+// (trace.Trace.Own) rather than in full: any key but an admin key, or the anonymous caller of a
+// gateway without keys (on loopback: every request is its own). nil is an operator (an admin
+// key, the admin listener).
+func ownView(key *auth.Key) bool {
+	return key != nil && !key.Admin && key != pipeline.Anonymous()
+}
+
 // admitOperator authenticates a request to an operator endpoint of the main listener: the key
 // its header presents, recorded, must be one that allowed accepts, or the anonymous key of a
 // gateway serving without keys (which it does only on loopback). Else the failure, or refusal,
@@ -239,6 +247,9 @@ func (x *exchange) debugRequests(own *auth.Key) {
 			x.fail(apierr.New(apierr.NotFound, "no trace of request %q: unknown, or older than the last %d requests",
 				sanitize(id), x.s.traces.Len()))
 			return
+		}
+		if ownView(own) {
+			t.Own() // not an operator: only what the key's own prompts cached (trace.Trace.Own)
 		}
 		v = t
 	} else {

@@ -84,7 +84,20 @@ type Route struct {
 	// Prediction is the chosen replica's predicted cached tokens next to the engine's report;
 	// nil when the engine reported none to check against.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// CacheScope is set on the trace of a prefix pick read by the request's own key rather
+	// than an operator (Trace.Own): ScopeOwn when the candidates' cached tokens, costs and the
+	// prediction count only the blocks that key's own requests left, ScopeWithheld when they
+	// were not counted for the request and show nothing cached. Absent: the full figures.
+	CacheScope string `json:"cache_scope,omitempty"`
+
+	owned bool // the candidates' own figures were counted (route.Decision.Owned)
 }
+
+// The values of Route.CacheScope.
+const (
+	ScopeOwn      = "own"
+	ScopeWithheld = "withheld"
+)
 
 // Prediction is the prefix picker's prediction of the prompt tokens the chosen replica held,
 // and what its engine reported serving from its cache.
@@ -107,6 +120,8 @@ type Candidate struct {
 	Outstanding int64   `json:"outstanding"`
 	Utilization float64 `json:"utilization"`
 	Cost        float64 `json:"cost"`
+
+	own int // of Cached, what the request's key put there (route.Candidate.Own)
 }
 
 // Attempt is one engine attempt.
@@ -179,11 +194,11 @@ func build(e *entry) *Trace {
 			EstimateMs: ms(a.Estimate), WaitedMs: ms(a.Waited)}
 	}
 	if p := &rec.Pick; p.Picker != "" {
-		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens, Spread: p.Spread}
+		r := &Route{Picker: p.Picker, Reason: p.Reason, PromptTokens: p.PromptTokens, Spread: p.Spread, owned: p.Owned}
 		for i := 0; i < p.N; i++ {
 			c := &p.Candidates[i]
 			r.Candidates = append(r.Candidates, Candidate{Replica: c.Replica, Cached: c.Cached,
-				Outstanding: c.Outstanding, Utilization: c.Utilization, Cost: c.Cost})
+				Outstanding: c.Outstanding, Utilization: c.Utilization, Cost: c.Cost, own: c.Own})
 		}
 		for i := 0; i < p.NSkipped; i++ {
 			r.Skipped = append(r.Skipped, Skipped{Replica: p.Skipped[i].Replica, Reason: p.Skipped[i].Reason})
@@ -211,6 +226,51 @@ func build(e *entry) *Trace {
 	t.Times = Times{TotalMs: ms(e.duration), EngineMs: ms(rec.EngineTime), TTFTMs: ms(rec.TTFT),
 		OverheadMs: ms(max(e.duration-rec.EngineTime, 0))}
 	return t
+}
+
+// Own makes t the trace the request's own key may read when it is not an operator (an admin
+// key, or the admin listener, reads t as built). The prefix picker weighed every block the
+// engines hold, whoever sent it: those figures would tell the key which prompts other keys sent
+// (a right guess of another key's system prompt shows cached tokens, a wrong one none), which
+// POST /v1/cache never tells it. So each candidate's cached tokens become those the key's own
+// requests left (ScopeOwn), or none when they were not counted (ScopeWithheld), its cost is what
+// it would be with only those cached, the prediction is made from them, and the reasons "cache"
+// and "load" — which say whether anything at all was cached — both read "cost". The replica
+// chosen, the loads and the engine's own report are left: the response tells the key those.
+func (t *Trace) Own() {
+	r := t.Route
+	if r == nil || r.Picker != "prefix" {
+		return
+	}
+	r.CacheScope = ScopeOwn
+	if !r.owned {
+		r.CacheScope = ScopeWithheld
+	}
+	chosen := 0
+	for i := range r.Candidates {
+		c := &r.Candidates[i]
+		own := 0
+		if r.owned {
+			own = c.own
+		}
+		c.Cost += float64(c.Cached - own)
+		c.Cached = own
+		if c.Replica == r.Chosen {
+			chosen = own
+		}
+	}
+	if r.Reason == "cache" || r.Reason == "load" {
+		r.Reason = "cost"
+	}
+	if p := r.Prediction; p != nil {
+		if !r.owned {
+			r.Prediction = nil
+		} else {
+			// As the pipeline predicts (checkPrediction): the engine computes the last token.
+			n := t.Usage.Input + t.Usage.CacheRead + t.Usage.CacheCreation
+			p.Predicted = min(chosen, max(n-1, 0))
+		}
+	}
 }
 
 // Lines renders t for a person, one line per decision, in the order the stages ran.
@@ -307,6 +367,9 @@ func (r *Route) lines(out *lines) {
 			why += "; prefix hot: spread to " + strconv.Itoa(r.Spread) + " replicas"
 		}
 		out.add("route", "picked %s (cache %d/%d tokens; reason: %s)", r.Chosen, cached, r.PromptTokens, why)
+		if r.CacheScope != "" {
+			out.add("route", "cached tokens shown: %s (only this key's own prompts count; the pick weighed all)", r.CacheScope)
+		}
 		if p := r.Prediction; p != nil {
 			out.add("route", "predicted %d cached tokens on %s, the engine reported %d", p.Predicted, r.Chosen, p.Engine)
 		}

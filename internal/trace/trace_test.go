@@ -204,3 +204,39 @@ func TestTraceLinesHotPrefix(t *testing.T) {
 		t.Errorf("lines lack %q:\n%s", want, got)
 	}
 }
+
+// Own shows a prefix pick as the request's key may read it: only its own cached tokens, the
+// costs as if only those were cached, the prediction from them, and "cost" for "cache"; or,
+// when its own were not counted, nothing cached and no prediction. The trace as built is the
+// operator's, untouched.
+func TestTraceOwn(t *testing.T) {
+	pick := func(owned bool) *pipeline.Record {
+		rec := record(1, 200, "chat")
+		rec.Engine, rec.Attempts = "b", 1
+		rec.Usage.InputTokens, rec.Usage.CacheReadInputTokens = 10, 90
+		rec.Pick = route.Decision{Picker: "prefix", Reason: "cache", PromptTokens: 100, N: 2, Chosen: 1, Owned: owned}
+		rec.Pick.Candidates[0] = route.Candidate{Replica: "a", Cached: 0, Own: 0, Cost: 100}
+		rec.Pick.Candidates[1] = route.Candidate{Replica: "b", Cached: 96, Own: 32, Cost: 4}
+		rec.Prediction = pipeline.Prediction{Checked: true, Predicted: 96, Engine: 90}
+		return rec
+	}
+	full := FromRecord(pick(true), "POST", "/v1/messages", time.Millisecond)
+	if c := full.Route.Candidates[1]; c.Cached != 96 || c.Cost != 4 || full.Route.Reason != "cache" || full.Route.CacheScope != "" || full.Route.Prediction.Predicted != 96 {
+		t.Errorf("operator's trace: %+v %+v", full.Route, c)
+	}
+	own := FromRecord(pick(true), "POST", "/v1/messages", time.Millisecond)
+	own.Own()
+	r := own.Route
+	if c := r.Candidates[1]; c.Cached != 32 || c.Cost != 68 || r.Reason != "cost" || r.CacheScope != ScopeOwn || r.Prediction == nil || r.Prediction.Predicted != 32 {
+		t.Errorf("own trace: %+v %+v %+v", r, c, r.Prediction)
+	}
+	if got := strings.Join(own.Lines(), "\n"); !strings.Contains(got, "candidate b: cached 32/100 tokens") || !strings.Contains(got, "cached tokens shown: own") {
+		t.Errorf("own lines:\n%s", got)
+	}
+	withheld := FromRecord(pick(false), "POST", "/v1/messages", time.Millisecond)
+	withheld.Own()
+	r = withheld.Route
+	if c := r.Candidates[1]; c.Cached != 0 || c.Cost != 100 || r.CacheScope != ScopeWithheld || r.Prediction != nil {
+		t.Errorf("withheld trace: %+v %+v", r, c)
+	}
+}
