@@ -1,8 +1,9 @@
 // Package conversation keeps the Responses API's stored responses: for each response id, the
 // response object a GET returns and the conversation a previous_response_id continues, owned by
 // the API key that made it. Another key is told the id does not exist, exactly as for an id that
-// never did. Entries are kept for a TTL, in this process's memory within a byte bound that
-// evicts the oldest first (Memory), or in a Redis shared by every replica (Redis).
+// never did. Entries are kept for a TTL, in this process's memory within a byte bound (Memory:
+// beyond it the key holding the most goes first, its oldest entry), or in a Redis shared by
+// every replica (Redis).
 package conversation
 
 import (
@@ -50,10 +51,11 @@ type Memory struct {
 	maxBytes int64
 	now      func() time.Time
 
-	mu    sync.Mutex
-	byID  map[string]*list.Element
-	order list.List // of *stored, oldest first (insertion order is expiry order: one TTL)
-	bytes int64
+	mu      sync.Mutex
+	byID    map[string]*list.Element
+	order   list.List // of *stored, oldest first (insertion order is expiry order: one TTL)
+	bytes   int64
+	byOwner map[string]*ownerShare
 }
 
 type stored struct {
@@ -61,6 +63,13 @@ type stored struct {
 	owner   string
 	val     []byte // the entry as JSON: a copy nothing else holds
 	expires time.Time
+	mine    *list.Element // in its owner's list
+}
+
+// ownerShare is what one owner holds: its entries, oldest first, and their bytes.
+type ownerShare struct {
+	order list.List // of *list.Element of Memory.order
+	bytes int64
 }
 
 // NewMemory returns a store keeping each entry for ttl, all of them within maxBytes (the JSON
@@ -69,7 +78,7 @@ func NewMemory(ttl time.Duration, maxBytes int64, now func() time.Time) *Memory 
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}}
+	return &Memory{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}, byOwner: map[string]*ownerShare{}}
 }
 
 // NotFound is the error for an id the caller cannot see: unknown, expired, deleted, or another
@@ -80,7 +89,8 @@ func NotFound(id string) *apierr.Error {
 }
 
 // Put implements Store. An entry larger than the whole bound is not kept (a later Get finds
-// nothing).
+// nothing). Beyond the bound, the oldest entry of the owner holding the most bytes goes first:
+// a key that stores much evicts its own entries, not every other key's.
 func (s *Memory) Put(_ context.Context, e *Entry) error {
 	val, err := json.Marshal(e)
 	if err != nil {
@@ -96,12 +106,36 @@ func (s *Memory) Put(_ context.Context, e *Entry) error {
 	if int64(len(val)) > s.maxBytes {
 		return nil
 	}
-	for s.bytes+int64(len(val)) > s.maxBytes {
-		s.removeLocked(s.order.Front())
+	os := s.byOwner[e.Owner]
+	if os == nil {
+		os = &ownerShare{}
+		s.byOwner[e.Owner] = os
 	}
-	s.byID[e.ID] = s.order.PushBack(&stored{id: e.ID, owner: e.Owner, val: val, expires: now.Add(s.ttl)})
+	// The newcomer counts as its owner's while the room is made.
+	os.bytes += int64(len(val))
+	for s.bytes+int64(len(val)) > s.maxBytes {
+		s.removeLocked(s.largestLocked().order.Front().Value.(*list.Element))
+	}
+	os.bytes -= int64(len(val))
+	st := &stored{id: e.ID, owner: e.Owner, val: val, expires: now.Add(s.ttl)}
+	el := s.order.PushBack(st)
+	st.mine = os.order.PushBack(el)
+	s.byID[e.ID] = el
 	s.bytes += int64(len(val))
+	os.bytes += int64(len(val))
 	return nil
+}
+
+// largestLocked is the owner holding the most bytes (counting an entry being put), among those
+// holding an entry.
+func (s *Memory) largestLocked() *ownerShare {
+	var big *ownerShare
+	for _, os := range s.byOwner {
+		if os.order.Len() > 0 && (big == nil || os.bytes > big.bytes) {
+			big = os
+		}
+	}
+	return big
 }
 
 // Get implements Store.
@@ -193,4 +227,10 @@ func (s *Memory) removeLocked(el *list.Element) {
 	s.order.Remove(el)
 	delete(s.byID, st.id)
 	s.bytes -= int64(len(st.val))
+	os := s.byOwner[st.owner]
+	os.order.Remove(st.mine)
+	os.bytes -= int64(len(st.val))
+	if os.order.Len() == 0 && os.bytes == 0 {
+		delete(s.byOwner, st.owner)
+	}
 }

@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,37 @@ func TestStoreBound(t *testing.T) {
 	notFound(t, "an entry over the bound", err)
 	if n, _ := s.Len(); n != 3 {
 		t.Errorf("got %d entries, want 3", n)
+	}
+}
+
+// TestStoreFairEviction: one key that stores far more than the bound evicts its own oldest
+// entries, never another key's; with two keys over their share, the one holding more goes first.
+func TestStoreFairEviction(t *testing.T) {
+	ctx := context.Background()
+	big := strings.Repeat("x", 900)
+	size := func() int64 {
+		s := NewMemory(time.Hour, 1<<20, nil)
+		_ = s.Put(ctx, entry("resp_size", "bob", big))
+		_, n := s.Len()
+		return n
+	}()
+	s := NewMemory(time.Hour, 10*size, nil)
+	if err := s.Put(ctx, entry("resp_alice", "alice", big)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := s.Put(ctx, entry(fmt.Sprintf("resp_bob_%03d", i), "bob", big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Get(ctx, "alice", "resp_alice"); err != nil {
+		t.Errorf("alice's response after bob stored 50: %v, want it kept", err)
+	}
+	if _, err := s.Get(ctx, "bob", "resp_bob_049"); err != nil {
+		t.Errorf("bob's newest: %v, want it kept", err)
+	}
+	notFound(t, "bob's oldest", func() error { _, err := s.Get(ctx, "bob", "resp_bob_000"); return err }())
+	if n, b := s.Len(); n < 9 || b > 10*size {
+		t.Errorf("%d entries, %d bytes; want the bound (%d) nearly full", n, b, 10*size)
 	}
 }
