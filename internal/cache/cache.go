@@ -232,7 +232,7 @@ func (m *Model) Get(ctx context.Context, c *Canon) (*Entry, bool) {
 // Put stores e as the answer to the request c encodes, for the policy's TTL. e keeps a copy of
 // the encoding, to confirm hits with.
 func (m *Model) Put(ctx context.Context, c *Canon, e *Entry) error {
-	e.Request = bytes.Clone(c.Bytes)
+	e.Request, e.Owner = bytes.Clone(c.Bytes), c.Tenant
 	return m.Store.Put(ctx, c.Key, e, m.Policy.TTL)
 }
 

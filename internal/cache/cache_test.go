@@ -313,3 +313,30 @@ func TestCollision(t *testing.T) {
 		t.Fatalf("b's own lookup: %v %v", got, ok)
 	}
 }
+
+// TestMemoryFairAcrossOwners: past the budget the owner holding the most bytes loses its least
+// recently used answer first, so one key filling the cache evicts its own answers, not another
+// key's; an owner's own order stays least recently used.
+func TestMemoryFairAcrossOwners(t *testing.T) {
+	ctx := context.Background()
+	owned := func(owner, text string) *cache.Entry { e := entry(text); e.Owner = owner; return e }
+	size := owned("alice", strings.Repeat("x", 100)).Size()
+	m := cache.NewMemory(5*size, nil)
+	_ = m.Put(ctx, key("alice-1"), owned("alice", strings.Repeat("x", 100)), time.Hour)
+	for i := range 20 {
+		_ = m.Put(ctx, key("bob-"+strings.Repeat("b", i)), owned("bob", strings.Repeat("y", 100)), time.Hour)
+		m.Get(ctx, key("bob-")) // bob's first stays his most recently used
+	}
+	if _, ok := m.Get(ctx, key("alice-1")); !ok {
+		t.Error("alice's answer was evicted by bob's")
+	}
+	if _, ok := m.Get(ctx, key("bob-")); !ok {
+		t.Error("bob's most recently used answer was evicted before his older ones")
+	}
+	if _, ok := m.Get(ctx, key("bob-b")); ok {
+		t.Error("bob's least recently used answer is still held")
+	}
+	if st := m.Stats(); st.Entries != 5 || st.Bytes > 5*size {
+		t.Errorf("stats %+v, budget %d", st, 5*size)
+	}
+}

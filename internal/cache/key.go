@@ -36,6 +36,9 @@ const keyVersion = "layer0-cache-5\x00"
 type Canon struct {
 	Key   Key
 	Bytes []byte
+	// Tenant is whose answer it is (Model.Tenant): the in-memory store's budget is shared
+	// fairly among tenants.
+	Tenant string
 }
 
 // canons pools Canons with their buffers.
@@ -44,7 +47,7 @@ var canons = sync.Pool{New: func() any { return &Canon{Bytes: make([]byte, 0, 16
 // Release returns c to the pool; c must not be used after it.
 func (c *Canon) Release() {
 	if cap(c.Bytes) <= 1<<20 {
-		c.Bytes = c.Bytes[:0]
+		c.Bytes, c.Tenant = c.Bytes[:0], ""
 		canons.Put(c)
 	}
 }
@@ -101,6 +104,7 @@ func Encode(tenant, model string, r *llm.Request) *Canon {
 // encode returns the canonical encoding of r answered by model for tenant, without its key.
 func encode(tenant, model string, r *llm.Request) *Canon {
 	c := canons.Get().(*Canon)
+	c.Tenant = tenant
 	b := append(c.Bytes[:0], keyVersion...)
 	b = appendStr(b, tenant)
 	b = appendStr(b, model)
@@ -158,6 +162,7 @@ const embedKeyVersion = "layer0-embed-2\x00"
 // encoding (floats or base64) and the user are left out: they do not change the vectors.
 func EncodeEmbed(tenant, model string, r *llm.EmbedRequest) *Canon {
 	c := canons.Get().(*Canon)
+	c.Tenant = tenant
 	b := append(c.Bytes[:0], embedKeyVersion...)
 	b = appendStr(b, tenant)
 	b = appendStr(b, model)

@@ -30,6 +30,8 @@ type Entry struct {
 	// Request is the canonical encoding of the request it answers (Encode), which a lookup
 	// compares: keys are short hashes, which can collide.
 	Request []byte
+	// Owner is the tenant whose answer it is (Canon.Tenant; "" when shared by every key).
+	Owner string `json:",omitempty"`
 }
 
 // eventSize is what an event costs in memory beyond its strings.
@@ -59,17 +61,25 @@ type Store interface {
 	Delete(ctx context.Context, k Key) error
 }
 
-// Memory is the in-process Store: entries in least-recently-used order within a budget of bytes
-// (Entry.Size); storing past the budget evicts the least recently used entries, and an expired
-// entry is dropped when it is next looked up or reaches the end of the order.
+// Memory is the in-process Store: entries within a budget of bytes (Entry.Size), in
+// least-recently-used order per owner (Entry.Owner); storing past the budget evicts the least
+// recently used entries of the owner holding the most bytes, so that one key filling the cache
+// evicts its own answers, not every other key's. An expired entry is dropped when it is next
+// looked up.
 type Memory struct {
 	now func() time.Time
 	max int64
 
-	mu    sync.Mutex
+	mu      sync.Mutex
+	bytes   int64
+	byKey   map[Key]*list.Element
+	byOwner map[string]*ownerLRU
+}
+
+// ownerLRU is what one owner holds: its entries, most recently used first, and their bytes.
+type ownerLRU struct {
+	order list.List // of *memItem
 	bytes int64
-	byKey map[Key]*list.Element
-	order list.List // of *memItem, most recently used first
 }
 
 type memItem struct {
@@ -77,6 +87,7 @@ type memItem struct {
 	e       *Entry
 	size    int64
 	expires time.Time
+	owner   *ownerLRU
 }
 
 // NewMemory returns an empty in-memory store of maxBytes, reading the time from now (time.Now
@@ -85,7 +96,7 @@ func NewMemory(maxBytes int64, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, max: maxBytes, byKey: map[Key]*list.Element{}}
+	return &Memory{now: now, max: maxBytes, byKey: map[Key]*list.Element{}, byOwner: map[string]*ownerLRU{}}
 }
 
 // Get implements Store.
@@ -102,7 +113,7 @@ func (m *Memory) Get(_ context.Context, k Key) (*Entry, bool) {
 		m.remove(el)
 		return nil, false
 	}
-	m.order.MoveToFront(el)
+	it.owner.order.MoveToFront(el)
 	return it.e, true
 }
 
@@ -118,12 +129,32 @@ func (m *Memory) Put(_ context.Context, k Key, e *Entry, ttl time.Duration) erro
 	if el, ok := m.byKey[k]; ok {
 		m.remove(el)
 	}
-	for m.bytes+size > m.max {
-		m.remove(m.order.Back())
+	o := m.byOwner[e.Owner]
+	if o == nil {
+		o = &ownerLRU{}
+		m.byOwner[e.Owner] = o
 	}
-	m.byKey[k] = m.order.PushFront(&memItem{key: k, e: e, size: size, expires: expires})
+	o.bytes += size // the newcomer counts as its owner's while the room is made
+	for m.bytes+size > m.max {
+		m.remove(m.largest().order.Back())
+	}
+	o.bytes -= size
+	m.byKey[k] = o.order.PushFront(&memItem{key: k, e: e, size: size, expires: expires, owner: o})
 	m.bytes += size
+	o.bytes += size
 	return nil
+}
+
+// largest is the owner holding the most bytes (counting an entry being put), among those
+// holding an entry.
+func (m *Memory) largest() *ownerLRU {
+	var big *ownerLRU
+	for _, o := range m.byOwner {
+		if o.order.Len() > 0 && (big == nil || o.bytes > big.bytes) {
+			big = o
+		}
+	}
+	return big
 }
 
 // Delete implements Store.
@@ -137,9 +168,15 @@ func (m *Memory) Delete(_ context.Context, k Key) error {
 }
 
 func (m *Memory) remove(el *list.Element) {
-	it := m.order.Remove(el).(*memItem)
+	it := el.Value.(*memItem)
+	o := it.owner
+	o.order.Remove(el)
 	delete(m.byKey, it.key)
 	m.bytes -= it.size
+	o.bytes -= it.size
+	if o.order.Len() == 0 && o.bytes == 0 {
+		delete(m.byOwner, it.e.Owner)
+	}
 }
 
 // Stats are a store's size now.
