@@ -294,7 +294,7 @@ func unanswered(uses, next []Block, answered map[string]bool) string {
 			more++
 			continue
 		}
-		missing = append(missing, clip(b.ID))
+		missing = append(missing, Clip(b.ID))
 	}
 	list := strings.Join(missing, ", ")
 	if more > 0 {
@@ -344,10 +344,10 @@ func (r *Request) checkResultsAnswer(i int) (int, string) {
 		}
 		switch {
 		case !used:
-			return j, "unexpected tool_use_id found in tool_result blocks: " + clip(b.ToolUseID) +
+			return j, "unexpected tool_use_id found in tool_result blocks: " + Clip(b.ToolUseID) +
 				". Each tool_result block must have a corresponding tool_use block in the previous message."
 		case dup:
-			return j, "duplicate tool_result for tool_use_id " + clip(b.ToolUseID) +
+			return j, "duplicate tool_result for tool_use_id " + Clip(b.ToolUseID) +
 				": each tool_use block must have exactly one tool_result block."
 		}
 	}
@@ -467,7 +467,7 @@ func checkImage(b *Block, decoded bool, list string, idx ...int) error {
 	case !utf8.ValidString(b.MediaType):
 		return badUTF8(blockPath(list, idx, "source.media_type"))
 	case !ImageMediaType(b.MediaType):
-		return apierr.Invalid(blockPath(list, idx, "source.media_type"), "must be one of %s, got %q", ImageMediaTypes, clip(b.MediaType))
+		return apierr.Invalid(blockPath(list, idx, "source.media_type"), "must be one of %s, got %q", ImageMediaTypes, Clip(b.MediaType))
 	case !utf8.ValidString(b.Data):
 		return badUTF8(blockPath(list, idx, "source.data"))
 	case !ImageBase64(b.Data):
@@ -481,7 +481,7 @@ func (r *Request) validateTools() error {
 		t := &r.Tools[i]
 		switch {
 		case !ValidToolName(t.Name):
-			return apierr.Invalid(path("tools", i, "name"), "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", clip(t.Name))
+			return apierr.Invalid(path("tools", i, "name"), "must match ^[a-zA-Z0-9_-]{1,128}$, got %q", Clip(t.Name))
 		case !utf8.ValidString(t.Description):
 			return badUTF8(path("tools", i, "description"))
 		case len(t.InputSchema) == 0:
@@ -509,7 +509,7 @@ func (r *Request) validateTools() error {
 		if tc.Name == "" {
 			return apierr.Invalid("tool_choice.name", "field required")
 		}
-		return apierr.Invalid("tool_choice.name", "no tool named %q in tools", clip(tc.Name))
+		return apierr.Invalid("tool_choice.name", "no tool named %q in tools", Clip(tc.Name))
 	}
 	return apierr.Invalid("tool_choice.type", "unknown tool choice type %d", tc.Type)
 }
@@ -599,8 +599,8 @@ func blockPath(list string, idx []int, field string) string {
 	return path(append(segs, field)...)
 }
 
-// clip shortens s for an error message.
-func clip(s string) string {
+// Clip shortens s for an error message (64 bytes at most, cut at a character boundary).
+func Clip(s string) string {
 	const n = 64
 	if len(s) <= n {
 		return s

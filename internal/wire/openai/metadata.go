@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
+	"github.com/layer0ai/layer0/internal/llm"
 	"github.com/layer0ai/layer0/internal/wire/jsontext"
 )
 
@@ -42,16 +43,16 @@ func CheckMetadata(raw string) error {
 		case n > MaxMetadataPairs:
 			return apierr.Invalid("metadata", "must have at most %d key/value pairs", MaxMetadataPairs)
 		case utf8.RuneCountInString(k) > MaxMetadataKey:
-			return apierr.Invalid("metadata", "key %q is longer than %d characters", clip(k), MaxMetadataKey)
+			return apierr.Invalid("metadata", "key %q is longer than %d characters", llm.Clip(k), MaxMetadataKey)
 		case d.Peek() != jsontext.KindString:
-			return apierr.Invalid("metadata", "the value of %q must be a string", clip(k))
+			return apierr.Invalid("metadata", "the value of %q must be a string", llm.Clip(k))
 		}
 		v, err := d.Str()
 		switch {
 		case err != nil:
 			return apierr.Invalid("metadata", "must be an object of strings")
 		case utf8.RuneCountInString(v) > MaxMetadataValue:
-			return apierr.Invalid("metadata", "the value of %q is longer than %d characters", clip(k), MaxMetadataValue)
+			return apierr.Invalid("metadata", "the value of %q is longer than %d characters", llm.Clip(k), MaxMetadataValue)
 		}
 	}
 }

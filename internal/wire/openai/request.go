@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
@@ -414,7 +413,7 @@ func decodeImageURL(p, u string) (llm.Block, error) {
 		case !ok || !isBase64 || !strings.HasPrefix(mediaType, "image/") || data == "":
 			return llm.Block{}, apierr.Invalid(p, "a data URL must be data:image/<type>;base64,<data>")
 		case !llm.ImageMediaType(mediaType):
-			return llm.Block{}, apierr.Invalid(p, "a data URL's media type must be one of %s, got %q", llm.ImageMediaTypes, clip(mediaType))
+			return llm.Block{}, apierr.Invalid(p, "a data URL's media type must be one of %s, got %q", llm.ImageMediaTypes, llm.Clip(mediaType))
 		case !llm.ImageBase64(data):
 			return llm.Block{}, apierr.Invalid(p, "a data URL's data must be base64 (standard alphabet, padded)")
 		}
@@ -424,19 +423,6 @@ func decodeImageURL(p, u string) (llm.Block, error) {
 		return llm.Block{Type: llm.BlockImage, URL: u}, nil
 	}
 	return llm.Block{}, apierr.Invalid(p, "must be an http(s) URL or a base64 data URL")
-}
-
-// clip shortens s for an error message.
-func clip(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
 }
 
 func decodeAssistant(p string, m *chatMessage) ([]llm.Block, error) {
