@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -270,15 +269,7 @@ func TestIsolationSharedCacheAcrossReplicas(t *testing.T) {
 // X-Layer0-Engine headers.
 func embedAs(t *testing.T, base, key, model, text string) (xcache, engine string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": model, "input": text, "dimensions": 4})
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/embeddings", strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := postJSON(t, base+"/v1/embeddings", key, map[string]any{"model": model, "input": text, "dimensions": 4})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s embedding on %s: status %d", key, model, resp.StatusCode)
 	}
@@ -380,18 +371,9 @@ models:
 // request's trace id; streamed, it returns the trace the stream ends with instead.
 func askTraced(t *testing.T, base, key, system string, stream bool) (string, *trace.Trace) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "private", "max_tokens": 8, "temperature": 0, "stream": stream,
-		"system": system, "messages": []map[string]string{{"role": "user", "content": "Hello"}}})
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(string(body)))
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Layer0-Debug", "1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, raw := postJSON(t, base+"/v1/messages", key, map[string]any{"model": "private", "max_tokens": 8,
+		"temperature": 0, "stream": stream, "system": system,
+		"messages": []map[string]string{{"role": "user", "content": "Hello"}}}, "X-Layer0-Debug", "1")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: %d %s", key, resp.StatusCode, raw)
 	}

@@ -58,12 +58,17 @@ type prompt struct {
 	Messages  []cacheTurn `json:"messages"`
 }
 
-func postJSON(t *testing.T, url, key string, v any) (*http.Response, []byte) {
+// postJSON posts v as JSON to url with key (x-api-key) and any further headers (name, value
+// pairs), and returns the response and its whole body.
+func postJSON(t *testing.T, url, key string, v any, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	body, _ := json.Marshal(v)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("X-Api-Key", key)
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
