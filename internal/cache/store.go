@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/owners"
 )
 
 // Entry is a stored answer: the canonical events of one complete, successful response, as the
@@ -70,16 +71,10 @@ type Memory struct {
 	now func() time.Time
 	max int64
 
-	mu      sync.Mutex
-	bytes   int64
-	byKey   map[Key]*list.Element
-	byOwner map[string]*ownerLRU
-}
-
-// ownerLRU is what one owner holds: its entries, most recently used first, and their bytes.
-type ownerLRU struct {
-	order list.List // of *memItem
-	bytes int64
+	mu     sync.Mutex
+	bytes  int64
+	byKey  map[Key]*list.Element
+	owners owners.Set // each owner's entries (*memItem), most recently used first
 }
 
 type memItem struct {
@@ -87,7 +82,7 @@ type memItem struct {
 	e       *Entry
 	size    int64
 	expires time.Time
-	owner   *ownerLRU
+	owner   *owners.Holding
 }
 
 // NewMemory returns an empty in-memory store of maxBytes, reading the time from now (time.Now
@@ -96,7 +91,7 @@ func NewMemory(maxBytes int64, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, max: maxBytes, byKey: map[Key]*list.Element{}, byOwner: map[string]*ownerLRU{}}
+	return &Memory{now: now, max: maxBytes, byKey: map[Key]*list.Element{}}
 }
 
 // Get implements Store.
@@ -113,7 +108,7 @@ func (m *Memory) Get(_ context.Context, k Key) (*Entry, bool) {
 		m.remove(el)
 		return nil, false
 	}
-	it.owner.order.MoveToFront(el)
+	it.owner.Entries.MoveToFront(el)
 	return it.e, true
 }
 
@@ -129,32 +124,14 @@ func (m *Memory) Put(_ context.Context, k Key, e *Entry, ttl time.Duration) erro
 	if el, ok := m.byKey[k]; ok {
 		m.remove(el)
 	}
-	o := m.byOwner[e.Owner]
-	if o == nil {
-		o = &ownerLRU{}
-		m.byOwner[e.Owner] = o
-	}
-	o.bytes += size // the newcomer counts as its owner's while the room is made
+	o := m.owners.Of(e.Owner)
+	o.Bytes += size // the newcomer counts as its owner's while the room is made
 	for m.bytes+size > m.max {
-		m.remove(m.largest().order.Back())
+		m.remove(m.owners.Largest().Entries.Back())
 	}
-	o.bytes -= size
-	m.byKey[k] = o.order.PushFront(&memItem{key: k, e: e, size: size, expires: expires, owner: o})
+	m.byKey[k] = o.Entries.PushFront(&memItem{key: k, e: e, size: size, expires: expires, owner: o})
 	m.bytes += size
-	o.bytes += size
 	return nil
-}
-
-// largest is the owner holding the most bytes (counting an entry being put), among those
-// holding an entry.
-func (m *Memory) largest() *ownerLRU {
-	var big *ownerLRU
-	for _, o := range m.byOwner {
-		if o.order.Len() > 0 && (big == nil || o.bytes > big.bytes) {
-			big = o
-		}
-	}
-	return big
 }
 
 // Delete implements Store.
@@ -169,14 +146,11 @@ func (m *Memory) Delete(_ context.Context, k Key) error {
 
 func (m *Memory) remove(el *list.Element) {
 	it := el.Value.(*memItem)
-	o := it.owner
-	o.order.Remove(el)
+	it.owner.Entries.Remove(el)
+	it.owner.Bytes -= it.size
 	delete(m.byKey, it.key)
 	m.bytes -= it.size
-	o.bytes -= it.size
-	if o.order.Len() == 0 && o.bytes == 0 {
-		delete(m.byOwner, it.e.Owner)
-	}
+	m.owners.Forget(it.e.Owner)
 }
 
 // Stats are a store's size now.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/llm"
+	"github.com/layer0ai/layer0/internal/owners"
 )
 
 // Entry is one stored response.
@@ -51,11 +52,11 @@ type Memory struct {
 	maxBytes int64
 	now      func() time.Time
 
-	mu      sync.Mutex
-	byID    map[string]*list.Element
-	order   list.List // of *stored, oldest first (insertion order is expiry order: one TTL)
-	bytes   int64
-	byOwner map[string]*ownerShare
+	mu     sync.Mutex
+	byID   map[string]*list.Element
+	order  list.List // of *stored, oldest first (insertion order is expiry order: one TTL)
+	bytes  int64
+	owners owners.Set // each owner's entries (their elements of order), oldest first
 }
 
 type stored struct {
@@ -63,13 +64,7 @@ type stored struct {
 	owner   string
 	val     []byte // the entry as JSON: a copy nothing else holds
 	expires time.Time
-	mine    *list.Element // in its owner's list
-}
-
-// ownerShare is what one owner holds: its entries, oldest first, and their bytes.
-type ownerShare struct {
-	order list.List // of *list.Element of Memory.order
-	bytes int64
+	mine    *list.Element // in its owner's entries
 }
 
 // NewMemory returns a store keeping each entry for ttl, all of them within maxBytes (the JSON
@@ -78,7 +73,7 @@ func NewMemory(ttl time.Duration, maxBytes int64, now func() time.Time) *Memory 
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}, byOwner: map[string]*ownerShare{}}
+	return &Memory{ttl: ttl, maxBytes: maxBytes, now: now, byID: map[string]*list.Element{}}
 }
 
 // NotFound is the error for an id the caller cannot see: unknown, expired, deleted, or another
@@ -106,36 +101,17 @@ func (s *Memory) Put(_ context.Context, e *Entry) error {
 	if int64(len(val)) > s.maxBytes {
 		return nil
 	}
-	os := s.byOwner[e.Owner]
-	if os == nil {
-		os = &ownerShare{}
-		s.byOwner[e.Owner] = os
-	}
-	// The newcomer counts as its owner's while the room is made.
-	os.bytes += int64(len(val))
+	o := s.owners.Of(e.Owner)
+	o.Bytes += int64(len(val)) // the newcomer counts as its owner's while the room is made
 	for s.bytes+int64(len(val)) > s.maxBytes {
-		s.removeLocked(s.largestLocked().order.Front().Value.(*list.Element))
+		s.removeLocked(s.owners.Largest().Entries.Front().Value.(*list.Element))
 	}
-	os.bytes -= int64(len(val))
 	st := &stored{id: e.ID, owner: e.Owner, val: val, expires: now.Add(s.ttl)}
 	el := s.order.PushBack(st)
-	st.mine = os.order.PushBack(el)
+	st.mine = o.Entries.PushBack(el)
 	s.byID[e.ID] = el
 	s.bytes += int64(len(val))
-	os.bytes += int64(len(val))
 	return nil
-}
-
-// largestLocked is the owner holding the most bytes (counting an entry being put), among those
-// holding an entry.
-func (s *Memory) largestLocked() *ownerShare {
-	var big *ownerShare
-	for _, os := range s.byOwner {
-		if os.order.Len() > 0 && (big == nil || os.bytes > big.bytes) {
-			big = os
-		}
-	}
-	return big
 }
 
 // Get implements Store.
@@ -227,10 +203,8 @@ func (s *Memory) removeLocked(el *list.Element) {
 	s.order.Remove(el)
 	delete(s.byID, st.id)
 	s.bytes -= int64(len(st.val))
-	os := s.byOwner[st.owner]
-	os.order.Remove(st.mine)
-	os.bytes -= int64(len(st.val))
-	if os.order.Len() == 0 && os.bytes == 0 {
-		delete(s.byOwner, st.owner)
-	}
+	o := s.owners.Of(st.owner)
+	o.Entries.Remove(st.mine)
+	o.Bytes -= int64(len(st.val))
+	s.owners.Forget(st.owner)
 }
