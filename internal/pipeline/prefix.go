@@ -97,10 +97,15 @@ type Prediction struct {
 	Predicted, Engine int
 }
 
+// Predicted is the prediction of a replica's cached prompt tokens checked against the engine's
+// report: what the prefix index expected it to hold (cached) of a prompt of n tokens, at most
+// all but the last, which an engine computes whatever it holds. A trace read by the request's
+// own key makes its prediction the same way (trace.Trace.Own).
+func Predicted(cached, n int) int { return min(cached, max(n-1, 0)) }
+
 // checkPrediction compares what the prefix picker predicted the served replica held of the
-// prompt with what its engine reported serving from its cache, on the record and in the
-// replica's drift check (prefix.Replica.Observe). The engine computes at least the prompt's
-// last token whatever it holds, so the prediction counts at most all tokens but one.
+// prompt (Predicted) with what its engine reported serving from its cache, on the record and in
+// the replica's drift check (prefix.Replica.Observe).
 func (p *Pipeline) checkPrediction(c *Call) {
 	rec := &c.Record
 	d := &rec.Pick
@@ -109,8 +114,7 @@ func (p *Pipeline) checkPrediction(c *Call) {
 	}
 	r := p.prefix.Replica(rec.Engine)
 	u := &rec.Usage
-	n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-	pred := min(d.Candidates[d.Chosen].Cached, max(n-1, 0))
+	pred := Predicted(d.Candidates[d.Chosen].Cached, u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens)
 	if r.Observe(pred, u.CacheReadInputTokens) {
 		rec.Prediction = Prediction{Checked: true, Predicted: pred, Engine: u.CacheReadInputTokens}
 	}

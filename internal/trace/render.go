@@ -266,9 +266,7 @@ func (t *Trace) Own() {
 		if !r.owned {
 			r.Prediction = nil
 		} else {
-			// As the pipeline predicts (checkPrediction): the engine computes the last token.
-			n := t.Usage.Input + t.Usage.CacheRead + t.Usage.CacheCreation
-			p.Predicted = min(chosen, max(n-1, 0))
+			p.Predicted = pipeline.Predicted(chosen, t.Usage.Input+t.Usage.CacheRead+t.Usage.CacheCreation)
 		}
 	}
 }
