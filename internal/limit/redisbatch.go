@@ -279,9 +279,6 @@ func (s *Redis) admitCall(sc *scope, n int64) (scriptCall, bool) {
 	beat := ""
 	if !s.cluster {
 		keys[4], beat = s.st.Heartbeat()
-		if beat == "" {
-			keys[4] = ""
-		}
 	}
 	for k := range keys {
 		if keys[k] == "" {

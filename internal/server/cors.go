@@ -1,11 +1,11 @@
 package server
 
 import (
-	"github.com/layer0ai/layer0/internal/apierr"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/layer0ai/layer0/internal/apierr"
 	"github.com/layer0ai/layer0/internal/config"
 )
 

@@ -39,12 +39,13 @@ func (s *Redis) CountError() {
 }
 
 // Heartbeat returns the key of the replicas' heartbeat set and this replica's entry in it when
-// the entry must be there (ExpectBeat), else "": a script may check that the entry is still there
-// (ZSCORE) to find a lost state. An operation reads it before it calls Settled; when its script
-// finds the entry gone, the loss is a new one (then Lost) if the entry is still Current.
+// the entry must be there (ExpectBeat), else two empty strings: a script may check that the
+// entry is still there (ZSCORE) to find a lost state. An operation reads it before it calls
+// Settled; when its script finds the entry gone, the loss is a new one (then Lost) if the entry
+// is still Current.
 func (s *Redis) Heartbeat() (key, member string) {
 	if !s.ExpectBeat() {
-		return s.health.key[0], ""
+		return "", ""
 	}
 	return s.health.key[0], *s.health.member.Load()
 }

@@ -141,9 +141,9 @@ func mergeUsageValue(dst *llm.Usage, v []byte) {
 
 // scanAnswer finds, in one scan of the top level of a message (a JSON object), its model and
 // usage values (-1 when absent) and what kind of answer it is: a message (type "message"), an
-// error object (type "error"), or neither. The same pass checks
-// the whole message as jsontext.ValidObject does: valid is false for anything else, and then
-// the other results say nothing.
+// error object (type "error"), or neither. The same pass checks the whole message as
+// jsontext.ValidObject does: valid is false for anything else, and then the other results say
+// nothing.
 func scanAnswer(obj []byte) (ms, me, us, ue int, kind answerKind, valid bool) {
 	ms, me, us, ue = -1, -1, -1, -1
 	kind = answerOther
